@@ -1,0 +1,51 @@
+# harel-stack — every entry point lives here. `make` alone lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HAREL_STACK := $(BIN)/harel-stack
+
+.DEFAULT_GOAL := help
+.PHONY: help venv up down status logs smoke demo test lint bench
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): sdk/pyproject.toml stack/pyproject.toml tests/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e 'sdk[test]' -e stack -r tests/requirements.txt
+	touch $(STAMP)
+
+venv: $(STAMP) ## create .venv with the SDK, the stack CLI and the test tools
+
+up: $(STAMP) ## start the local stack in Docker (needs a Docker engine) and wait until it is ready
+	$(HAREL_STACK) up
+
+down: $(STAMP) ## stop the local stack (VOLUMES=1 also deletes its data)
+	$(HAREL_STACK) down $(if $(VOLUMES),--volumes,)
+
+status: $(STAMP) ## services, replica-set members, workers and executions of the local stack
+	$(HAREL_STACK) status
+
+logs: $(STAMP) ## follow the logs of the local stack (SERVICE=worker for one service)
+	$(HAREL_STACK) logs $(SERVICE)
+
+smoke: $(STAMP) ## run the fork/join + durable-timer smoke workflow against the local stack
+	$(HAREL_STACK) smoke
+
+demo: $(STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock://
+	$(BIN)/harel demo
+
+test: $(STAMP) ## the whole test suite (what CI runs)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP) ## ruff (lint + format check), ansible-lint, helm lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	cd playbooks && ../$(BIN)/ansible-lint --profile production
+	$(BIN)/python -m tests.infra.helm_lint
+
+bench: $(STAMP) ## benchmarks; prints a table and writes bench/results/latest.md
+	$(BIN)/python -m bench

@@ -1,0 +1,150 @@
+"""Every error the SDK raises on purpose. Each carries what the caller needs to act on it."""
+
+from __future__ import annotations
+
+
+class HarelError(Exception):
+    """Base of every harel error."""
+
+
+# --- store -------------------------------------------------------------------------------------------
+
+
+class StoreConflict(HarelError):
+    """A commit lost the version CAS: someone else advanced the execution first. Nothing was written."""
+
+    def __init__(self, execution_id: str, expected: int, found: int | None) -> None:
+        self.execution_id = execution_id
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"execution {execution_id!r}: commit expected version {expected}, store has "
+            f"{'no document' if found is None else f'version {found}'}; reload and step again"
+        )
+
+
+class ExecutionTooLarge(HarelError):
+    """A commit would push the execution's document past what MongoDB can store (16 MiB)."""
+
+    def __init__(self, execution_id: str, size: int, limit: int) -> None:
+        self.execution_id = execution_id
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"execution {execution_id!r}: document would be about {size} bytes, over the {limit}-byte "
+            "limit; keep large payloads out of the execution context (store a reference instead)"
+        )
+
+
+class UnknownExecution(HarelError):
+    def __init__(self, execution_id: str) -> None:
+        self.execution_id = execution_id
+        super().__init__(f"no execution with id {execution_id!r}")
+
+
+# --- charts and events -------------------------------------------------------------------------------
+
+
+class ChartError(HarelError):
+    """A chart definition is malformed. `problems` lists every `path: problem` found."""
+
+    def __init__(self, chart_id: str | None, problems: list[str]) -> None:
+        self.chart_id = chart_id
+        self.problems = problems
+        head = f"chart {chart_id!r}" if chart_id else "chart"
+        super().__init__(f"{head} is invalid:\n  " + "\n  ".join(problems))
+
+
+class UnknownChart(HarelError):
+    def __init__(self, chart_id: str, version: int | None = None) -> None:
+        self.chart_id = chart_id
+        self.version = version
+        at = f" version {version}" if version is not None else ""
+        super().__init__(f"no chart {chart_id!r}{at} is registered")
+
+
+class UnknownEvent(HarelError):
+    """An event name no state of the chart handles (raised where an event enters: `harel send`, the API)."""
+
+    def __init__(self, chart_id: str, event: str, known: list[str]) -> None:
+        self.chart_id = chart_id
+        self.event = event
+        self.known = known
+        super().__init__(f"chart {chart_id!r} has no transition on event {event!r}; known: {', '.join(known)}")
+
+
+class UnknownAction(HarelError):
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(f"no {kind} named {name!r} is registered")
+
+
+# --- deployment (start-up checks) --------------------------------------------------------------------
+
+
+class DeploymentCheckError(HarelError):
+    """A deployment setting that can lose acknowledged writes. Carries what was found, what is required, the fix."""
+
+    check = "deployment"
+
+    def __init__(self, found: str, required: str, fix: str) -> None:
+        self.found = found
+        self.required = required
+        self.fix = fix
+        super().__init__(f"{self.check}: found {found}, required {required}. Fix: {fix}")
+
+
+class StandaloneDeploymentError(DeploymentCheckError):
+    check = "deployment"
+
+
+class WeakWriteConcernError(DeploymentCheckError):
+    check = "write concern"
+
+
+class WeakReadConcernError(DeploymentCheckError):
+    check = "read concern"
+
+
+class ReadPreferenceError(DeploymentCheckError):
+    check = "read preference"
+
+
+class RetryableWritesDisabledError(DeploymentCheckError):
+    check = "retryable writes"
+
+
+class CollationError(DeploymentCheckError):
+    check = "collation"
+
+
+class UnsupportedServerError(DeploymentCheckError):
+    check = "server version"
+
+
+class DeploymentRefused(HarelError):
+    """Start-up refused: one or more deployment checks failed. `errors` holds every one of them."""
+
+    def __init__(self, errors: list[DeploymentCheckError]) -> None:
+        self.errors = errors
+        super().__init__(
+            "refusing to start on this deployment:\n  " + "\n  ".join(str(e) for e in errors)
+        )
+
+
+class ConnectionFailed(HarelError):
+    """The deployment did not answer before the deadline. The URL is shown with its password redacted."""
+
+    def __init__(self, redacted_url: str, waited: float, last_error: str) -> None:
+        self.url = redacted_url
+        self.waited = waited
+        self.last_error = last_error
+        super().__init__(f"could not reach {redacted_url} within {waited:.0f}s: {last_error}")
+
+
+class InvalidURL(HarelError):
+    def __init__(self, redacted_url: str, reason: str) -> None:
+        self.url = redacted_url
+        self.reason = reason
+        super().__init__(f"invalid store URL {redacted_url}: {reason}")

@@ -1,0 +1,6 @@
+"""Execution stores: the protocol, the in-memory store and MongoStore."""
+
+from harel.errors import ExecutionTooLarge, StoreConflict
+from harel.store.base import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX, ExecutionStore
+
+__all__ = ["DEFAULT_DEDUPE_WINDOW", "DEFAULT_TRACE_MAX", "ExecutionStore", "ExecutionTooLarge", "StoreConflict"]
