@@ -37,6 +37,7 @@ class Event(BaseModel):
     name: str = Field(min_length=1)
     data: dict[str, Any] = Field(default_factory=dict)
     source_id: str | None = None
+    created_at: float | None = None
 
 
 class ChildRef(BaseModel):
