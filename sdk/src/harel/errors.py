@@ -80,6 +80,27 @@ class UnknownAction(HarelError):
         super().__init__(f"no {kind} named {name!r} is registered")
 
 
+class InvalidDuration(HarelError, ValueError):
+    """A timer duration that is not a number of seconds or a number with `ms`, `s`, `m` or `h`."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__(
+            f"invalid duration {text!r}: use a number with ms, s, m or h (250ms, 2s, 1.5s, 5m, 1h) "
+            "or a plain number of seconds"
+        )
+
+
+class InvalidSend(HarelError):
+    """An action addressed an event to a recipient this execution does not have (no parent, no such sibling)."""
+
+    def __init__(self, execution_id: str, to: str, reason: str) -> None:
+        self.execution_id = execution_id
+        self.to = to
+        self.reason = reason
+        super().__init__(f"execution {execution_id!r} cannot send to {to!r}: {reason}")
+
+
 # --- deployment (start-up checks) --------------------------------------------------------------------
 
 

@@ -1,0 +1,576 @@
+"""Statechart definitions: the data format, loading it from YAML, JSON or a dict, and validating it.
+
+A chart is data. Behaviour (actions, guards) is referenced by registered name, so a chart can be stored,
+diffed and versioned like any other document:
+
+    id: order
+    version: 1
+    initial: placed
+    states:
+      placed:
+        on:
+          approve: {target: fulfilling, guard: order_is_valid}
+          reject: rejected
+      fulfilling:
+        parallel:                  # orthogonal regions: each runs as a child execution
+          payment: {initial: charging, states: {charging: {after: {30s: failed}}, failed: {final: true}}}
+        on_done: delivered         # the join: fires once every region has reached a final state
+      delivered: {final: true}
+      rejected: {final: true}
+
+State kinds: atomic; compound (`initial` + `states`); parallel (`parallel: {region: {initial, states}}`);
+final (`final: true`, with `status: failed` to end the execution as failed rather than completed).
+A state may carry `entry` and `exit` action lists, `on` transitions, one `after` timer and, when it is
+compound or parallel, `on_done`. A transition is a target name, or `{target, guard, actions}`; without a
+target it is internal (it runs its actions and leaves the configuration alone). Durations are `250ms`,
+`2s`, `1.5s`, `5m`, `1h`, or a plain number of seconds.
+
+Paths and targets. Every node has a path: the names from the top joined with `.`
+(`fulfilling.payment.charging`). A region is a node (`fulfilling.payment`) but not a state. Targets are
+resolved once, at load time:
+- a dotted target (`fulfilling.payment.paid`) is an absolute path from the top of the chart;
+- a bare name (`paid`) names a sibling of the state that declares the transition (same parent) first;
+  when there is no such sibling, the enclosing levels are searched outward, ending at the top level.
+A region runs as its own child execution, so a transition must stay in the region it starts in: it can
+neither leave its region (send the parent an event instead) nor enter a region from outside (target the
+parallel state; every region then starts at its own initial state).
+
+State and region names become MongoDB keys (the durable timers are keyed by path), so a name that MongoDB
+could not store is rejected: empty, starting with `$`, containing `.`, U+FF0E or NUL.
+
+`load_chart` reports every problem it finds at once as a `ChartError`, each as `<location>: <problem>`
+where the location is the key path in the source (`states.fulfilling.parallel.payment.initial`). Problems
+of shape (unknown keys, wrong types) are reported first; the checks that need the whole tree (targets,
+regions) run once the shape is right.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from harel.errors import ChartError, InvalidDuration
+from harel.model import RESERVED_EVENT_PREFIX, ExecutionStatus
+
+CHART_SUFFIXES = (".yaml", ".yml", ".json")
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `250ms`, `2s`, `1.5s`, `5m`, `1h` or a plain number of seconds; InvalidDuration otherwise."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise InvalidDuration(text)
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+# --- the format ----------------------------------------------------------------------------------------
+
+
+def _transition_shorthand(value: Any) -> Any:
+    """`event: target` stands for `event: {target: target}`; `event: null` for an internal transition."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        return {"target": value}
+    return value
+
+
+class DoneTransition(BaseModel):
+    """What `on_done` fires: a target (None: stay, run the actions only) and actions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    target: str | None = None
+    actions: tuple[str, ...] = ()
+
+
+class Transition(DoneTransition):
+    """An `on` or `after` transition: taken only when its guard (if any) returns true."""
+
+    guard: str | None = None
+
+
+TransitionSpec = Annotated[Transition, BeforeValidator(_transition_shorthand)]
+DoneSpec = Annotated[DoneTransition, BeforeValidator(_transition_shorthand)]
+
+
+class State(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    entry: tuple[str, ...] = ()
+    exit: tuple[str, ...] = ()
+    on: dict[str, TransitionSpec] = Field(default_factory=dict)
+    after: dict[str, TransitionSpec] = Field(default_factory=dict)
+    initial: str | None = None
+    states: dict[str, State] | None = None
+    parallel: dict[str, Region] | None = None
+    on_done: DoneSpec | None = None
+    final: bool = False
+    status: Literal["completed", "failed"] | None = None
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _numeric_durations(cls, value: Any) -> Any:
+        # YAML reads `after: {5: done}` with an int key; a plain number means seconds.
+        if isinstance(value, Mapping):
+            return {
+                str(k) if isinstance(k, int | float) and not isinstance(k, bool) else k: v
+                for k, v in value.items()
+            }
+        return value
+
+
+class Region(BaseModel):
+    """One orthogonal region of a parallel state: compound-like, run as a child execution."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    initial: str
+    states: dict[str, State]
+
+
+# --- the resolved tree the interpreter walks ------------------------------------------------------------
+
+NodeKind = Literal["atomic", "compound", "parallel", "final", "region"]
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A transition with its target resolved to an absolute path (None: internal, actions only)."""
+
+    source: str
+    target: str | None
+    guard: str | None = None
+    actions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class After:
+    """A state's durable timer: `edge` is taken `seconds` after the state was entered."""
+
+    seconds: float
+    edge: Edge
+
+
+@dataclass(frozen=True)
+class Node:
+    """A state or region at `path`. `scope` is the innermost region that encloses it (None: the top)."""
+
+    path: str
+    kind: NodeKind
+    parent: str | None
+    scope: str | None
+    children: tuple[str, ...] = ()
+    initial: str | None = None
+    entry: tuple[str, ...] = ()
+    exit: tuple[str, ...] = ()
+    on: Mapping[str, Edge] = field(default_factory=dict)
+    after: After | None = None
+    on_done: Edge | None = None
+    final_status: ExecutionStatus | None = None
+
+
+class Chart(BaseModel):
+    """A validated statechart. Build it with `load_chart`, which reports problems as one ChartError."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    version: int = Field(ge=1, strict=True)
+    description: str | None = None
+    initial: str
+    states: dict[str, State]
+
+    _nodes: dict[str, Node] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Chart:
+        builder = _TreeBuilder(self)
+        if builder.problems:
+            raise ChartError(self.id, builder.problems)
+        self._nodes = builder.nodes
+        return self
+
+    def node(self, path: str) -> Node:
+        """The state or region at `path`; KeyError when the chart has none."""
+        try:
+            return self._nodes[path]
+        except KeyError:
+            raise KeyError(f"chart {self.id!r} has no state or region at {path!r}") from None
+
+    def region(self, root_path: str) -> Node:
+        """The region a child execution runs (`root_path` like `fulfilling.payment`)."""
+        node = self.node(root_path)
+        if node.kind != "region":
+            raise KeyError(f"chart {self.id!r}: {root_path!r} is a {node.kind} state, not a region")
+        return node
+
+    def initial_state(self, root_path: str | None = None) -> str:
+        """Where an execution starts: the chart's `initial`, or for a child its region's `initial`."""
+        if root_path is None:
+            return self.initial
+        return self.region(root_path).initial or ""
+
+    @property
+    def nodes(self) -> Mapping[str, Node]:
+        """Every state and region by path, in document order."""
+        return self._nodes
+
+    def references(self) -> list[tuple[Literal["action", "guard"], str]]:
+        """Every action and guard name the chart uses, each once, in document order."""
+        seen: dict[tuple[Literal["action", "guard"], str], None] = {}
+        for node in self._nodes.values():
+            for ref in _node_references(node):
+                seen.setdefault(ref, None)
+        return list(seen)
+
+    def event_names(self) -> tuple[str, ...]:
+        """Every event name some `on` transition handles, sorted."""
+        return tuple(sorted({name for node in self._nodes.values() for name in node.on}))
+
+
+def _node_references(node: Node) -> Iterator[tuple[Literal["action", "guard"], str]]:
+    for name in node.entry:
+        yield "action", name
+    for name in node.exit:
+        yield "action", name
+    edges = [
+        *node.on.values(),
+        *([node.after.edge] if node.after else []),
+        *([node.on_done] if node.on_done else []),
+    ]
+    for edge in edges:
+        if edge.guard is not None:
+            yield "guard", edge.guard
+        for name in edge.actions:
+            yield "action", name
+
+
+# --- validation -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Draft:
+    """A node as first collected: kind and place known, targets not yet resolved."""
+
+    path: str
+    kind: NodeKind
+    parent: str | None
+    scope: str | None
+    location: str
+    spec: State | Region
+
+
+def _name_problem(name: str) -> str | None:
+    if not name:
+        return "a state name cannot be empty"
+    if name.startswith("$"):
+        return f"state name {name!r} starts with '$', which MongoDB cannot store as a key"
+    if "." in name:
+        return f"state name {name!r} contains '.', the path separator (MongoDB cannot store it in a key)"
+    if "\uff0e" in name:
+        return f"state name {name!r} contains U+FF0E '．', which stands for '.' in stored paths"
+    if "\x00" in name:
+        return f"state name {name!r} contains NUL, which MongoDB cannot store in a key"
+    return None
+
+
+class _TreeBuilder:
+    """Collects every node, then resolves every transition; records every problem on the way."""
+
+    def __init__(self, chart: Chart) -> None:
+        self.problems: list[str] = []
+        self.drafts: dict[str, _Draft] = {}
+        self.nodes: dict[str, Node] = {}
+        if not chart.states:
+            self.problems.append("states: a chart needs at least one state")
+        elif chart.initial not in chart.states:
+            self.problems.append(f"initial: no state named {chart.initial!r}")
+        self._collect(chart.states, parent=None, scope=None, location="states")
+        for draft in self.drafts.values():
+            self.nodes[draft.path] = self._build(draft)
+
+    def _problem(self, location: str, text: str) -> None:
+        self.problems.append(f"{location}: {text}")
+
+    # pass 1: structure ------------------------------------------------------------------------------
+
+    def _collect(
+        self, states: dict[str, State], parent: str | None, scope: str | None, location: str
+    ) -> None:
+        for name, state in states.items():
+            here = f"{location}.{name}"
+            path = name if parent is None else f"{parent}.{name}"
+            if (problem := _name_problem(name)) is not None:
+                self._problem(here, problem)
+            self.drafts[path] = _Draft(path, self._kind(state, here), parent, scope, here, state)
+            self._check_local(state, here)
+            if state.states:
+                self._collect(state.states, path, scope, f"{here}.states")
+            for region_name, region in (state.parallel or {}).items():
+                region_here = f"{here}.parallel.{region_name}"
+                region_path = f"{path}.{region_name}"
+                if (problem := _name_problem(region_name)) is not None:
+                    self._problem(region_here, problem.replace("state name", "region name"))
+                self.drafts[region_path] = _Draft(region_path, "region", path, scope, region_here, region)
+                if not region.states:
+                    self._problem(f"{region_here}.states", "a region needs at least one state")
+                elif region.initial not in region.states:
+                    self._problem(f"{region_here}.initial", f"no state named {region.initial!r}")
+                self._collect(region.states, region_path, region_path, f"{region_here}.states")
+
+    def _kind(self, state: State, here: str) -> NodeKind:
+        if state.final:
+            extras = [
+                key
+                for key in ("on", "after", "on_done", "initial", "states", "parallel")
+                if getattr(state, key)
+            ]
+            if extras:
+                self._problem(
+                    here, f"a final state has no transitions or children; remove {', '.join(extras)}"
+                )
+            return "final"
+        if state.status is not None:
+            self._problem(f"{here}.status", "only a final state has a status")
+        if state.parallel is not None:
+            if state.states is not None or state.initial is not None:
+                self._problem(here, "a state is either compound (initial, states) or parallel, not both")
+            if not state.parallel:
+                self._problem(f"{here}.parallel", "a parallel state needs at least one region")
+            return "parallel"
+        if state.states is not None or state.initial is not None:
+            if not state.states:
+                self._problem(f"{here}.states", "a compound state needs at least one child state")
+            elif state.initial is None:
+                self._problem(f"{here}.initial", "required: the child state a compound state starts in")
+            elif state.initial not in state.states:
+                self._problem(f"{here}.initial", f"no state named {state.initial!r}")
+            return "compound"
+        if state.on_done is not None:
+            self._problem(
+                f"{here}.on_done",
+                "an atomic state never completes; on_done needs a compound or parallel state",
+            )
+        return "atomic"
+
+    def _check_local(self, state: State, here: str) -> None:
+        for event in state.on:
+            if not event:
+                self._problem(f"{here}.on", "an event name cannot be empty")
+            elif event.startswith(RESERVED_EVENT_PREFIX):
+                self._problem(
+                    f"{here}.on.{event}",
+                    f"event names starting with {RESERVED_EVENT_PREFIX!r} are reserved for the engine",
+                )
+        if len(state.after) > 1:
+            self._problem(
+                f"{here}.after",
+                f"a state has at most one timer (found {len(state.after)}: {', '.join(state.after)}); "
+                "a timer is keyed by its state's path",
+            )
+        for duration in state.after:
+            try:
+                parse_duration(duration)
+            except InvalidDuration as exc:
+                self._problem(f"{here}.after.{duration}", str(exc))
+
+    # pass 2: targets ------------------------------------------------------------------------------------
+
+    def _build(self, draft: _Draft) -> Node:
+        if isinstance(draft.spec, Region):
+            return Node(
+                path=draft.path,
+                kind="region",
+                parent=draft.parent,
+                scope=draft.scope,
+                children=tuple(f"{draft.path}.{name}" for name in draft.spec.states),
+                initial=f"{draft.path}.{draft.spec.initial}",
+            )
+        spec = draft.spec
+        on = {
+            event: edge
+            for event, transition in spec.on.items()
+            if (edge := self._edge(draft, transition, f"{draft.location}.on.{event}")) is not None
+        }
+        after = None
+        for duration, transition in spec.after.items():
+            edge = self._edge(draft, transition, f"{draft.location}.after.{duration}")
+            if edge is not None and _DURATION.fullmatch(duration):
+                after = After(parse_duration(duration), edge)
+        on_done = None
+        if spec.on_done is not None:
+            on_done = self._edge(draft, spec.on_done, f"{draft.location}.on_done")
+        children: tuple[str, ...] = ()
+        if spec.states:
+            children = tuple(f"{draft.path}.{name}" for name in spec.states)
+        elif spec.parallel:
+            children = tuple(f"{draft.path}.{name}" for name in spec.parallel)
+        return Node(
+            path=draft.path,
+            kind=draft.kind,
+            parent=draft.parent,
+            scope=draft.scope,
+            children=children,
+            initial=f"{draft.path}.{spec.initial}" if draft.kind == "compound" else None,
+            entry=spec.entry,
+            exit=spec.exit,
+            on=on,
+            after=after,
+            on_done=on_done,
+            final_status=ExecutionStatus(spec.status or "completed") if draft.kind == "final" else None,
+        )
+
+    def _edge(self, source: _Draft, transition: DoneTransition, location: str) -> Edge | None:
+        guard = transition.guard if isinstance(transition, Transition) else None
+        if transition.target is None:
+            return Edge(source.path, None, guard, transition.actions)
+        target = self._resolve(source, transition.target)
+        if target is None:
+            what = "state at path" if "." in transition.target else "state named"
+            self._problem(location, f"no {what} {transition.target!r}")
+            return None
+        problem = self._placement_problem(source, target)
+        if problem is not None:
+            self._problem(location, problem)
+            return None
+        return Edge(source.path, target.path, guard, transition.actions)
+
+    def _resolve(self, source: _Draft, target: str) -> _Draft | None:
+        if "." in target:
+            return self.drafts.get(target)
+        level = source.parent
+        while True:
+            found = self.drafts.get(target if level is None else f"{level}.{target}")
+            if found is not None or level is None:
+                return found
+            level = self.drafts[level].parent
+
+    def _placement_problem(self, source: _Draft, target: _Draft) -> str | None:
+        if target.kind == "region":
+            return (
+                f"{target.path!r} is a region of the parallel state {target.parent!r}, not a state; "
+                f"target {target.parent!r} to start all of its regions"
+            )
+        if source.scope is not None and not target.path.startswith(f"{source.scope}."):
+            return (
+                f"target {target.path!r} is outside the region {source.scope!r}; a region runs as its own "
+                "child execution and cannot be left from the inside. Send an event to the parent instead "
+                f"(Send(..., to='parent')) and handle it with a transition on "
+                f"{self.drafts[source.scope].parent!r}"
+            )
+        parts = target.path.split(".")
+        for depth in range(1, len(parts)):
+            region = self.drafts.get(".".join(parts[:depth]))
+            if region is not None and region.kind == "region" and region.scope == source.scope:
+                return (
+                    f"target {target.path!r} is inside the region {region.path!r}, which cannot be entered "
+                    f"from outside; target the parallel state {region.parent!r} (each region starts at its "
+                    "initial state)"
+                )
+        return None
+
+
+State.model_rebuild()
+
+
+# --- loading --------------------------------------------------------------------------------------------
+
+
+class _ChartLoader(yaml.SafeLoader):
+    """YAML 1.1 reads `on`, `off`, `yes` and `no` as booleans, which would turn a chart's `on:` key into
+    `True`. This loader keeps only `true` and `false` as booleans (the YAML 1.2 rule)."""
+
+
+_ChartLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_ChartLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def load_chart(source: Mapping[str, Any] | str | Path) -> Chart:
+    """A validated Chart from a dict, YAML or JSON text, or a path to a .yaml/.yml/.json file.
+
+    Raises ChartError listing every problem found (unreadable file and parse errors included)."""
+    data = _read(source)
+    chart_id = data.get("id") if isinstance(data.get("id"), str) else None
+    try:
+        return Chart.model_validate(data)
+    except ValidationError as exc:
+        raise ChartError(chart_id, [_shape_problem(error) for error in exc.errors()]) from None
+
+
+def _read(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
+    if isinstance(source, Mapping):
+        return dict(source)
+    if isinstance(source, Path):
+        return _read_file(source)
+    if isinstance(source, str):
+        if "\n" not in source and source.strip().endswith(CHART_SUFFIXES):
+            return _read_file(Path(source.strip()))
+        try:
+            return _as_chart_mapping(json.loads(source), "chart text")
+        except ValueError:
+            return _parse_yaml(source, "chart text")
+    raise TypeError(f"a chart is a dict, YAML/JSON text or a file path, not {type(source).__name__}")
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    if path.suffix not in CHART_SUFFIXES:
+        raise ChartError(None, [f"{path}: a chart file ends in {', '.join(CHART_SUFFIXES)}"])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ChartError(None, [f"{path}: cannot read the file ({exc.strerror or exc})"]) from None
+    if path.suffix == ".json":
+        try:
+            return _as_chart_mapping(json.loads(text), str(path))
+        except ValueError as exc:
+            raise ChartError(None, [f"{path}: not valid JSON ({exc})"]) from None
+    return _parse_yaml(text, str(path))
+
+
+def _parse_yaml(text: str, where: str) -> dict[str, Any]:
+    try:
+        data = yaml.load(text, Loader=_ChartLoader)  # a SafeLoader: builds plain data only
+    except yaml.YAMLError as exc:
+        raise ChartError(None, [f"{where}: not valid YAML ({exc})"]) from None
+    return _as_chart_mapping(data, where)
+
+
+def _as_chart_mapping(data: Any, where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        hint = "; a file path must end in .yaml, .yml or .json" if isinstance(data, str) else ""
+        raise ChartError(None, [f"{where}: a chart is a mapping, got {type(data).__name__}{hint}"])
+    return data
+
+
+def _shape_problem(error: Any) -> str:
+    location = ".".join(str(part) for part in error["loc"]) or "chart"
+    if error["type"] == "extra_forbidden":
+        return f"{location}: unknown key"
+    if error["type"] == "missing":
+        return f"{location}: required"
+    return f"{location}: {error['msg']}"
