@@ -1,0 +1,93 @@
+"""`mongomock://`: the production MongoStore and MongoTransport on an in-process mongomock.
+
+mongomock executes an update's match and its write without a lock between them, so two threads could
+both win one version CAS — which a real server never allows. The embedded client therefore runs every
+collection operation under one process-wide lock (cursors are read whole under it), giving each command
+the single-document atomicity the store's correctness rests on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import mongomock
+
+_CHAINED = {"sort", "skip", "limit", "batch_size", "max_time_ms", "hint", "collation"}
+
+
+class _Cursor:
+    def __init__(self, cursor: Any, lock: threading.RLock) -> None:
+        self._cursor = cursor
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._cursor, name)
+        if name in _CHAINED:
+            return lambda *args, **kwargs: _Cursor(attr(*args, **kwargs), self._lock)
+        return attr
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with self._lock:
+            return iter(list(self._cursor))
+
+    def __enter__(self) -> _Cursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cursor.close()
+
+
+class _Collection:
+    def __init__(self, collection: Any, lock: threading.RLock) -> None:
+        self._collection = collection
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._collection, name)
+        if not callable(attr):
+            return attr
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                result = attr(*args, **kwargs)
+                if name == "find":
+                    return _Cursor(result, self._lock)
+                if name == "aggregate":
+                    return _Cursor(iter(list(result)), self._lock)
+                return result
+
+        return locked
+
+
+class _Database:
+    def __init__(self, database: Any, lock: threading.RLock) -> None:
+        self._database = database
+        self._lock = lock
+
+    def __getitem__(self, name: str) -> _Collection:
+        return _Collection(self._database[name], self._lock)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._database, name)
+
+    def get_collection(self, name: str, **options: Any) -> _Collection:
+        return _Collection(self._database.get_collection(name, **options), self._lock)
+
+
+class EmbeddedClient:
+    """A mongomock client whose every collection operation is serialized (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._client = mongomock.MongoClient()
+        self._lock = threading.RLock()
+
+    def __getitem__(self, name: str) -> _Database:
+        return _Database(self._client[name], self._lock)
+
+    def get_database(self, name: str, **options: Any) -> _Database:
+        return _Database(self._client.get_database(name, **options), self._lock)
+
+    def close(self) -> None:
+        """Nothing to close: the data lives as long as the process."""
