@@ -112,8 +112,10 @@ class SmokeReport:
         return json.dumps(asdict(self), indent=2, default=str)
 
 
-def gather(store: ExecutionStore, root_id: str, started_at: float, timeout: float) -> SmokeRun:
+def gather(store: ExecutionStore, root_id: str, timeout: float) -> SmokeRun:
+    """Read one run back; times in the report are relative to the root's creation."""
     root = store.load(root_id)
+    started_at = root.created_at if root is not None else 0.0
     executions: dict[str, Execution] = {}
     traces: dict[str, list[dict[str, Any]]] = {}
     if root is not None:
@@ -304,12 +306,11 @@ def run_smoke(
     poll: float = 0.1,
 ) -> SmokeReport:
     """Start one smoke execution, wait for it to finish (or the timeout), and check it."""
-    started_at = time.time()
     root, _ = start_execution(store, transport, app, chart_id, execution_id=f"smoke-{uuid.uuid4().hex[:12]}")
-    deadline = started_at + timeout
+    deadline = time.time() + timeout
     while time.time() < deadline:
         current = store.load(root.id)
         if current is not None and current.status is not ExecutionStatus.RUNNING:
             break
         time.sleep(poll)
-    return check(gather(store, root.id, started_at, timeout))
+    return check(gather(store, root.id, timeout))
