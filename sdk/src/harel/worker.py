@@ -115,6 +115,7 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._consumers: list[threading.Thread] = []
         self._last_loop = clock()
+        self._connected = True
 
     # --- one event ---------------------------------------------------------------------------------
 
@@ -332,6 +333,11 @@ class Worker:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
+    @property
+    def connected(self) -> bool:
+        """False while the last attempt to reach the store or the queue failed."""
+        return self._connected
+
     def alive(self) -> bool:
         """Alive while the consumer threads run and the loops turned recently."""
         running = all(t.is_alive() for t in self._consumers) if self._consumers else True
@@ -343,8 +349,11 @@ class Worker:
             self._last_loop = self.clock()
             try:
                 worked = self.process_one()
+                self._connected = True
             except PyMongoError as exc:
-                log.warning("store or queue unavailable", extra={"error": str(exc)})
+                if self._connected:
+                    log.warning("store or queue unavailable", extra={"error": str(exc)})
+                self._connected = False
                 worked = False
             if worked:
                 idle = 0.01
