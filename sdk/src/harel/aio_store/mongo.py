@@ -102,15 +102,13 @@ class AsyncMongoStore:
         exe.version = write.version
 
     async def _raise_conflict(self, write: doc.CommitWrite) -> None:
-        found = await self._executions.find_one({"_id": write.execution_id}, doc.VERSION_PROJECTION)
+        found = await self._executions.find_one({"_id": write.execution_id}, doc.only("version"))
         raise doc.conflict(write, found)
 
     # --- reads -------------------------------------------------------------------------------------
 
     async def load(self, execution_id: str) -> Execution | None:
-        return doc.parse_execution(
-            await self._executions.find_one({"_id": execution_id}, doc.LOAD_PROJECTION)
-        )
+        return doc.parse_execution(await self._executions.find_one({"_id": execution_id}, doc.only("data")))
 
     async def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         cursor = await _resolved(
@@ -119,9 +117,7 @@ class AsyncMongoStore:
         return doc.parse_load_for_event(await _drained(cursor))
 
     async def is_processed(self, execution_id: str, event_id: str) -> bool:
-        found = await self._executions.find_one(
-            doc.processed_filter(execution_id, event_id), doc.PROCESSED_PROJECTION
-        )
+        found = await self._executions.find_one(doc.processed_filter(execution_id, event_id), doc.only("_id"))
         return found is not None
 
     async def document(self, execution_id: str) -> dict[str, Any] | None:
@@ -167,7 +163,7 @@ class AsyncMongoStore:
         return doc.parse_due(await _drained(doc.due_find(now, limit).open(self._executions)), now, limit)
 
     async def next_timer_at(self) -> float | None:
-        return doc.parse_next_timer(await _drained(doc.NEXT_TIMER_FIND.open(self._executions)))
+        return doc.parse_next_timer(await _drained(doc.next_timer_find().open(self._executions)))
 
     async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
         await self._executions.update_one(*doc.delete_timer_write(execution_id, path, fire_at))
@@ -185,7 +181,7 @@ class AsyncMongoStore:
         await self._executions.update_one({"_id": execution_id}, update, upsert=True)
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return doc.parse_trace(await self._executions.find_one({"_id": execution_id}, doc.TRACE_PROJECTION))
+        return doc.parse_trace(await self._executions.find_one({"_id": execution_id}, doc.only("trace")))
 
     # --- lifecycle ---------------------------------------------------------------------------------
 

@@ -298,9 +298,6 @@ def plan_commit(exe: Execution, parts: CommitParts, trace_max: int, dedupe_windo
     )
 
 
-VERSION_PROJECTION = {"version": 1}
-
-
 def conflict(write: CommitWrite, found: Mapping[str, Any] | None) -> StoreConflict:
     return StoreConflict(write.execution_id, write.expected, found.get("version") if found else None)
 
@@ -345,9 +342,9 @@ class Find:
         return cursor
 
 
-LOAD_PROJECTION = {"data": 1}
-TRACE_PROJECTION = {"trace": 1}
-PROCESSED_PROJECTION = {"_id": 1}
+def only(*fields: str) -> dict[str, int]:
+    """A fresh projection per call: some clients (mongomock) write into the projection they are given."""
+    return dict.fromkeys(fields, 1)
 
 
 def parse_execution(document: Mapping[str, Any] | None) -> Execution | None:
@@ -491,9 +488,13 @@ def parse_due(documents: Iterable[Mapping[str, Any]], now: float, limit: int) ->
     return sorted(due, key=lambda t: t.fire_at)[:limit]
 
 
-NEXT_TIMER_FIND = Find(
-    {"next_fire_at": {"$exists": True}}, {"_id": 0, "next_fire_at": 1}, sort=(("next_fire_at", 1),), limit=1
-)
+def next_timer_find() -> Find:
+    return Find(
+        {"next_fire_at": {"$exists": True}},
+        {"_id": 0, "next_fire_at": 1},
+        sort=(("next_fire_at", 1),),
+        limit=1,
+    )
 
 
 def parse_next_timer(documents: Sequence[Mapping[str, Any]]) -> float | None:

@@ -117,22 +117,20 @@ class MongoStore:
         exe.version = write.version
 
     def _raise_conflict(self, write: doc.CommitWrite) -> None:
-        found = self._executions.find_one({"_id": write.execution_id}, doc.VERSION_PROJECTION)
+        found = self._executions.find_one({"_id": write.execution_id}, doc.only("version"))
         raise doc.conflict(write, found)
 
     # --- reads -------------------------------------------------------------------------------------
 
     def load(self, execution_id: str) -> Execution | None:
-        return doc.parse_execution(self._executions.find_one({"_id": execution_id}, doc.LOAD_PROJECTION))
+        return doc.parse_execution(self._executions.find_one({"_id": execution_id}, doc.only("data")))
 
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         found = list(self._executions.aggregate(doc.load_for_event_pipeline(execution_id, event_id)))
         return doc.parse_load_for_event(found)
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
-        found = self._executions.find_one(
-            doc.processed_filter(execution_id, event_id), doc.PROCESSED_PROJECTION
-        )
+        found = self._executions.find_one(doc.processed_filter(execution_id, event_id), doc.only("_id"))
         return found is not None
 
     def document(self, execution_id: str) -> dict[str, Any] | None:
@@ -178,7 +176,7 @@ class MongoStore:
         return doc.parse_due(doc.due_find(now, limit).open(self._executions), now, limit)
 
     def next_timer_at(self) -> float | None:
-        return doc.parse_next_timer(list(doc.NEXT_TIMER_FIND.open(self._executions)))
+        return doc.parse_next_timer(list(doc.next_timer_find().open(self._executions)))
 
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
         self._executions.update_one(*doc.delete_timer_write(execution_id, path, fire_at))
@@ -193,7 +191,7 @@ class MongoStore:
         self._executions.update_one({"_id": execution_id}, update, upsert=True)
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return doc.parse_trace(self._executions.find_one({"_id": execution_id}, doc.TRACE_PROJECTION))
+        return doc.parse_trace(self._executions.find_one({"_id": execution_id}, doc.only("trace")))
 
     # --- lifecycle ---------------------------------------------------------------------------------
 

@@ -1,0 +1,317 @@
+"""The store backends the conformance suite runs on, as a registry of factories.
+
+Each backend opens a `Harness`: a store with a synchronous face (the async store runs through
+`SyncFacade` on a private event loop, so every check is written once), a reader for the raw stored
+document, and, for MongoDB backends, the log of every collection call the store made plus a switch
+to make one of those calls fail. A later tier adds a backend by appending a `Backend` to `BACKENDS`
+(or calling `register`); every check in the suite then runs on it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import mongomock
+import pytest
+
+from harel.aio_store import AsyncMongoStore
+from harel.store.memory import MemoryStore
+from harel.store.mongo import MongoStore
+from tests.conftest import REAL_MONGO_URL
+
+WRITE_METHODS = frozenset({"update_one", "insert_one", "find_one_and_update", "update_many", "replace_one"})
+
+
+class InjectedFault(ConnectionError):
+    """A collection call made to fail by a test: a lost request or a lost reply."""
+
+
+@dataclass
+class Call:
+    collection: str
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    result: Any = None
+
+
+@dataclass
+class Fault:
+    """Fail the `nth` write call from now: `before` it reaches the server, or `after` (reply lost)."""
+
+    nth: int
+    when: str
+    error: BaseException
+    seen: int = 0
+
+
+@dataclass
+class Recorder:
+    calls: list[Call] = field(default_factory=list)
+    fault: Fault | None = None
+
+    def fail_write(self, nth: int, when: str = "before", error: BaseException | None = None) -> None:
+        self.fault = Fault(nth, when, error or InjectedFault(f"injected fault on write call {nth} ({when})"))
+
+    def clear(self) -> None:
+        self.calls.clear()
+        self.fault = None
+
+    def of(self, collection: str, method: str | None = None) -> list[Call]:
+        return [c for c in self.calls if c.collection == collection and method in (None, c.method)]
+
+    def _due(self, method: str, when: str) -> BaseException | None:
+        fault = self.fault
+        if fault is None or method not in WRITE_METHODS:
+            return None
+        if when == "before":
+            fault.seen += 1
+        if fault.seen == fault.nth and fault.when == when:
+            self.fault = None
+            return fault.error
+        return None
+
+
+class RecordingCollection:
+    """Passes every call through to the real collection, logging it and applying an armed fault."""
+
+    def __init__(self, collection: Any, name: str, recorder: Recorder) -> None:
+        self._collection = collection
+        self._name = name
+        self._recorder = recorder
+
+    def __getattr__(self, method: str) -> Any:
+        target = getattr(self._collection, method)
+        if not callable(target):
+            return target
+        recorder = self._recorder
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            # Copied: some clients (mongomock) write into the arguments they are given.
+            record = Call(self._name, method, copy.deepcopy(args), copy.deepcopy(kwargs))
+            recorder.calls.append(record)
+            if (error := recorder._due(method, "before")) is not None:
+                raise error
+            result = target(*args, **kwargs)
+            if inspect.isawaitable(result):
+                return _settled(result, record, recorder, method)
+            record.result = result
+            if (error := recorder._due(method, "after")) is not None:
+                raise error
+            return result
+
+        return call
+
+
+async def _settled(pending: Any, record: Call, recorder: Recorder, method: str) -> Any:
+    record.result = await pending
+    if (error := recorder._due(method, "after")) is not None:
+        raise error
+    return record.result
+
+
+class RecordingClient:
+    def __init__(self, client: Any, recorder: Recorder) -> None:
+        self._client = client
+        self._recorder = recorder
+
+    def __getitem__(self, db_name: str) -> RecordingDatabase:
+        return RecordingDatabase(self._client[db_name], self._recorder)
+
+    def close(self) -> Any:
+        return self._client.close()
+
+
+class RecordingDatabase:
+    def __init__(self, database: Any, recorder: Recorder) -> None:
+        self._database = database
+        self._recorder = recorder
+
+    def __getitem__(self, name: str) -> RecordingCollection:
+        return RecordingCollection(self._database[name], name, self._recorder)
+
+
+class SyncFacade:
+    """An async store driven synchronously: each coroutine runs to completion on a private loop."""
+
+    def __init__(self, store: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._store = store
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._store, name)
+        if not inspect.iscoroutinefunction(attribute):
+            return attribute
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return self._loop.run_until_complete(attribute(*args, **kwargs))
+
+        return run
+
+
+@dataclass
+class StoreOptions:
+    trace_max: int | None = None
+    dedupe_window: int | None = None
+    # A MongoStore / AsyncMongoStore subclass to run instead (the broken stores use this).
+    store_class: type | None = None
+
+    def kwargs(self) -> dict[str, int]:
+        given = {"trace_max": self.trace_max, "dedupe_window": self.dedupe_window}
+        return {key: value for key, value in given.items() if value is not None}
+
+
+@dataclass
+class Harness:
+    """One store under test. `database` is the raw (synchronous) database behind a MongoDB store, read
+    past the store; `recorder` logs the store's collection calls. Both are None for the memory store."""
+
+    backend: str
+    store: Any
+    database: Any
+    recorder: Recorder | None
+    reopen: Callable[[StoreOptions], Harness]
+
+    def raw(self, execution_id: str) -> dict[str, Any] | None:
+        """The stored document: read from the database, or the memory store's copy of the same shape."""
+        if self.database is None:
+            return self.store.document(execution_id)
+        return self.database["executions"].find_one({"_id": execution_id})
+
+    def fresh(self, **options: Any) -> Harness:
+        """A new, empty store of the same backend with other options."""
+        return self.reopen(StoreOptions(**options))
+
+
+Opener = Callable[[StoreOptions, Callable[[StoreOptions], Harness]], AbstractContextManager[Harness]]
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    open: Opener
+    mongo: bool
+    marks: tuple[pytest.MarkDecorator, ...] = ()
+
+
+@contextmanager
+def memory_backend(options: StoreOptions, reopen: Callable[[StoreOptions], Harness]) -> Iterator[Harness]:
+    store = (options.store_class or MemoryStore)(**options.kwargs())
+    yield Harness("memory", store, None, None, reopen)
+
+
+@contextmanager
+def mongomock_backend(options: StoreOptions, reopen: Callable[[StoreOptions], Harness]) -> Iterator[Harness]:
+    client = mongomock.MongoClient()
+    recorder = Recorder()
+    store = (options.store_class or MongoStore)(RecordingClient(client, recorder), **options.kwargs())
+    yield Harness("mongomock", store, client["harel"], recorder, reopen)
+
+
+@contextmanager
+def mongomock_motor_backend(
+    options: StoreOptions, reopen: Callable[[StoreOptions], Harness]
+) -> Iterator[Harness]:
+    from mongomock_motor import AsyncMongoMockClient
+
+    sync_client = mongomock.MongoClient()
+    recorder = Recorder()
+    loop = asyncio.new_event_loop()
+    try:
+        client = AsyncMongoMockClient(mock_mongo_client=sync_client, mock_io_loop=loop)
+        store_class = options.store_class or AsyncMongoStore
+        store = store_class(RecordingClient(client, recorder), **options.kwargs())
+        yield Harness("mongomock-motor", SyncFacade(store, loop), sync_client["harel"], recorder, reopen)
+    finally:
+        loop.close()
+
+
+@contextmanager
+def real_mongo_backend(options: StoreOptions, reopen: Callable[[StoreOptions], Harness]) -> Iterator[Harness]:
+    import pymongo
+
+    db_name = f"harel_conformance_{uuid.uuid4().hex[:12]}"
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(REAL_MONGO_URL)
+    recorder = Recorder()
+    try:
+        store = (options.store_class or MongoStore)(
+            RecordingClient(client, recorder), db_name, **options.kwargs()
+        )
+        yield Harness("real-mongo", store, client[db_name], recorder, reopen)
+    finally:
+        client.drop_database(db_name)
+        client.close()
+
+
+@contextmanager
+def real_mongo_async_backend(
+    options: StoreOptions, reopen: Callable[[StoreOptions], Harness]
+) -> Iterator[Harness]:
+    import pymongo
+
+    db_name = f"harel_conformance_{uuid.uuid4().hex[:12]}"
+    sync_client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(REAL_MONGO_URL)
+    loop = asyncio.new_event_loop()
+    recorder = Recorder()
+    client = pymongo.AsyncMongoClient(REAL_MONGO_URL)
+    try:
+        store_class = options.store_class or AsyncMongoStore
+        store = store_class(RecordingClient(client, recorder), db_name, **options.kwargs())
+        yield Harness("real-mongo-async", SyncFacade(store, loop), sync_client[db_name], recorder, reopen)
+    finally:
+        loop.run_until_complete(client.close())
+        loop.close()
+        sync_client.drop_database(db_name)
+        sync_client.close()
+
+
+_needs_real_mongo = pytest.mark.skipif(
+    not REAL_MONGO_URL, reason="HAREL_TEST_MONGO_URL is not set: no real MongoDB to run the store checks on"
+)
+
+BACKENDS: list[Backend] = [
+    Backend("memory", memory_backend, mongo=False),
+    Backend("mongomock", mongomock_backend, mongo=True),
+    Backend("mongomock-motor", mongomock_motor_backend, mongo=True),
+    Backend("real-mongo", real_mongo_backend, mongo=True, marks=(pytest.mark.real, _needs_real_mongo)),
+    Backend(
+        "real-mongo-async", real_mongo_async_backend, mongo=True, marks=(pytest.mark.real, _needs_real_mongo)
+    ),
+]
+
+
+def register(backend: Backend) -> None:
+    BACKENDS.append(backend)
+
+
+def params(*, mongo_only: bool = False) -> list[Any]:
+    return [
+        pytest.param(backend, id=backend.name, marks=backend.marks)
+        for backend in BACKENDS
+        if backend.mongo or not mongo_only
+    ]
+
+
+class HarnessPool:
+    """Opens harnesses of one backend and closes them all when the test ends."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._open: list[AbstractContextManager[Harness]] = []
+
+    def open(self, options: StoreOptions) -> Harness:
+        context = self._backend.open(options, self.open)
+        harness = context.__enter__()
+        self._open.append(context)
+        return harness
+
+    def close(self) -> None:
+        while self._open:
+            self._open.pop().__exit__(None, None, None)
