@@ -132,6 +132,12 @@ class ReadPreferenceError(DeploymentCheckError):
     check = "read preference"
 
 
+class NotPrimaryError(DeploymentCheckError):
+    """A direct connection to a replica-set member that is not the primary: its reads are stale, writes fail."""
+
+    check = "primary"
+
+
 class RetryableWritesDisabledError(DeploymentCheckError):
     check = "retryable writes"
 
@@ -161,7 +167,7 @@ class ConnectionFailed(HarelError):
         self.url = redacted_url
         self.waited = waited
         self.last_error = last_error
-        super().__init__(f"could not reach {redacted_url} within {waited:.0f}s: {last_error}")
+        super().__init__(f"could not reach {redacted_url} within {waited:.1f}s: {last_error}")
 
 
 class InvalidURL(HarelError):
