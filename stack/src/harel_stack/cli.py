@@ -1,0 +1,176 @@
+"""`harel-stack`: bring up, inspect, smoke-check and tear down the local compose stack (compose/)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from harel_stack.compose import Compose, DockerCompose
+from harel_stack.engine import DockerClient, Engine, client_from_environment
+from harel_stack.errors import FAILED, StackError
+from harel_stack.probe import MongoProbe, StackProbe
+from harel_stack.project import Project, find_project
+from harel_stack.readiness import stack_conditions, wait_until_ready
+from harel_stack.settings import StackSettings, ensure_env_file, load_settings
+from harel_stack.status import build_status
+
+DEFAULT_UP_TIMEOUT = 180.0
+
+
+def _default_project() -> Project:
+    return find_project(Path.cwd(), Path(__file__).resolve().parent)
+
+
+def _default_compose(project: Project, settings: StackSettings) -> Compose:
+    return DockerCompose(project, settings.members)
+
+
+@dataclass
+class Dependencies:
+    """Everything that touches the outside world; tests replace each with a fake."""
+
+    docker_client: Callable[[], DockerClient] = client_from_environment
+    compose: Callable[[Project, StackSettings], Compose] = _default_compose
+    probe: Callable[[StackSettings], StackProbe] = MongoProbe
+    project: Callable[[], Project] = _default_project
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harel-stack",
+        description="The local harel stack in Docker: a MongoDB replica set with auth, workers, a smoke check.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    up = commands.add_parser("up", help="build and start the stack, then wait until it is ready")
+    up.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_UP_TIMEOUT,
+        help=f"seconds to wait for readiness after the containers started (default {DEFAULT_UP_TIMEOUT:.0f})",
+    )
+    commands.add_parser("status", help="services, replica-set members, workers, executions by status")
+    logs = commands.add_parser("logs", help="follow the logs (of one service)")
+    logs.add_argument("service", nargs="?", help="e.g. mongo1, mongo-init, worker")
+    commands.add_parser("smoke", help="run `harel smoke` against the running workers; its exit code is ours")
+    down = commands.add_parser("down", help="stop and remove the containers (data volumes are kept)")
+    down.add_argument("--volumes", action="store_true", help="also delete the data volumes and the keyfile")
+    return parser
+
+
+class Stack:
+    """One command's view of the stack: project, engine, settings and compose, resolved in that order."""
+
+    def __init__(self, deps: Dependencies) -> None:
+        self.deps = deps
+        self.project = deps.project()
+        # Asked first, so that no Docker engine means one clear line before anything else happens.
+        self.engine = Engine(deps.docker_client())
+
+    def settings(self) -> StackSettings:
+        return load_settings(self.project.env_file)
+
+    def compose(self, settings: StackSettings) -> Compose:
+        return self.deps.compose(self.project, settings)
+
+    def say(self, text: str) -> None:
+        self.deps.out.write(text + "\n")
+        self.deps.out.flush()
+
+
+def command_up(stack: Stack, timeout: float) -> int:
+    if ensure_env_file(stack.project.env_file, stack.project.env_example):
+        stack.say(
+            f"wrote {stack.project.env_file} with new random secrets (mode 0600). Keep it: the data volumes "
+            "are created with these credentials."
+        )
+    settings = stack.settings()
+    members = "3 members" if settings.members == 3 else "1 member"
+    stack.say(f"starting the stack: replica set rs0 ({members}), {settings.workers} worker(s)")
+    code = stack.compose(settings)("up", "--detach", "--build")
+    if code != 0:
+        stack.deps.err.write(
+            f"docker compose up failed (exit {code}): see its output above, and `make logs SERVICE=mongo-init`\n"
+        )
+        return FAILED
+    stack.say(f"waiting for the stack (timeout {timeout:.0f}s):")
+    probe = stack.deps.probe(settings)
+    try:
+        took = wait_until_ready(
+            stack_conditions(probe, settings.workers, stack.deps.now),
+            timeout=timeout,
+            clock=stack.deps.clock,
+            sleep=stack.deps.sleep,
+            out=stack.deps.out,
+        )
+    finally:
+        probe.close()
+    stack.say(f"ready in {took:.0f}s.")
+    stack.say(f"host tools: {settings.app_url_shown}")
+    stack.say("next: make status, make smoke, make logs, make down")
+    return 0
+
+
+def command_status(stack: Stack) -> int:
+    services = stack.engine.services(stack.project.name)
+    if not services:
+        stack.say(
+            f"the stack is not running (no containers in compose project {stack.project.name!r}): make up"
+        )
+        return FAILED
+    probe = stack.deps.probe(stack.settings())
+    try:
+        report = build_status(services, probe, stack.deps.now())
+    finally:
+        probe.close()
+    stack.deps.out.write(report.render())
+    return 0 if report.healthy else FAILED
+
+
+def command_logs(stack: Stack, service: str | None) -> int:
+    return stack.compose(stack.settings())(
+        "logs", "--follow", "--tail", "100", *([service] if service else [])
+    )
+
+
+def command_smoke(stack: Stack) -> int:
+    return stack.compose(stack.settings())("run", "--rm", "smoke")
+
+
+def command_down(stack: Stack, volumes: bool) -> int:
+    return stack.compose(stack.settings())("down", *(["--volumes"] if volumes else []), all_profiles=True)
+
+
+def main(argv: Sequence[str] | None = None, deps: Dependencies | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    deps = deps or Dependencies()
+    try:
+        stack = Stack(deps)
+        if args.command == "up":
+            return command_up(stack, args.timeout)
+        if args.command == "status":
+            return command_status(stack)
+        if args.command == "logs":
+            return command_logs(stack, args.service)
+        if args.command == "smoke":
+            return command_smoke(stack)
+        return command_down(stack, args.volumes)
+    except StackError as exc:
+        deps.err.write(f"{exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""`docker compose` as a subprocess (the Docker SDK has no compose API), always on this stack's project."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from harel_stack.errors import ComposeUnavailable
+from harel_stack.project import Project
+
+# Members mongo2 and mongo3 run only in this profile (HAREL_MEMBERS=3); `smoke` only when run.
+THREE_MEMBERS_PROFILE = "three-members"
+SMOKE_PROFILE = "smoke"
+
+# Runs a command with the terminal's stdin/stdout/stderr and returns its exit code.
+Runner = Callable[[Sequence[str]], int]
+
+
+class Compose(Protocol):
+    def __call__(self, *args: str, all_profiles: bool = False) -> int:
+        """Run `docker compose <project options> <args>`, output streamed, and return its exit code."""
+        ...
+
+
+def run_attached(command: Sequence[str]) -> int:
+    try:
+        return subprocess.run(list(command), check=False).returncode
+    except FileNotFoundError as exc:
+        raise ComposeUnavailable(f"{command[0]} not found on PATH") from exc
+
+
+def run_quiet(command: Sequence[str]) -> int:
+    try:
+        return subprocess.run(list(command), check=False, capture_output=True).returncode
+    except FileNotFoundError as exc:
+        raise ComposeUnavailable(f"{command[0]} not found on PATH") from exc
+
+
+class DockerCompose:
+    def __init__(
+        self,
+        project: Project,
+        members: int,
+        run: Runner = run_attached,
+        probe: Runner = run_quiet,
+    ) -> None:
+        self.project = project
+        self.members = members
+        self._run = run
+        self._probe = probe
+        self._available = False
+
+    def command(self, *args: str, all_profiles: bool = False) -> list[str]:
+        """The full command line. `all_profiles` (for `down`) also reaches members of an earlier 3-member run."""
+        profiles = [THREE_MEMBERS_PROFILE] if self.members == 3 or all_profiles else []
+        if all_profiles:
+            profiles.append(SMOKE_PROFILE)
+        options = [
+            "-f", str(self.project.compose_file),
+            "--env-file", str(self.project.env_file),
+            "-p", self.project.name,
+        ]  # fmt: skip
+        for profile in profiles:
+            options += ["--profile", profile]
+        return ["docker", "compose", *options, *args]
+
+    def __call__(self, *args: str, all_profiles: bool = False) -> int:
+        if not self._available:
+            if self._probe(["docker", "compose", "version"]) != 0:
+                raise ComposeUnavailable("`docker compose version` failed")
+            self._available = True
+        return self._run(self.command(*args, all_profiles=all_profiles))

@@ -1,0 +1,38 @@
+"""Where the compose stack lives: the repository's compose/ directory and the compose project name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harel_stack.errors import ProjectNotFound
+
+COMPOSE_FILE = Path("compose") / "docker-compose.yml"
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    # The compose project name: containers are harel-<service>-<n>, volumes harel_<volume>.
+    name: str = "harel"
+
+    @property
+    def compose_file(self) -> Path:
+        return self.root / COMPOSE_FILE
+
+    @property
+    def env_file(self) -> Path:
+        return self.root / "compose" / ".env"
+
+    @property
+    def env_example(self) -> Path:
+        return self.root / "compose" / ".env.example"
+
+
+def find_project(*starts: Path) -> Project:
+    """The first directory, from each start upwards, that holds compose/docker-compose.yml."""
+    for start in starts:
+        for directory in (start, *start.parents):
+            if (directory / COMPOSE_FILE).is_file():
+                return Project(root=directory)
+    raise ProjectNotFound([str(start) for start in starts])

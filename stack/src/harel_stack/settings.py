@@ -1,0 +1,122 @@
+"""compose/.env: written once with random secrets, then read into the settings every command uses."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from harel_stack.errors import EnvFileError
+
+SECRET_VARIABLES = ("HAREL_MONGO_ROOT_PASSWORD", "HAREL_APP_PASSWORD")
+# Secrets go into connection URLs unencoded, so they are limited to URL-unreserved characters.
+URL_SAFE = re.compile(r"[A-Za-z0-9._~-]+")
+ASSIGNMENT = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
+APP_USER = "harel"
+APP_DB = "harel"
+MEMBER_COUNTS = (1, 3)
+
+
+def new_secret() -> str:
+    # 24 random bytes, URL-safe base64: 32 characters from [A-Za-z0-9_-].
+    return secrets.token_urlsafe(24)
+
+
+def fill_secrets(example: str) -> str:
+    """The example's text with every empty secret assignment given a fresh random value."""
+    lines = []
+    for line in example.splitlines():
+        match = ASSIGNMENT.match(line)
+        if match and match.group(1) in SECRET_VARIABLES and not match.group(2):
+            lines.append(f"{match.group(1)}={new_secret()}")
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def ensure_env_file(env_file: Path, example: Path) -> bool:
+    """Write `env_file` from `example` with new secrets, mode 0600, unless it exists. True when written."""
+    text = fill_secrets(example.read_text(encoding="utf-8"))
+    try:
+        # O_EXCL: an existing file, even one created a moment ago by another process, is never replaced.
+        descriptor = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(text)
+    return True
+
+
+def parse_env(text: str) -> dict[str, str]:
+    """KEY=value lines; blank lines and `#` comments skipped (the format compose/.env.example describes)."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        match = ASSIGNMENT.match(line.strip())
+        if match:
+            values[match.group(1)] = match.group(2)
+    return values
+
+
+Secret = Annotated[SecretStr, Field(min_length=1)]
+
+
+class StackSettings(BaseModel):
+    """The variables of compose/.env that harel-stack itself needs (compose reads the file on its own)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    members: int = Field(3, alias="HAREL_MEMBERS")
+    workers: int = Field(2, ge=1, alias="HAREL_WORKERS")
+    mongo_port: int = Field(27017, ge=1, le=65535, alias="HAREL_MONGO_PORT")
+    root_user: str = Field("root", min_length=1, alias="HAREL_MONGO_ROOT_USER")
+    root_password: Secret = Field(alias="HAREL_MONGO_ROOT_PASSWORD")
+    app_password: Secret = Field(alias="HAREL_APP_PASSWORD")
+
+    @field_validator("members")
+    @classmethod
+    def _members(cls, value: int) -> int:
+        if value not in MEMBER_COUNTS:
+            raise ValueError("must be 1 or 3")
+        return value
+
+    @field_validator("root_user", "root_password", "app_password")
+    @classmethod
+    def _url_safe(cls, value: str | SecretStr) -> str | SecretStr:
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if not URL_SAFE.fullmatch(text):
+            raise ValueError("only URL-safe characters are allowed: A-Z a-z 0-9 - . _ ~")
+        return value
+
+    def host_url(self, user: str, password: str, database: str) -> str:
+        # directConnection to mongo1, published on the host's loopback only (see compose/docker-compose.yml).
+        return (
+            f"mongodb://{user}:{password}@127.0.0.1:{self.mongo_port}/{database}"
+            "?directConnection=true&authSource=admin"
+        )
+
+    @property
+    def app_url(self) -> str:
+        return self.host_url(APP_USER, self.app_password.get_secret_value(), APP_DB)
+
+    @property
+    def app_url_shown(self) -> str:
+        return self.host_url(APP_USER, "<HAREL_APP_PASSWORD>", APP_DB)
+
+
+def load_settings(env_file: Path) -> StackSettings:
+    if not env_file.is_file():
+        raise EnvFileError(str(env_file), ["missing: `make up` writes it (with new random secrets)"])
+    values = {key: value for key, value in parse_env(env_file.read_text(encoding="utf-8")).items() if value}
+    try:
+        return StackSettings.model_validate(values)
+    except ValidationError as exc:
+        # Only the variable and the problem: pydantic's own message would repeat the (secret) value.
+        raise EnvFileError(
+            str(env_file),
+            [f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}" for error in exc.errors()],
+        ) from None
