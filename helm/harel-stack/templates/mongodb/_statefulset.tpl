@@ -1,0 +1,289 @@
+{{/*
+One StatefulSet of replica-set members. Call with (dict "ctx" $ "arbiter" false) for the data members
+and (dict "ctx" $ "arbiter" true) for the arbiter. Both share the start-up (keyfile prepared by an
+init container, then `mongod --replSet ... --keyFile ... --bind_ip_all --auth`) and the probes; the
+data members add persistent volumes and the root-user bootstrap on member 0.
+*/}}
+{{- define "harel-stack.mongodb.statefulset" -}}
+{{- $ := .ctx }}
+{{- $arbiter := .arbiter }}
+{{- $component := ternary "arbiter" "mongodb" $arbiter }}
+{{- $name := ternary (include "harel-stack.mongodb.arbiterName" $) (include "harel-stack.mongodb.fullname" $) $arbiter }}
+{{- $port := int $.Values.mongodb.service.port }}
+{{- $selector := include "harel-stack.selectorLabels" (dict "ctx" $ "component" $component) }}
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {{ $name }}
+  namespace: {{ $.Release.Namespace }}
+  labels:
+    {{- include "harel-stack.labels" (dict "ctx" $ "component" $component) | nindent 4 }}
+spec:
+  serviceName: {{ include "harel-stack.mongodb.headlessName" $ }}
+  replicas: {{ ternary 1 (int $.Values.mongodb.members) $arbiter }}
+  # Parallel: every member must be up before the set can be initiated, and a member is only ready
+  # once it is primary or secondary; ordered start-up would wait forever for member 0. Rolling
+  # updates still replace one member at a time and wait for it to be ready again.
+  podManagementPolicy: Parallel
+  updateStrategy:
+    type: RollingUpdate
+  {{- if not $arbiter }}
+  persistentVolumeClaimRetentionPolicy:
+    whenDeleted: {{ $.Values.mongodb.persistence.whenDeleted }}
+    whenScaled: {{ $.Values.mongodb.persistence.whenScaled }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- $selector | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "harel-stack.labels" (dict "ctx" $ "component" $component) | nindent 8 }}
+        {{- include "harel-stack.replicaSetMemberLabel" $ | nindent 8 }}
+      {{- if not $arbiter }}
+      annotations:
+        # A changed bootstrap script rolls the members, one at a time.
+        checksum/scripts: {{ include (print $.Template.BasePath "/mongodb/scripts-configmap.yaml") $ | sha256sum }}
+      {{- end }}
+    spec:
+      serviceAccountName: {{ include "harel-stack.serviceAccountName" $ }}
+      automountServiceAccountToken: false
+      # mongod steps down and hands over the primary role on SIGTERM; give it time to do so.
+      terminationGracePeriodSeconds: 60
+      securityContext:
+        {{- include "harel-stack.podSecurityContext" 999 | nindent 8 }}
+      affinity:
+        {{- if and (not $arbiter) $.Values.mongodb.affinity }}
+        {{- toYaml $.Values.mongodb.affinity | nindent 8 }}
+        {{- else }}
+        # Soft: prefer one member per node, but still schedule on a cluster with fewer nodes.
+        podAntiAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+            - weight: 100
+              podAffinityTerm:
+                topologyKey: kubernetes.io/hostname
+                labelSelector:
+                  matchLabels:
+                    app.kubernetes.io/instance: {{ $.Release.Name }}
+                    {{- include "harel-stack.replicaSetMemberLabel" $ | nindent 20 }}
+        {{- end }}
+      {{- if not $arbiter }}
+      topologySpreadConstraints:
+        {{- if $.Values.mongodb.topologySpreadConstraints }}
+        {{- toYaml $.Values.mongodb.topologySpreadConstraints | nindent 8 }}
+        {{- else }}
+        - maxSkew: 1
+          topologyKey: topology.kubernetes.io/zone
+          whenUnsatisfiable: ScheduleAnyway
+          labelSelector:
+            matchLabels:
+              {{- $selector | nindent 14 }}
+        - maxSkew: 1
+          topologyKey: kubernetes.io/hostname
+          whenUnsatisfiable: ScheduleAnyway
+          labelSelector:
+            matchLabels:
+              {{- $selector | nindent 14 }}
+        {{- end }}
+      {{- end }}
+      {{- with $.Values.mongodb.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $.Values.mongodb.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      initContainers:
+        # mongod refuses a keyfile readable by anyone but its owner. A Secret volume's files belong
+        # to root (readable by group 999 through fsGroup), so the keyfile is copied to a memory
+        # volume, owned by uid 999 with mode 0400; with TLS the certificate and key are joined into
+        # the one PEM file mongod reads, with the same mode.
+        - name: prepare-credentials
+          image: {{ include "harel-stack.mongodb.image" $ }}
+          imagePullPolicy: {{ $.Values.mongodb.image.pullPolicy }}
+          command:
+            - /bin/bash
+            - -ec
+            - |
+              install -m 0400 /var/run/harel/auth-secret/keyfile /var/run/harel/auth/keyfile
+              {{- if $.Values.tls.enabled }}
+              umask 0377
+              cat /var/run/harel/tls-secret/tls.crt /var/run/harel/tls-secret/tls.key > /var/run/harel/auth/mongod.pem
+              {{- end }}
+          securityContext:
+            {{- include "harel-stack.containerSecurityContext" 999 | nindent 12 }}
+          resources:
+            {{- toYaml $.Values.mongodb.init.resources | nindent 12 }}
+          volumeMounts:
+            - name: auth-secret
+              mountPath: /var/run/harel/auth-secret
+              readOnly: true
+            - name: auth
+              mountPath: /var/run/harel/auth
+            {{- if $.Values.tls.enabled }}
+            - name: tls-secret
+              mountPath: /var/run/harel/tls-secret
+              readOnly: true
+            {{- end }}
+        {{- if not $arbiter }}
+        - name: bootstrap-root
+          image: {{ include "harel-stack.mongodb.image" $ }}
+          imagePullPolicy: {{ $.Values.mongodb.image.pullPolicy }}
+          command: ["/bin/bash", "/var/run/harel/scripts/bootstrap-root.sh"]
+          env:
+            - name: HAREL_BOOTSTRAP_MEMBER
+              value: {{ printf "%s-0" $name }}
+            - name: HAREL_MONGO_PORT
+              value: {{ $port | quote }}
+            - name: HAREL_MONGO_ROOT_USERNAME
+              value: {{ $.Values.mongodb.auth.rootUsername | quote }}
+            - name: HAREL_MONGO_ROOT_PASSWORD
+              valueFrom:
+                secretKeyRef:
+                  name: {{ include "harel-stack.mongodb.authSecretName" $ }}
+                  key: root-password
+            - name: HOME
+              value: /tmp
+          securityContext:
+            {{- include "harel-stack.containerSecurityContext" 999 | nindent 12 }}
+          resources:
+            {{- toYaml $.Values.mongodb.resources | nindent 12 }}
+          volumeMounts:
+            - name: data
+              mountPath: /data/db
+            - name: scripts
+              mountPath: /var/run/harel/scripts
+              readOnly: true
+            - name: tmp
+              mountPath: /tmp
+        {{- end }}
+      containers:
+        - name: mongod
+          image: {{ include "harel-stack.mongodb.image" $ }}
+          imagePullPolicy: {{ $.Values.mongodb.image.pullPolicy }}
+          # mongod itself, not the image's entrypoint: the chart does its own first-start work.
+          command: ["mongod"]
+          args:
+            - --replSet
+            - {{ $.Values.mongodb.replicaSetName | quote }}
+            - --keyFile
+            - /var/run/harel/auth/keyfile
+            - --bind_ip_all
+            - --auth
+            - --port
+            - {{ $port | quote }}
+            - --dbpath
+            - /data/db
+            {{- if $.Values.tls.enabled }}
+            - --tlsMode
+            - requireTLS
+            - --tlsCertificateKeyFile
+            - /var/run/harel/auth/mongod.pem
+            - --tlsCAFile
+            - /var/run/harel/tls-secret/ca.crt
+            # Clients authenticate with passwords, members with the keyfile: no client certificates.
+            - --tlsAllowConnectionsWithoutCertificates
+            {{- end }}
+          env:
+            # mongosh (in the probes) keeps its state under $HOME; the root filesystem is read-only.
+            - name: HOME
+              value: /tmp
+          ports:
+            - name: mongodb
+              containerPort: {{ $port }}
+          # Up to 10 minutes to recover after a crash (WiredTiger replays its journal) before liveness applies.
+          startupProbe:
+            exec:
+              command: ["/bin/sh", "-c", {{ printf "%s --eval 'db.adminCommand({ping: 1})'" (include "harel-stack.mongodb.probeShell" $) | quote }}]
+            periodSeconds: 10
+            timeoutSeconds: 10
+            failureThreshold: 60
+          livenessProbe:
+            exec:
+              command: ["/bin/sh", "-c", {{ printf "%s --eval 'db.adminCommand({ping: 1})'" (include "harel-stack.mongodb.probeShell" $) | quote }}]
+            periodSeconds: 20
+            timeoutSeconds: 10
+            failureThreshold: 6
+          # Ready only as {{ ternary "the arbiter of the set" "primary or secondary" $arbiter }}: a member that is still starting,
+          # syncing or recovering holds rolling updates back and is counted as disrupted by the PDB.
+          readinessProbe:
+            exec:
+              {{- if $arbiter }}
+              command: ["/bin/sh", "-c", {{ printf "%s --eval 'if (!db.adminCommand({hello: 1}).arbiterOnly) { quit(1) }'" (include "harel-stack.mongodb.probeShell" $) | quote }}]
+              {{- else }}
+              command: ["/bin/sh", "-c", {{ printf "%s --eval 'const h = db.adminCommand({hello: 1}); if (!(h.isWritablePrimary || h.secondary)) { quit(1) }'" (include "harel-stack.mongodb.probeShell" $) | quote }}]
+              {{- end }}
+            periodSeconds: 10
+            timeoutSeconds: 10
+            failureThreshold: 3
+          securityContext:
+            {{- include "harel-stack.containerSecurityContext" 999 | nindent 12 }}
+          resources:
+            {{- toYaml (ternary $.Values.mongodb.arbiter.resources $.Values.mongodb.resources $arbiter) | nindent 12 }}
+          volumeMounts:
+            - name: data
+              mountPath: /data/db
+            - name: auth
+              mountPath: /var/run/harel/auth
+              readOnly: true
+            - name: tmp
+              mountPath: /tmp
+            {{- if $.Values.tls.enabled }}
+            - name: tls-secret
+              mountPath: /var/run/harel/tls-secret
+              readOnly: true
+            {{- end }}
+      volumes:
+        - name: auth-secret
+          secret:
+            secretName: {{ include "harel-stack.mongodb.authSecretName" $ }}
+            items:
+              - key: keyfile
+                path: keyfile
+            defaultMode: 0440
+        - name: auth
+          emptyDir:
+            medium: Memory
+            sizeLimit: 1Mi
+        - name: tmp
+          emptyDir:
+            sizeLimit: 256Mi
+        {{- if not $arbiter }}
+        - name: scripts
+          configMap:
+            name: {{ include "harel-stack.mongodb.scriptsName" $ }}
+            defaultMode: 0555
+        {{- end }}
+        {{- if $.Values.tls.enabled }}
+        - name: tls-secret
+          secret:
+            secretName: {{ $.Values.tls.existingSecret }}
+            defaultMode: 0440
+        {{- end }}
+        {{- if $arbiter }}
+        # An arbiter holds no data, only its replica-set config, which it receives again from the
+        # set after a restart.
+        - name: data
+          emptyDir:
+            sizeLimit: 1Gi
+        {{- end }}
+  {{- if not $arbiter }}
+  volumeClaimTemplates:
+    - apiVersion: v1
+      kind: PersistentVolumeClaim
+      metadata:
+        name: data
+        labels:
+          {{- $selector | nindent 10 }}
+      spec:
+        accessModes:
+          {{- toYaml $.Values.mongodb.persistence.accessModes | nindent 10 }}
+        {{- with $.Values.mongodb.persistence.storageClass }}
+        storageClassName: {{ . }}
+        {{- end }}
+        resources:
+          requests:
+            storage: {{ $.Values.mongodb.persistence.size }}
+  {{- end }}
+{{- end }}
