@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+pytest_plugins = ["tests.fake_mongod.fixtures"]
+
 REAL_MONGO_URL = os.environ.get("HAREL_TEST_MONGO_URL")
 
 requires_real_mongo = pytest.mark.skipif(

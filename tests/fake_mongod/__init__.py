@@ -1,0 +1,10 @@
+"""A wire-protocol test double of MongoDB 8.0 (replica-set primary or secondary, standalone, mongos).
+
+Real drivers (PyMongo's MongoClient and AsyncMongoClient, Motor) connect to it over sockets; it executes
+commands one at a time on mongomock. See README.md for what it does not model.
+"""
+
+from .server import FakeMongod
+from .topology import Role
+
+__all__ = ["FakeMongod", "Role"]

@@ -1,0 +1,58 @@
+"""`python -m tests.fake_mongod --port N [--standalone|--secondary|--mongos] [--set-name rs0]`.
+
+Serves on 127.0.0.1 until SIGTERM or SIGINT. `--port 0` lets the OS choose; either way the first line on
+stdout is `listening 127.0.0.1:PORT`, printed once the server accepts connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from .server import FakeMongod
+from .topology import Role
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.fake_mongod", description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True, help="TCP port on 127.0.0.1; 0 lets the OS choose")
+    role = parser.add_mutually_exclusive_group()
+    role.add_argument("--standalone", dest="role", action="store_const", const=Role.STANDALONE)
+    role.add_argument("--secondary", dest="role", action="store_const", const=Role.SECONDARY)
+    role.add_argument("--mongos", dest="role", action="store_const", const=Role.MONGOS)
+    parser.set_defaults(role=Role.PRIMARY)
+    parser.add_argument("--set-name", default="rs0", help="replica set name (default: rs0)")
+    parser.add_argument(
+        "--uninitialized",
+        action="store_true",
+        help="start as a member awaiting replSetInitiate (NotYetInitialized until then)",
+    )
+    parser.add_argument("--log-level", default="WARNING", help="logging level on stderr (default: WARNING)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.uninitialized and args.role not in (Role.PRIMARY, Role.SECONDARY):
+        print("--uninitialized applies to replica-set members only", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    server = FakeMongod(args.role, set_name=args.set_name, port=args.port).start()
+    try:
+        if args.uninitialized:
+            server.set_initialized(False)
+        print(f"listening {server.host_port}", flush=True)
+        stop.wait()
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

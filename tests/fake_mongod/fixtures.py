@@ -1,0 +1,248 @@
+"""pytest fixtures for the fake MongoDB servers (loaded by `pytest_plugins` in tests/conftest.py).
+
+In-process servers are session-scoped (one per role) and reset before each test that asks for them:
+  fake_rs          a replica-set primary (`?replicaSet=rs0`)
+  fake_standalone  a standalone mongod
+  fake_secondary   a replica-set secondary (reached with directConnection=true)
+  fake_mongos      a mongos
+  mongo_rs         the replica set under test: the fake primary, or the deployment given by
+                   HAREL_TEST_MONGO_URL; tests written against it run unchanged on both
+Processes (for CLI and worker-process tests):
+  fake_mongod_process  a factory: `fake_mongod_process("--standalone")` starts `python -m tests.fake_mongod`
+  fake_rs_process      a primary in its own process, killed after the test
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pymongo import MongoClient
+
+from .server import FakeMongod
+from .topology import Role
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+# What every wire test's client asks for: the production connection discipline, plus a 500 ms heartbeat (the
+# driver's minimum) so a monitor waiting in an awaitable hello notices a state change quickly.
+CLIENT_OPTIONS: dict[str, object] = {
+    "w": "majority",
+    "journal": True,
+    "readConcernLevel": "majority",
+    "retryWrites": True,
+    "heartbeatFrequencyMS": 500,
+    "serverSelectionTimeoutMS": 10_000,
+}
+REAL_MONGO_URL_VARIABLE = "HAREL_TEST_MONGO_URL"
+PROCESS_START_TIMEOUT = 20.0
+
+
+@dataclass
+class FakeDeployment:
+    """An in-process fake server, reset before the test that received it."""
+
+    server: FakeMongod
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def reset(self) -> None:
+        self.server.reset()
+
+
+@dataclass
+class Deployment:
+    """The replica set under test: a fake one here, or a real one when HAREL_TEST_MONGO_URL is set.
+
+    `db_name` is fresh for each test; on a real deployment it is dropped after the test.
+    """
+
+    url: str
+    db_name: str
+    fake: FakeMongod | None
+
+    @property
+    def is_real(self) -> bool:
+        return self.fake is None
+
+    def require_fake(self, why: str) -> FakeMongod:
+        """The fake server, or skip: `why` says what the test needs that a real server cannot give."""
+        if self.fake is None:
+            pytest.skip(f"runs only on the fake replica set: {why}")
+        return self.fake
+
+    def reset(self) -> None:
+        if self.fake is not None:
+            self.fake.reset()
+            return
+        with MongoClient(self.url, serverSelectionTimeoutMS=10_000) as client:
+            client.drop_database(self.db_name)
+
+
+@dataclass
+class FakeProcess:
+    """`python -m tests.fake_mongod` running in a child process."""
+
+    process: subprocess.Popen[str]
+    port: int
+    url: str
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def _serve(role: Role) -> Iterator[FakeMongod]:
+    server = FakeMongod(role).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def _fake_primary_server() -> Iterator[FakeMongod]:
+    yield from _serve(Role.PRIMARY)
+
+
+@pytest.fixture(scope="session")
+def _fake_standalone_server() -> Iterator[FakeMongod]:
+    yield from _serve(Role.STANDALONE)
+
+
+@pytest.fixture(scope="session")
+def _fake_secondary_server() -> Iterator[FakeMongod]:
+    yield from _serve(Role.SECONDARY)
+
+
+@pytest.fixture(scope="session")
+def _fake_mongos_server() -> Iterator[FakeMongod]:
+    yield from _serve(Role.MONGOS)
+
+
+@pytest.fixture
+def fake_rs(_fake_primary_server: FakeMongod) -> FakeDeployment:
+    _fake_primary_server.reset()
+    return FakeDeployment(_fake_primary_server)
+
+
+@pytest.fixture
+def fake_standalone(_fake_standalone_server: FakeMongod) -> FakeDeployment:
+    _fake_standalone_server.reset()
+    return FakeDeployment(_fake_standalone_server)
+
+
+@pytest.fixture
+def fake_secondary(_fake_secondary_server: FakeMongod) -> FakeDeployment:
+    _fake_secondary_server.reset()
+    return FakeDeployment(_fake_secondary_server)
+
+
+@pytest.fixture
+def fake_mongos(_fake_mongos_server: FakeMongod) -> FakeDeployment:
+    _fake_mongos_server.reset()
+    return FakeDeployment(_fake_mongos_server)
+
+
+@pytest.fixture
+def mongo_rs(request: pytest.FixtureRequest) -> Iterator[Deployment]:
+    db_name = f"harel_test_{uuid.uuid4().hex[:12]}"
+    real_url = os.environ.get(REAL_MONGO_URL_VARIABLE)
+    if real_url:
+        deployment = Deployment(real_url, db_name, fake=None)
+    else:
+        server: FakeMongod = request.getfixturevalue("_fake_primary_server")
+        server.reset()
+        deployment = Deployment(server.url, db_name, fake=server)
+    yield deployment
+    if deployment.is_real:
+        deployment.reset()
+
+
+@pytest.fixture
+def fake_mongod_process() -> Iterator[Callable[..., FakeProcess]]:
+    started: list[FakeProcess] = []
+
+    def start(*arguments: str) -> FakeProcess:
+        fake = start_fake_mongod_process(*arguments)
+        started.append(fake)
+        return fake
+
+    yield start
+    for fake in started:
+        fake.stop()
+
+
+@pytest.fixture
+def fake_rs_process(fake_mongod_process: Callable[..., FakeProcess]) -> FakeProcess:
+    return fake_mongod_process()
+
+
+def start_fake_mongod_process(*arguments: str) -> FakeProcess:
+    """Start `python -m tests.fake_mongod --port 0 ARGUMENTS...` and wait until it accepts connections."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_mongod", "--port", "0", *arguments],
+        cwd=REPOSITORY_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        text=True,
+    )
+    try:
+        port = _read_port(process)
+        _wait_accepting(port)
+    except BaseException:
+        process.kill()
+        process.wait(timeout=5)
+        raise
+    role_flags = {"--standalone", "--mongos", "--secondary"} & set(arguments)
+    host_port = f"127.0.0.1:{port}"
+    if "--secondary" in role_flags or "--uninitialized" in arguments:
+        url = f"mongodb://{host_port}/?directConnection=true"
+    elif role_flags:
+        url = f"mongodb://{host_port}/"
+    else:
+        set_name = arguments[arguments.index("--set-name") + 1] if "--set-name" in arguments else "rs0"
+        url = f"mongodb://{host_port}/?replicaSet={set_name}"
+    return FakeProcess(process, port, url)
+
+
+def _read_port(process: subprocess.Popen[str]) -> int:
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], PROCESS_START_TIMEOUT)
+    line = process.stdout.readline() if ready else ""
+    if not line.startswith("listening "):
+        raise RuntimeError(f"fake mongod process did not start (exit code {process.poll()}, said {line!r})")
+    return int(line.rsplit(":", 1)[1])
+
+
+def _wait_accepting(port: int) -> None:
+    deadline = time.monotonic() + PROCESS_START_TIMEOUT
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
