@@ -98,13 +98,9 @@ def _scheme(url: str) -> str:
 
 
 def _userinfo_end(rest: str) -> int:
-    """Where the user info of a URL (without its scheme) ends, or -1. A password written with a raw `@` or
-    `/` still ends at the `@` nearest the host, so it is redacted whole."""
-    first_at = rest.find("@")
-    if first_at < 0:
-        return -1
-    slash = rest.find("/", first_at)
-    return rest.rfind("@", 0, len(rest) if slash < 0 else slash)
+    """Where the user info of a URL (without its scheme) ends, or -1: at its last `@`. A password typed with a
+    raw `@`, `/` or `?` is still redacted whole; an `@` in an option value only makes redaction hide more."""
+    return rest.rfind("@")
 
 
 def _password(url: str) -> str | None:

@@ -1,0 +1,576 @@
+"""harel.connection: safe defaults, the deadline wait, redaction, and every start-up rule on recorded replies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import socket
+from typing import Any
+
+import pymongo
+import pytest
+
+from harel import connection
+from harel.cli import render_report
+from harel.connection import (
+    CheckReport,
+    Status,
+    check,
+    check_async,
+    client_arguments,
+    client_settings,
+    connect,
+    connect_async,
+    embedded_backend,
+    embedded_report,
+    evaluate,
+    redact,
+)
+from harel.errors import (
+    CollationError,
+    ConnectionFailed,
+    DeploymentRefused,
+    InvalidURL,
+    NotPrimaryError,
+    ReadPreferenceError,
+    RetryableWritesDisabledError,
+    StandaloneDeploymentError,
+    UnsupportedServerError,
+    WeakReadConcernError,
+    WeakWriteConcernError,
+)
+from tests.unit.recorded_replies import (
+    RecordedAsyncClient,
+    RecordedClient,
+    deployment_replies,
+    safe_client,
+    scenario,
+)
+
+PASSWORD = "pw-" + secrets.token_hex(8)
+SET_URL = (
+    f"mongodb://harel:{PASSWORD}@mongo1:27017,mongo2:27017,mongo3:27017/harel?replicaSet=rs0&authSource=admin"
+)
+ONE_MEMBER_URL = f"mongodb://harel:{PASSWORD}@mongo1:27017/harel?replicaSet=rs0&authSource=admin"
+STANDALONE_URL = f"mongodb://harel:{PASSWORD}@localhost:27017/harel?authSource=admin"
+MONGOS_URL = f"mongodb://harel:{PASSWORD}@router1:27017,router2:27017/harel?authSource=admin"
+SECONDARY_URL = f"mongodb://harel:{PASSWORD}@mongo2:27017/harel?authSource=admin&directConnection=true"
+WEAK_URL = (
+    f"mongodb://u:{PASSWORD}@h1,h2/?replicaSet=rs0&w=1&readPreference=secondaryPreferred"
+    "&retryWrites=false&readConcernLevel=local"
+)
+
+OK, WARNING, ERROR, RELAXED = Status.OK, Status.WARNING, Status.ERROR, Status.RELAXED
+# What every scenario shares with a safe client: the client's own settings pass, auth is on, TLS is off.
+CLIENT_ROWS = {
+    "server version": OK,
+    "write concern": OK,
+    "read concern": OK,
+    "read preference": OK,
+    "collation": OK,
+    "authentication": OK,
+    "TLS": WARNING,
+}
+
+
+def report_for(name: str, url: str, *, allow_standalone: bool = False, **replace: str) -> CheckReport:
+    replies = deployment_replies(scenario(name, **replace))
+    return evaluate(replies, client_settings(safe_client(url)), allow_standalone=allow_standalone)
+
+
+def statuses(report: CheckReport) -> dict[str, Status]:
+    return {f.check: f.status for f in report.findings}
+
+
+def finding(report: CheckReport, check_name: str) -> Any:
+    (match,) = [f for f in report.findings if f.check == check_name]
+    return match
+
+
+def everything_said(report: CheckReport) -> str:
+    return "\n".join(
+        [
+            render_report(report, redact(WEAK_URL)),
+            json.dumps(report.document()),
+            *(str(e) for e in report.errors),
+        ]
+    )
+
+
+# --- the six recorded deployments ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "url", "rows", "errors"),
+    [
+        pytest.param(
+            "standalone",
+            STANDALONE_URL,
+            {"deployment": ERROR, "retryable writes": ERROR},
+            [StandaloneDeploymentError, RetryableWritesDisabledError],
+            id="standalone",
+        ),
+        pytest.param(
+            "rs1",
+            ONE_MEMBER_URL,
+            {
+                "deployment": OK,
+                "primary": OK,
+                "retryable writes": OK,
+                "cluster default": OK,
+                "fault tolerance": WARNING,
+            },
+            [],
+            id="one-member-set",
+        ),
+        pytest.param(
+            "rs3",
+            SET_URL,
+            {
+                "deployment": OK,
+                "primary": OK,
+                "retryable writes": OK,
+                "cluster default": OK,
+                "fault tolerance": OK,
+            },
+            [],
+            id="three-member-set",
+        ),
+        pytest.param(
+            "psa",
+            SET_URL,
+            {
+                "deployment": OK,
+                "primary": OK,
+                "retryable writes": OK,
+                "cluster default": WARNING,
+                "fault tolerance": WARNING,
+            },
+            [],
+            id="two-data-one-arbiter",
+        ),
+        pytest.param(
+            "mongos",
+            MONGOS_URL,
+            {"deployment": OK, "retryable writes": OK, "cluster default": OK},
+            [],
+            id="mongos",
+        ),
+        pytest.param(
+            "secondary",
+            SECONDARY_URL,
+            {
+                "deployment": OK,
+                "primary": ERROR,
+                "retryable writes": OK,
+                "cluster default": OK,
+                "fault tolerance": OK,
+            },
+            [NotPrimaryError],
+            id="direct-to-secondary",
+        ),
+    ],
+)
+def test_each_recorded_deployment_gives_its_findings(
+    name: str, url: str, rows: dict[str, Status], errors: list[type]
+) -> None:
+    report = report_for(name, url)
+
+    assert statuses(report) == {**CLIENT_ROWS, **rows}
+    assert [type(e) for e in report.errors] == errors
+    assert report.passed is not errors
+    for f in report.findings:
+        assert (f.error is not None) == (f.status is ERROR)
+        assert (f.fix is not None) == (f.status is not OK)
+    assert PASSWORD not in everything_said(report)
+
+
+def test_standalone_says_what_it_is_and_how_to_fix_it() -> None:
+    report = report_for("standalone", STANDALONE_URL)
+
+    shape = finding(report, "deployment")
+    assert "standalone" in shape.found
+    assert "--replSet" in shape.fix and "HAREL_DEV=1" in shape.fix
+    assert "standalone server cannot retry writes" in finding(report, "retryable writes").found
+
+
+def test_psa_set_flags_the_implicit_w1_default_and_the_stall() -> None:
+    report = report_for("psa", SET_URL)
+
+    assert report.deployment.startswith("replica set rs0: 2 data-bearing members + 1 arbiter")
+    assert finding(report, "cluster default").found == "w=1 (implicit)"
+    tolerance = finding(report, "fault tolerance")
+    assert "2 data-bearing members + 1 arbiter" in tolerance.found and "stall" in tolerance.found
+    assert "replace arbiters" in tolerance.fix
+
+
+def test_psa_set_with_a_client_that_sets_no_write_concern_is_refused() -> None:
+    # A client built without connect()'s defaults inherits the set's implicit w:1.
+    bare = pymongo.MongoClient(SET_URL, connect=False)
+    report = evaluate(deployment_replies(scenario("psa")), client_settings(bare))
+
+    weak = finding(report, "write concern")
+    assert weak.status is ERROR
+    assert weak.found == "w=1, j=unset (w and j from the cluster default)"
+    assert isinstance(weak.error, WeakWriteConcernError)
+    assert finding(report, "read concern").found == "local (the cluster default)"
+
+
+def test_one_member_set_is_fine_for_development_only() -> None:
+    report = report_for("rs1", ONE_MEMBER_URL)
+
+    assert finding(report, "fault tolerance").found == "1 member: fine for development, no failover"
+    assert report.passed
+
+
+def test_connection_to_a_secondary_names_the_primary() -> None:
+    report = report_for("secondary", SECONDARY_URL)
+
+    wrong_member = finding(report, "primary")
+    assert wrong_member.found == "secondary mongo2:27017 by direct connection (the primary is mongo1:27017)"
+    assert "replicaSet=rs0" in wrong_member.fix and "directConnection=true" in wrong_member.fix
+
+
+def test_direct_connection_to_the_primary_is_a_warning() -> None:
+    url = f"mongodb://harel:{PASSWORD}@mongo1:27017/harel?authSource=admin&directConnection=true"
+    report = report_for("rs3", url)
+
+    assert finding(report, "primary").status is WARNING
+    assert "not followed after a failover" in finding(report, "primary").found
+
+
+# --- client settings -----------------------------------------------------------------------------------------
+
+
+def test_a_weak_url_reports_all_four_violations_in_one_run() -> None:
+    report = report_for("rs3", WEAK_URL)
+
+    assert [type(e) for e in report.errors] == [
+        WeakWriteConcernError,
+        WeakReadConcernError,
+        ReadPreferenceError,
+        RetryableWritesDisabledError,
+    ]
+    fixes = {f.check: f.fix for f in report.findings if f.status is ERROR}
+    assert "change w=1 to w=majority" in fixes["write concern"]
+    assert "change readConcernLevel=local to readConcernLevel=majority" in fixes["read concern"]
+    assert "readPreference=secondaryPreferred" in fixes["read preference"]
+    assert "retryWrites=false" in fixes["retryable writes"]
+
+    with pytest.raises(DeploymentRefused) as refused:
+        report.raise_for_errors()
+    assert refused.value.errors == report.errors
+    assert all(e.fix in str(refused.value) for e in report.errors)
+    assert PASSWORD not in everything_said(report) + str(refused.value)
+
+
+def test_safe_defaults_fill_what_the_url_leaves_unset() -> None:
+    options = safe_client("mongodb://h1/").options
+
+    assert options.write_concern.document == {"w": "majority", "j": True}
+    assert options.read_concern.level == "majority"
+    assert options.read_preference.mongos_mode == "primary"
+    assert options.retry_writes is True
+    assert options.pool_options.appname == "harel"
+
+
+def test_the_url_and_the_options_override_the_defaults_case_insensitively() -> None:
+    url = "mongodb://h1/?W=1&READPREFERENCE=nearest&appName=mine"
+    client = pymongo.MongoClient(url, **client_arguments(url, "harel", {"readConcernLevel": "local"}))
+
+    assert client.options.write_concern.document == {"w": 1, "j": True}
+    assert client.options.read_preference.mongos_mode == "nearest"
+    assert client.options.read_concern.level == "local"
+    assert client.options.pool_options.appname == "mine"
+
+
+def test_unreadable_cluster_default_is_a_warning_when_the_client_is_explicit() -> None:
+    report = report_for("rs3", SET_URL, getDefaultRWConcern="unauthorized_getDefaultRWConcern")
+
+    unknown = finding(report, "cluster default")
+    assert (unknown.status, unknown.found) == (WARNING, "unknown (not authorized)")
+    assert finding(report, "write concern").status is OK
+    assert report.passed
+
+
+def test_unreadable_cluster_default_with_a_bare_client_is_an_error() -> None:
+    bare = pymongo.MongoClient(SET_URL, connect=False)
+    replies = deployment_replies(scenario("rs3", getDefaultRWConcern="unauthorized_getDefaultRWConcern"))
+    report = evaluate(replies, client_settings(bare))
+
+    assert finding(report, "write concern").found == (
+        "w=unset, j=unset (the client sets no w and j; the cluster default is unknown: not authorized)"
+    )
+    assert [type(e) for e in report.errors] == [WeakWriteConcernError, WeakReadConcernError]
+
+
+def test_a_weak_global_default_is_a_warning_for_other_clients() -> None:
+    report = report_for("rs3", SET_URL, getDefaultRWConcern="global_w1_getDefaultRWConcern")
+
+    assert finding(report, "cluster default").found == "w=1 (global)"
+    assert "setDefaultRWConcern" in finding(report, "cluster default").fix
+    assert report.passed
+
+
+def test_no_credentials_and_no_tls_are_warnings() -> None:
+    report = report_for("rs3", "mongodb://mongo1,mongo2,mongo3/?replicaSet=rs0")
+
+    assert finding(report, "authentication").status is WARNING
+    assert finding(report, "TLS").status is WARNING
+    assert report.passed
+
+
+def test_tls_on_passes() -> None:
+    report = report_for("rs3", SET_URL + "&tls=true")
+
+    assert finding(report, "TLS").status is OK
+
+
+# --- collations and versions ---------------------------------------------------------------------------------
+
+
+def test_a_store_collection_with_a_locale_collation_is_refused() -> None:
+    report = report_for("rs3", SET_URL, listCollections="collated_listCollections")
+
+    wrong = finding(report, "collation")
+    assert isinstance(wrong.error, CollationError)
+    assert wrong.found == "executions: locale en, strength 2; queue: locale fr, strength 1"
+    assert "re-create executions, queue" in wrong.fix
+
+
+def test_unlisted_collections_are_a_warning() -> None:
+    report = report_for("rs3", SET_URL, listCollections="unauthorized_listCollections")
+
+    assert finding(report, "collation").status is WARNING
+    assert "not authorized" in finding(report, "collation").found
+
+
+def test_collections_not_created_yet_pass() -> None:
+    assert finding(report_for("rs1", ONE_MEMBER_URL), "collation").found.startswith(
+        "no store collection in harel"
+    )
+
+
+def test_a_server_older_than_the_minimum_is_refused_with_the_reason() -> None:
+    report = report_for("rs3", SET_URL, buildInfo="buildInfo_4_4")
+
+    old = finding(report, "server version")
+    assert isinstance(old.error, UnsupportedServerError)
+    assert (old.found, old.required) == ("4.4.29", "5.0 or newer")
+    assert "majority read concern cannot be disabled" in old.fix
+
+
+@pytest.mark.parametrize(("wire", "status"), [(25, OK), (12, ERROR)])
+def test_without_build_info_the_wire_version_decides(wire: int, status: Status) -> None:
+    replies = scenario("rs3", buildInfo="unauthorized_getDefaultRWConcern")
+    replies["hello"] = {**replies["hello"], "maxWireVersion": wire}
+    report = evaluate(deployment_replies(replies), client_settings(safe_client(SET_URL)))
+
+    assert finding(report, "server version").status is status
+    assert finding(report, "server version").found.startswith(f"wire version {wire}")
+
+
+# --- the development override --------------------------------------------------------------------------------
+
+
+def test_dev_override_relaxes_only_the_standalone_shape() -> None:
+    report = report_for("standalone", STANDALONE_URL, allow_standalone=True)
+
+    assert statuses(report)["deployment"] is RELAXED
+    assert statuses(report)["retryable writes"] is RELAXED
+    assert report.passed and report.dev_override
+    report.raise_for_errors()
+    assert "relaxed" in render_report(report, "url") and "development only" in render_report(report, "url")
+
+
+def test_dev_override_does_not_relax_an_uninitiated_member() -> None:
+    report = report_for("standalone", STANDALONE_URL, allow_standalone=True, hello="hello_uninitiated")
+
+    assert finding(report, "deployment").status is ERROR
+    assert "rs.initiate" in finding(report, "deployment").fix
+
+
+def test_dev_override_logs_a_loud_warning_on_every_check(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    client = RecordedClient.for_url(STANDALONE_URL, scenario("standalone"))
+
+    for _ in range(2):
+        assert check(client, allow_standalone=True).passed
+    loud = [r for r in caplog.records if r.name == "harel.connection" and r.levelno == logging.WARNING]
+    assert len(loud) == 2
+    assert all("DEVELOPMENT OVERRIDE" in r.getMessage() and "standalone" in r.getMessage() for r in loud)
+    assert PASSWORD not in caplog.text
+
+
+def test_dev_override_on_a_replica_set_still_warns(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="harel.connection")
+    check(RecordedClient.for_url(SET_URL, scenario("rs3")), allow_standalone=True)
+
+    assert "relaxes nothing" in caplog.text
+
+
+def test_without_the_override_nothing_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="harel.connection")
+    assert not check(RecordedClient.for_url(STANDALONE_URL, scenario("standalone"))).passed
+    assert caplog.records == []
+
+
+# --- check / check_async gather the same replies -------------------------------------------------------------
+
+
+def test_check_asks_four_commands_and_evaluates_their_replies() -> None:
+    url = f"mongodb://harel:{PASSWORD}@mongo1,mongo2,mongo3/appdb?replicaSet=rs0&authSource=admin"
+    client = RecordedClient.for_url(
+        url, scenario("rs3", getDefaultRWConcern="unauthorized_getDefaultRWConcern")
+    )
+
+    report = check(client)
+
+    assert [(db, next(iter(command))) for db, command in client.commands] == [
+        ("admin", "hello"),
+        ("admin", "buildInfo"),
+        ("admin", "getDefaultRWConcern"),
+        ("appdb", "listCollections"),
+    ]
+    assert client.commands[-1][1]["filter"] == {"name": {"$in": list(connection.STORE_COLLECTIONS)}}
+    expected = evaluate(deployment_replies(client.replies, "appdb"), client_settings(client._client))
+    assert report.document() == expected.document()
+    assert finding(report, "cluster default").found == "unknown (not authorized)"
+
+
+def test_check_async_gives_the_same_report_as_check() -> None:
+    replies = scenario("psa", listCollections="collated_listCollections")
+    sync_report = check(RecordedClient.for_url(SET_URL, replies), db_name="other")
+    async_client = RecordedAsyncClient.for_url(SET_URL, replies)
+
+    async_report = asyncio.run(check_async(async_client, db_name="other"))  # type: ignore[arg-type]
+
+    # Exceptions compare by identity, so the reports are compared as documents (error class names included).
+    assert async_report.document() == sync_report.document()
+    assert [type(e) for e in async_report.errors] == [CollationError]
+    assert async_client.commands[-1][0] == "other"
+
+
+# --- URLs ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "redacted"),
+    [
+        ("mongodb://u:secretpw@h1,h2/db?replicaSet=rs0", "mongodb://u:***@h1,h2/db?replicaSet=rs0"),
+        ("mongodb://u:se%40cret@h1/", "mongodb://u:***@h1/"),
+        ("mongodb://u:se@cr/et@h1/db", "mongodb://u:***@h1/db"),
+        ("mongodb+srv://u:secretpw@cluster0.example.net/", "mongodb+srv://u:***@cluster0.example.net/"),
+        ("mongodb://u@h1/?authMechanism=MONGODB-X509", "mongodb://u@h1/?authMechanism=MONGODB-X509"),
+        ("mongodb://h1/?appName=a@b", "mongodb://h1/?appName=a@b"),
+        ("mongodb://u:pw@h1/?appName=a@b", "mongodb://u:***@b"),
+        (
+            "mongodb://h1/?tls=true&tlsCertificateKeyFilePassword=secretpw",
+            "mongodb://h1/?tls=true&tlsCertificateKeyFilePassword=***",
+        ),
+        ("u:secretpw@h1", "u:***@h1"),
+        ("http://u:secretpw@example.com/x", "http://u:***@example.com/x"),
+    ],
+)
+def test_redact_hides_passwords_in_any_url(url: str, redacted: str) -> None:
+    assert redact(url) == redacted
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://u:secretpw@example.com/", "expected a mongodb:// or mongodb+srv:// URL"),
+        ("mongomock://", "embedded, in-process backend"),
+        ("mongodb://u:secret@pw@h1/", "escaped"),
+        ("mongodb://u:secretpw@h1:port/", "port"),
+    ],
+)
+def test_a_url_that_is_not_a_mongodb_url_is_invalid_and_redacted(url: str, reason: str) -> None:
+    with pytest.raises(InvalidURL) as invalid:
+        connect(url, deadline=0.1)
+
+    assert reason in str(invalid.value)
+    assert "secret" not in str(invalid.value) and "pw@" not in str(invalid.value)
+    assert invalid.value.url == redact(url)
+
+
+def test_embedded_urls_are_told_apart() -> None:
+    assert [embedded_backend(u) for u in ("mongomock://", "MEMORY://", "mongodb://h1/")] == [
+        "mongomock",
+        "memory",
+        None,
+    ]
+    report = embedded_report("mongomock://")
+    assert report.embedded and report.passed and report.findings == ()
+    with pytest.raises(InvalidURL):
+        embedded_report("mongodb://h1/")
+
+
+# --- waiting for the deployment ------------------------------------------------------------------------------
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def quick_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Short attempts and pauses, so a deadline of about a second sees several attempts (PyMongo's server
+    # selection gives up no sooner than half a second).
+    monkeypatch.setattr(connection, "MAX_ATTEMPT", 0.1)
+    monkeypatch.setattr(connection, "FIRST_PAUSE", 0.02)
+
+
+def assert_gave_up(error: ConnectionFailed, port: int, deadline: float, log: str) -> None:
+    assert error.url == f"mongodb://harel:***@127.0.0.1:{port}/harel"
+    assert error.url in str(error)
+    assert "[Errno 111]" in error.last_error  # connection refused
+    assert error.waited >= deadline
+    assert "attempt 1," in log and "attempt 2," in log
+    assert PASSWORD not in str(error) + log
+
+
+def test_connect_backs_off_until_the_deadline_then_fails_redacted(
+    quick_attempts: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    port = closed_port()
+
+    with pytest.raises(ConnectionFailed) as failed:
+        connect(f"mongodb://harel:{PASSWORD}@127.0.0.1:{port}/harel", deadline=1.2)
+
+    assert_gave_up(failed.value, port, 1.2, caplog.text)
+
+
+def test_connect_async_backs_off_until_the_deadline_then_fails_redacted(
+    quick_attempts: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    port = closed_port()
+
+    with pytest.raises(ConnectionFailed) as failed:
+        asyncio.run(connect_async(f"mongodb://harel:{PASSWORD}@127.0.0.1:{port}/harel", deadline=1.2))
+
+    assert_gave_up(failed.value, port, 1.2, caplog.text)
+
+
+def test_pauses_grow_exponentially_with_jitter_up_to_the_cap() -> None:
+    patience = connection._Patience("mongodb://h1/", deadline=3600.0)
+
+    pauses = [patience.pause_after("refused") for _ in range(12)]
+
+    for attempt, pause in enumerate(pauses, start=1):
+        ceiling = min(connection.MAX_PAUSE, connection.FIRST_PAUSE * 2 ** (attempt - 1))
+        assert pause is not None and ceiling / 2 <= pause <= ceiling
+    assert max(p for p in pauses if p is not None) <= connection.MAX_PAUSE
+
+
+def test_no_pause_once_the_deadline_has_passed() -> None:
+    patience = connection._Patience("mongodb://h1/", deadline=0.0)
+
+    assert patience.pause_after("connection refused") is None
+    assert patience.gave_up().last_error == "connection refused"
