@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harel.chart import Edge, load_chart, parse_duration
+from harel.chart import After, Edge, load_chart, parse_duration
 from harel.errors import ChartError, InvalidDuration
 from harel.model import ExecutionStatus
 
@@ -78,7 +78,9 @@ def test_the_order_chart_loads_with_every_target_resolved() -> None:
     assert charging.after is not None
     assert charging.after.seconds == 30.0
     assert charging.after.edge.target == "fulfilling.payment.failed"
-    assert chart.node("fulfilling.shipping.packing").after.seconds == 2.0  # type: ignore[union-attr]
+    assert chart.node("fulfilling.shipping.packing").after == After(
+        2.0, Edge("fulfilling.shipping.packing", "fulfilling.shipping.shipped")
+    )
     assert chart.node("delivered").kind == "final"
     assert chart.node("delivered").final_status is ExecutionStatus.COMPLETED
 
@@ -159,8 +161,8 @@ def test_plain_number_keys_in_yaml_are_seconds() -> None:
     chart = load_chart(
         "id: t\nversion: 1\ninitial: a\nstates:\n  a: {after: {5: b}}\n  b: {after: {1.5: a}}\n"
     )
-    assert chart.node("a").after.seconds == 5.0  # type: ignore[union-attr]
-    assert chart.node("b").after.seconds == 1.5  # type: ignore[union-attr]
+    assert chart.node("a").after == After(5.0, Edge("a", "b"))
+    assert chart.node("b").after == After(1.5, Edge("b", "a"))
 
 
 # --- targets -----------------------------------------------------------------------------------------
