@@ -250,9 +250,11 @@ def real_mongo_backend(options: StoreOptions, reopen: Callable[[StoreOptions], H
         client.close()
 
 
-@contextmanager
-def real_mongo_async_backend(
-    options: StoreOptions, reopen: Callable[[StoreOptions], Harness]
+def _real_mongo_async(
+    name: str,
+    new_client: Callable[[asyncio.AbstractEventLoop], Any],
+    options: StoreOptions,
+    reopen: Callable[[StoreOptions], Harness],
 ) -> Iterator[Harness]:
     import pymongo
 
@@ -260,30 +262,52 @@ def real_mongo_async_backend(
     sync_client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(REAL_MONGO_URL)
     loop = asyncio.new_event_loop()
     recorder = Recorder()
-    client = pymongo.AsyncMongoClient(REAL_MONGO_URL)
+    store_class = options.store_class or AsyncMongoStore
+    store = store_class(RecordingClient(new_client(loop), recorder), db_name, **options.kwargs())
     try:
-        store_class = options.store_class or AsyncMongoStore
-        store = store_class(RecordingClient(client, recorder), db_name, **options.kwargs())
-        yield Harness("real-mongo-async", SyncFacade(store, loop), sync_client[db_name], recorder, reopen)
+        yield Harness(name, SyncFacade(store, loop), sync_client[db_name], recorder, reopen)
     finally:
-        loop.run_until_complete(client.close())
+        loop.run_until_complete(store.close())
         loop.close()
         sync_client.drop_database(db_name)
         sync_client.close()
 
 
+@contextmanager
+def real_mongo_async_backend(
+    options: StoreOptions, reopen: Callable[[StoreOptions], Harness]
+) -> Iterator[Harness]:
+    import pymongo
+
+    yield from _real_mongo_async(
+        "real-mongo-async", lambda _loop: pymongo.AsyncMongoClient(REAL_MONGO_URL), options, reopen
+    )
+
+
+@contextmanager
+def real_mongo_motor_backend(
+    options: StoreOptions, reopen: Callable[[StoreOptions], Harness]
+) -> Iterator[Harness]:
+    """AsyncMongoStore on an injected Motor client, as users of the deprecated driver may pass one."""
+    from motor.motor_asyncio import AsyncIOMotorClient
+
+    yield from _real_mongo_async(
+        "real-mongo-motor", lambda loop: AsyncIOMotorClient(REAL_MONGO_URL, io_loop=loop), options, reopen
+    )
+
+
 _needs_real_mongo = pytest.mark.skipif(
     not REAL_MONGO_URL, reason="HAREL_TEST_MONGO_URL is not set: no real MongoDB to run the store checks on"
 )
+_real = (pytest.mark.real, _needs_real_mongo)
 
 BACKENDS: list[Backend] = [
     Backend("memory", memory_backend, mongo=False),
     Backend("mongomock", mongomock_backend, mongo=True),
     Backend("mongomock-motor", mongomock_motor_backend, mongo=True),
-    Backend("real-mongo", real_mongo_backend, mongo=True, marks=(pytest.mark.real, _needs_real_mongo)),
-    Backend(
-        "real-mongo-async", real_mongo_async_backend, mongo=True, marks=(pytest.mark.real, _needs_real_mongo)
-    ),
+    Backend("real-mongo", real_mongo_backend, mongo=True, marks=_real),
+    Backend("real-mongo-async", real_mongo_async_backend, mongo=True, marks=_real),
+    Backend("real-mongo-motor", real_mongo_motor_backend, mongo=True, marks=_real),
 ]
 
 

@@ -63,8 +63,8 @@ class AsyncMongoStore:
         dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
         **options: Any,
     ) -> AsyncMongoStore:
-        """Connect an AsyncMongoClient with the safe defaults and start-up checks of
-        `harel.connection.connect_async`."""
+        """A store on PyMongo's AsyncMongoClient from `harel.connection.connect_async`: the same safe
+        defaults and ping-and-retry as MongoStore.from_url."""
         from harel.connection import connect_async
 
         client = await connect_async(url, **options)
@@ -188,7 +188,7 @@ class AsyncMongoStore:
     async def ensure_indexes(self) -> None:
         """Create the indexes listings, the sweep and the relays use. Idempotent."""
         for index in doc.INDEXES:
-            await self._executions.create_index(index.key, name=index.name, sparse=index.sparse)
+            await self._executions.create_index(index.key, **index.options())
 
     async def close(self) -> None:
         await _resolved(self._client.close())

@@ -96,9 +96,10 @@ class IndexSpec:
     key: str
     sparse: bool
 
-    @property
-    def name(self) -> str:
-        return f"{self.key}_1"
+    def options(self) -> dict[str, Any]:
+        """`create_index` keyword arguments. `sparse` is sent only when set: a server that stored the
+        index without it may count an explicit `sparse: false` as different options and refuse."""
+        return {"name": f"{self.key}_1", **({"sparse": True} if self.sparse else {})}
 
 
 # definition_id serves listings; the sparse ones hold only the documents the sweep and the relays must

@@ -80,7 +80,9 @@ class MongoStore:
         dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
         **options: Any,
     ) -> MongoStore:
-        """Connect with the safe defaults and start-up checks of `harel.connection.connect`."""
+        """A store on a client from `harel.connection.connect`: safe defaults (majority writes and reads,
+        primary reads, retryable writes), returned once the deployment answers a ping (retried until
+        the connect deadline). `options` go to `connect`; start-up checks are the caller's (`check`)."""
         from harel.connection import connect
 
         return cls(connect(url, **options), db_name, trace_max=trace_max, dedupe_window=dedupe_window)
@@ -198,7 +200,7 @@ class MongoStore:
     def ensure_indexes(self) -> None:
         """Create the indexes listings, the sweep and the relays use. Idempotent."""
         for index in doc.INDEXES:
-            self._executions.create_index(index.key, name=index.name, sparse=index.sparse)
+            self._executions.create_index(index.key, **index.options())
 
     def close(self) -> None:
         self._client.close()
