@@ -18,7 +18,8 @@ from harel.model import (
 
 DEFAULT_TRACE_MAX = 200
 # How many processed event ids each execution remembers. A redelivery that arrives after this many newer
-# events of the same execution were processed is no longer recognised by its id (see README: "Dedupe window").
+# events of the same execution were processed is no longer recognised by its id and is stepped again
+# (harel.store.mongo explains the window and how long a redelivery may lag).
 DEFAULT_DEDUPE_WINDOW = 1000
 
 Emit = tuple[str | None, Event]
@@ -42,7 +43,9 @@ class ExecutionStore(Protocol):
         trace: dict[str, Any] | None = None,
     ) -> None:
         """Persist `exe` at version `exe.version + 1` if the store still holds `exe.version` (version 0:
-        create). Raises StoreConflict, leaving the store and `exe.version` unchanged, when it does not."""
+        create), with everything the step produced, all or nothing; on success `exe.version` is the new
+        version. Raises StoreConflict, leaving the store and `exe.version` unchanged, when it does not, and
+        ExecutionTooLarge, before writing anything, when the execution would outgrow a document."""
 
     def load(self, execution_id: str) -> Execution | None: ...
 
