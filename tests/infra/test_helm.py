@@ -1,0 +1,791 @@
+"""The harel-stack Helm chart, rendered and linted by the real Helm library (helm-python-sdk, offline)
+and every rendered manifest validated against the Kubernetes schemas (kubernetes-validate, strict).
+
+No cluster is involved: `lookup` returns nothing when rendering offline, exactly as in
+`helm template`, so the generated-secret path is the one rendered here.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import helm_python
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.infra.helm_lint import CHART_DIR, configurations, kube_version, lint
+
+pytestmark = pytest.mark.infra
+
+RELEASE = "demo"
+NAMESPACE = "harel"
+FULLNAME = f"{RELEASE}-harel-stack"
+MONGO_UID = 999
+WORKER_UID = 10001
+CONFIGURATIONS = configurations()
+
+# Kinds from CRDs that kubernetes-validate has no schema for, each checked against the fields the
+# chart uses instead (taken from the Prometheus Operator's CRD).
+CRD_SCHEMAS: dict[str, dict[str, Any]] = {
+    "monitoring.coreos.com/v1/ServiceMonitor": {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "metadata": {"type": "object", "required": ["name", "namespace"]},
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["selector", "endpoints"],
+                "properties": {
+                    "selector": {
+                        "type": "object",
+                        "required": ["matchLabels"],
+                        "properties": {"matchLabels": {"type": "object", "minProperties": 1}},
+                    },
+                    "namespaceSelector": {
+                        "type": "object",
+                        "properties": {"matchNames": {"type": "array", "items": {"type": "string"}}},
+                    },
+                    "endpoints": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["port"],
+                            "properties": {
+                                "port": {"type": "string"},
+                                "path": {"type": "string"},
+                                "interval": {
+                                    "type": "string",
+                                    "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    }
+}
+
+POD_OWNERS = {"Deployment", "StatefulSet", "Job"}
+
+
+@dataclass(frozen=True)
+class Manifest:
+    template: str
+    doc: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.doc["kind"])
+
+    @property
+    def name(self) -> str:
+        return str(self.doc["metadata"]["name"])
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return dict(self.doc["metadata"].get("annotations") or {})
+
+
+@pytest.fixture(scope="module")
+def chart() -> Iterator[helm_python.Chart]:
+    with helm_python.Chart.load(CHART_DIR) as loaded:
+        yield loaded
+
+
+def render(chart: helm_python.Chart, values: dict[str, Any] | None = None) -> list[Manifest]:
+    rendered = chart.render(values or {}, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    return [
+        Manifest(template, doc)
+        for template, text in sorted(rendered.items())
+        if not template.endswith("NOTES.txt")
+        for doc in yaml.safe_load_all(text)
+        if doc
+    ]
+
+
+def only(manifests: list[Manifest], kind: str, name: str) -> Manifest:
+    found = [m for m in manifests if m.kind == kind and m.name == name]
+    assert len(found) == 1, (
+        f"expected one {kind} {name}, found {[m.name for m in manifests if m.kind == kind]}"
+    )
+    return found[0]
+
+
+def kinds(manifests: list[Manifest]) -> set[str]:
+    return {m.kind for m in manifests}
+
+
+def pod_spec(manifest: Manifest) -> dict[str, Any]:
+    if manifest.kind == "Pod":
+        return manifest.doc["spec"]
+    return manifest.doc["spec"]["template"]["spec"]
+
+
+def pod_labels(manifest: Manifest) -> dict[str, str]:
+    if manifest.kind == "Pod":
+        return manifest.doc["metadata"]["labels"]
+    return manifest.doc["spec"]["template"]["metadata"]["labels"]
+
+
+def pods(manifests: list[Manifest]) -> list[Manifest]:
+    return [m for m in manifests if m.kind in POD_OWNERS or m.kind == "Pod"]
+
+
+def container(manifest: Manifest, name: str) -> dict[str, Any]:
+    spec = pod_spec(manifest)
+    found = [c for c in spec.get("initContainers", []) + spec["containers"] if c["name"] == name]
+    assert len(found) == 1, f"{manifest.kind} {manifest.name} has no container {name}"
+    return found[0]
+
+
+def env_of(container_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {item["name"]: item for item in container_spec.get("env", [])}
+
+
+def secret_data(manifest: Manifest) -> dict[str, str]:
+    return {key: base64.b64decode(value).decode() for key, value in manifest.doc["data"].items()}
+
+
+def schema_error(chart: helm_python.Chart, values: dict[str, Any]) -> str:
+    with pytest.raises(helm_python.HelmValuesError) as refused:
+        chart.render(values, name=RELEASE, namespace=NAMESPACE)
+    return str(refused.value)
+
+
+def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    result = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = value
+    return result
+
+
+# --- lint and schema validation of every configuration -------------------------------------------
+
+
+@pytest.mark.parametrize("configuration", CONFIGURATIONS)
+def test_strict_lint_is_clean(configuration: str) -> None:
+    result = lint(configuration, CONFIGURATIONS[configuration])
+    assert result.charts_linted == 1
+    assert result.findings == [], "\n".join(str(finding) for finding in result.findings)
+
+
+def test_strict_lint_reports_a_broken_configuration() -> None:
+    result = lint("even members", {"mongodb": {"members": 2}})
+    assert any("/mongodb/arbiter/enabled" in finding.message for finding in result.findings)
+
+
+@pytest.mark.parametrize("configuration", CONFIGURATIONS)
+def test_every_manifest_validates_against_kubernetes(chart: helm_python.Chart, configuration: str) -> None:
+    manifests = render(chart, CONFIGURATIONS[configuration])
+    validated = set()
+    for manifest in manifests:
+        api_kind = f"{manifest.doc['apiVersion']}/{manifest.kind}"
+        if api_kind in CRD_SCHEMAS:
+            jsonschema.validate(manifest.doc, CRD_SCHEMAS[api_kind])
+        else:
+            kubernetes_validate.validate(manifest.doc, kube_version(), strict=True)
+        validated.add(api_kind)
+    assert {"apps/v1/Deployment", "v1/Service", "v1/Pod", "v1/ServiceAccount"} <= validated
+
+
+def test_crd_schema_catches_a_bad_service_monitor(chart: helm_python.Chart) -> None:
+    manifests = render(chart, CONFIGURATIONS["autoscaling + ServiceMonitor"])
+    monitor = copy.deepcopy(only(manifests, "ServiceMonitor", f"{FULLNAME}-worker").doc)
+    monitor["spec"]["endpoints"][0]["interval"] = "soon"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(monitor, CRD_SCHEMAS["monitoring.coreos.com/v1/ServiceMonitor"])
+
+
+def test_kubernetes_validation_is_strict(chart: helm_python.Chart) -> None:
+    deployment = copy.deepcopy(only(render(chart), "Deployment", f"{FULLNAME}-worker").doc)
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, kube_version(), strict=True)
+
+
+# --- the schema refuses bad values, naming the field ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "why"),
+    [
+        ({"mongodb": {"members": 2}}, "/mongodb/arbiter/enabled", "value must be true"),
+        ({"mongodb": {"members": 4}}, "/mongodb/arbiter/enabled", "value must be true"),
+        (
+            {"mongodb": {"members": 2, "arbiter": {"enabled": True}}},
+            "/mongodb/allowPSA",
+            "value must be true",
+        ),
+        ({"mongodb": {"members": 3, "arbiter": {"enabled": True}}}, "/mongodb/members", "multiple"),
+        ({"mongodb": {"members": 0}}, "/mongodb/members", "minimum"),
+        ({"mongodb": {"members": 9}}, "/mongodb/members", "maximum"),
+        ({"mongodb": {"members": "three"}}, "/mongodb/members", "want integer"),
+        ({"mongodb": {"enabled": False}}, "/externalMongodb/url", "minLength"),
+        (
+            {"mongodb": {"enabled": False}, "externalMongodb": {"url": "http://mongo:27017"}},
+            "/externalMongodb/url",
+            "",
+        ),
+        ({"tls": {"enabled": True}}, "/tls/existingSecret", "minLength"),
+        ({"mongodb": {"member": 3}}, "/mongodb", "additional properties 'member' not allowed"),
+        ({"worker": {"drainSeconds": 0}}, "/worker/drainSeconds", "minimum"),
+        ({"worker": {"terminationMarginSeconds": 1}}, "/worker/terminationMarginSeconds", "minimum"),
+        ({"worker": {"replicas": 0}}, "/worker/replicas", "minimum"),
+        ({"worker": {"logFormat": "xml"}}, "/worker/logFormat", ""),
+        ({"mongodb": {"persistence": {"size": "lots"}}}, "/mongodb/persistence/size", ""),
+        ({"mongodb": {"init": {"deadlineSeconds": 5}}}, "/mongodb/init/deadlineSeconds", "minimum"),
+    ],
+)
+def test_schema_refuses_bad_values(
+    chart: helm_python.Chart, values: dict[str, Any], field: str, why: str
+) -> None:
+    message = schema_error(chart, values)
+    assert f"'{field}'" in message
+    assert why in message
+
+
+def test_external_mode_needs_a_url_or_a_secret_and_names_both(chart: helm_python.Chart) -> None:
+    message = schema_error(chart, {"mongodb": {"enabled": False}})
+    assert "/externalMongodb/url" in message
+    assert "/externalMongodb/existingSecret" in message
+
+
+def test_schema_descriptions_explain_the_replica_set_rules(chart: helm_python.Chart) -> None:
+    schema = chart.schema
+    assert schema is not None
+    rules = " ".join(rule["description"] for rule in schema["properties"]["mongodb"]["allOf"])
+    assert "arbiter" in rules
+    assert "allowPSA" in rules
+    external_rule = schema["allOf"][0]["description"]
+    assert "externalMongodb.url" in external_rule
+    assert "externalMongodb.existingSecret" in external_rule
+
+
+def test_autoscaling_bounds_are_checked_together(chart: helm_python.Chart) -> None:
+    with pytest.raises(
+        helm_python.HelmRenderError, match=r"worker\.autoscaling\.maxReplicas \(2\).*minReplicas \(5\)"
+    ):
+        render(chart, {"worker": {"autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 2}}})
+
+
+def test_allowed_replica_set_shapes_render(chart: helm_python.Chart) -> None:
+    for members, arbiter, allow_psa in [
+        (1, False, False),
+        (3, False, False),
+        (5, False, False),
+        (4, True, False),
+    ]:
+        values = {"mongodb": {"members": members, "arbiter": {"enabled": arbiter}, "allowPSA": allow_psa}}
+        statefulset = only(render(chart, values), "StatefulSet", f"{FULLNAME}-mongodb")
+        assert statefulset.doc["spec"]["replicas"] == members
+
+
+# --- MongoDB --------------------------------------------------------------------------------------
+
+
+def test_default_replica_set(chart: helm_python.Chart) -> None:
+    manifests = render(chart)
+    statefulset = only(manifests, "StatefulSet", f"{FULLNAME}-mongodb")
+    spec = statefulset.doc["spec"]
+    assert spec["replicas"] == 3
+    assert spec["podManagementPolicy"] == "Parallel"
+    assert spec["serviceName"] == f"{FULLNAME}-mongodb-headless"
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    assert spec["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "8Gi"
+    mongod = container(statefulset, "mongod")
+    assert mongod["image"] == "mongo:8.0"
+    args = mongod["args"]
+    assert args[args.index("--replSet") + 1] == "rs0"
+    assert args[args.index("--keyFile") + 1] == "/var/run/harel/auth/keyfile"
+    assert {"--bind_ip_all", "--auth"} <= set(args)
+    assert "--tlsMode" not in args
+    assert mongod["resources"]["limits"]["memory"] == "2Gi"
+    pod = pod_spec(statefulset)
+    anti_affinity = pod["affinity"]["podAntiAffinity"]
+    assert "preferredDuringSchedulingIgnoredDuringExecution" in anti_affinity
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in anti_affinity
+    assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} == {
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/hostname",
+    }
+    assert all(c["whenUnsatisfiable"] == "ScheduleAnyway" for c in pod["topologySpreadConstraints"])
+    assert "StatefulSet" in kinds(manifests)
+    assert not [m for m in manifests if m.name.endswith("-arbiter")]
+
+
+def test_services_give_members_stable_names_before_they_are_ready(chart: helm_python.Chart) -> None:
+    manifests = render(chart, CONFIGURATIONS["PSA allowed"])
+    headless = only(manifests, "Service", f"{FULLNAME}-mongodb-headless").doc["spec"]
+    assert headless["clusterIP"] == "None"
+    assert headless["publishNotReadyAddresses"] is True
+    client = only(manifests, "Service", f"{FULLNAME}-mongodb").doc["spec"]
+    assert "clusterIP" not in client
+    data = only(manifests, "StatefulSet", f"{FULLNAME}-mongodb")
+    arbiter = only(manifests, "StatefulSet", f"{FULLNAME}-mongodb-arbiter")
+    for member in (data, arbiter):
+        assert headless["selector"].items() <= pod_labels(member).items()
+        assert member.doc["spec"]["serviceName"] == f"{FULLNAME}-mongodb-headless"
+    assert client["selector"].items() <= pod_labels(data).items()
+    assert not client["selector"].items() <= pod_labels(arbiter).items()
+
+
+def test_members_run_as_the_mongodb_user_with_an_owner_only_keyfile(chart: helm_python.Chart) -> None:
+    statefulset = only(render(chart), "StatefulSet", f"{FULLNAME}-mongodb")
+    pod = pod_spec(statefulset)
+    assert pod["securityContext"]["runAsUser"] == MONGO_UID
+    assert pod["securityContext"]["fsGroup"] == MONGO_UID
+    prepare = container(statefulset, "prepare-credentials")
+    script = prepare["command"][-1]
+    assert "install -m 0400 /var/run/harel/auth-secret/keyfile /var/run/harel/auth/keyfile" in script
+    assert prepare["securityContext"]["runAsUser"] == MONGO_UID
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["auth"]["emptyDir"]["medium"] == "Memory"
+    assert volumes["auth-secret"]["secret"]["items"] == [{"key": "keyfile", "path": "keyfile"}]
+    mounts = {m["name"]: m for m in container(statefulset, "mongod")["volumeMounts"]}
+    assert mounts["auth"]["readOnly"] is True
+    assert "auth-secret" not in mounts
+
+
+def test_root_user_is_bootstrapped_on_member_zero_only(chart: helm_python.Chart) -> None:
+    manifests = render(chart)
+    statefulset = only(manifests, "StatefulSet", f"{FULLNAME}-mongodb")
+    bootstrap = container(statefulset, "bootstrap-root")
+    env = env_of(bootstrap)
+    assert env["HAREL_BOOTSTRAP_MEMBER"]["value"] == f"{FULLNAME}-mongodb-0"
+    assert env["HAREL_MONGO_ROOT_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": f"{FULLNAME}-mongodb-auth",
+        "key": "root-password",
+    }
+    scripts = only(manifests, "ConfigMap", f"{FULLNAME}-mongodb-scripts").doc["data"]
+    shell = scripts["bootstrap-root.sh"]
+    assert shell.index('"${HOSTNAME}" != "${HAREL_BOOTSTRAP_MEMBER}"') < shell.index("mongod --dbpath")
+    assert "--bind_ip 127.0.0.1" in shell
+    assert "--replSet" not in shell.split("set -euo pipefail", 1)[1]
+    assert "system.replset" in scripts["bootstrap-root.js"]
+    # Members start mongod directly: the image's first-start handling never runs.
+    assert container(statefulset, "mongod")["command"] == ["mongod"]
+
+
+def test_readiness_means_primary_or_secondary(chart: helm_python.Chart) -> None:
+    manifests = render(chart, CONFIGURATIONS["PSA allowed"])
+    data = container(only(manifests, "StatefulSet", f"{FULLNAME}-mongodb"), "mongod")
+    readiness = data["readinessProbe"]["exec"]["command"][-1]
+    assert "hello" in readiness
+    assert "isWritablePrimary || h.secondary" in readiness
+    assert "quit(1)" in readiness
+    assert "ping" in data["livenessProbe"]["exec"]["command"][-1]
+    arbiter = container(only(manifests, "StatefulSet", f"{FULLNAME}-mongodb-arbiter"), "mongod")
+    assert "arbiterOnly" in arbiter["readinessProbe"]["exec"]["command"][-1]
+
+
+def test_generated_secret_is_random_and_kept(chart: helm_python.Chart) -> None:
+    first = only(render(chart), "Secret", f"{FULLNAME}-mongodb-auth")
+    second = only(render(chart), "Secret", f"{FULLNAME}-mongodb-auth")
+    assert first.annotations["helm.sh/resource-policy"] == "keep"
+    one, two = secret_data(first), secret_data(second)
+    assert set(one) == {"keyfile", "root-password", "app-password", "mongodb-url"}
+    for key in ("keyfile", "root-password", "app-password"):
+        assert one[key] != two[key], f"{key} must be generated, not fixed"
+        assert re.fullmatch(r"[A-Za-z0-9]+", one[key])
+    assert len(one["keyfile"]) == 756
+    assert len(one["root-password"]) == len(one["app-password"]) == 32
+    hosts = ",".join(
+        f"{FULLNAME}-mongodb-{i}.{FULLNAME}-mongodb-headless.{NAMESPACE}.svc.cluster.local:27017"
+        for i in range(3)
+    )
+    assert one["mongodb-url"] == (
+        f"mongodb://harel:{one['app-password']}@{hosts}/harel?replicaSet=rs0&authSource=admin"
+    )
+    # Kept across upgrades: the template reuses what `lookup` finds before generating anything.
+    template = (CHART_DIR / "templates" / "mongodb" / "secret.yaml").read_text()
+    assert template.index("lookup") < template.index("randAlphaNum")
+    assert re.search(r'get \$existing "app-password" \| default \(randAlphaNum', template)
+
+
+def test_existing_mongodb_secret_is_used_everywhere(chart: helm_python.Chart) -> None:
+    manifests = render(chart, CONFIGURATIONS["existing MongoDB secret"])
+    assert "Secret" not in kinds(manifests)
+    references = [
+        ref["valueFrom"]["secretKeyRef"]["name"]
+        for manifest in pods(manifests)
+        for c in pod_spec(manifest).get("initContainers", []) + pod_spec(manifest)["containers"]
+        for ref in c.get("env", [])
+        if "valueFrom" in ref
+    ]
+    secret_volumes = [
+        v["secret"]["secretName"]
+        for manifest in pods(manifests)
+        for v in pod_spec(manifest).get("volumes", [])
+        if "secret" in v
+    ]
+    assert references
+    assert set(references) == set(secret_volumes) == {"harel-mongodb-credentials"}
+
+
+def test_init_script_checks_status_before_initiate(chart: helm_python.Chart) -> None:
+    scripts = only(render(chart), "ConfigMap", f"{FULLNAME}-mongodb-scripts").doc["data"]
+    code = "\n".join(
+        line for line in scripts["init-replica-set.js"].splitlines() if not line.lstrip().startswith("//")
+    )
+    assert code.index("replSetGetStatus") < code.index("replSetInitiate")
+    assert "NOT_YET_INITIALIZED = 94" in code
+    main = code[code.index("\nconst status = ") :]
+    status_call = main.index("replicaSetStatusOfMemberZero()")
+    guard = main.index("if (status.ok === 1)")
+    initiate_call = main.index("initiate();")
+    assert status_call < guard < initiate_call
+    # The app user: readWrite on the application database and nothing else, upserted every run.
+    assert "[{ role: 'readWrite', db: config.database }]" in code
+    assert "createUser" in code
+    assert "updateUser" in code
+    assert "setDefaultRWConcern" in code
+
+
+def test_init_config_names_every_member(chart: helm_python.Chart) -> None:
+    scripts = only(render(chart, CONFIGURATIONS["PSA allowed"]), "ConfigMap", f"{FULLNAME}-mongodb-scripts")
+    config = json.loads(scripts.doc["data"]["init-config.json"])
+    headless = f"{FULLNAME}-mongodb-headless.{NAMESPACE}.svc.cluster.local:27017"
+    assert config["dataMembers"] == [f"{FULLNAME}-mongodb-{i}.{headless}" for i in range(2)]
+    assert config["arbiter"] == f"{FULLNAME}-mongodb-arbiter-0.{headless}"
+    assert config["replicaSetName"] == "rs0"
+    assert config["appUsername"] == "harel"
+    assert config["database"] == "harel"
+    assert config["tlsCAFile"] is None
+
+
+def test_init_job_is_a_hook_by_default(chart: helm_python.Chart) -> None:
+    job = only(render(chart), "Job", f"{FULLNAME}-mongodb-init")
+    assert job.annotations["helm.sh/hook"] == "post-install,post-upgrade"
+    assert job.annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    assert "ttlSecondsAfterFinished" not in job.doc["spec"]
+    assert pod_labels(job)["harel-stack/mongodb-client"] == "true"
+
+
+def test_init_job_without_hooks_gets_a_name_per_configuration(chart: helm_python.Chart) -> None:
+    values = CONFIGURATIONS["init Job without hooks"]
+    jobs = [m for m in render(chart, values) if m.kind == "Job"]
+    assert len(jobs) == 1
+    job = jobs[0]
+    assert not any(key.startswith("helm.sh/hook") for key in job.annotations)
+    assert re.fullmatch(rf"{FULLNAME}-mongodb-init-[0-9a-f]{{10}}", job.name)
+    assert job.doc["spec"]["ttlSecondsAfterFinished"] == 3600
+    again = next(m for m in render(chart, values) if m.kind == "Job")
+    assert again.name == job.name, "an unchanged configuration keeps its Job"
+    five = next(m for m in render(chart, merged(values, {"mongodb": {"members": 5}})) if m.kind == "Job")
+    assert five.name != job.name, "a changed configuration runs a new Job"
+
+
+def test_pdb_only_with_more_than_one_member(chart: helm_python.Chart) -> None:
+    for members in (3, 2, 5):
+        values = {"mongodb": {"members": members, "arbiter": {"enabled": members % 2 == 0}, "allowPSA": True}}
+        pdb = only(render(chart, values), "PodDisruptionBudget", f"{FULLNAME}-mongodb").doc["spec"]
+        assert pdb["maxUnavailable"] == 1
+        assert pdb["selector"]["matchLabels"]["app.kubernetes.io/component"] == "mongodb"
+    single = render(chart, CONFIGURATIONS["single member"])
+    assert not [m for m in single if m.kind == "PodDisruptionBudget" and m.name == f"{FULLNAME}-mongodb"]
+    assert only(single, "StatefulSet", f"{FULLNAME}-mongodb").doc["spec"]["replicas"] == 1
+
+
+def test_network_policy_admits_only_the_release_clients_and_members(chart: helm_python.Chart) -> None:
+    manifests = render(chart, CONFIGURATIONS["PSA allowed"])
+    policy = only(manifests, "NetworkPolicy", f"{FULLNAME}-mongodb").doc["spec"]
+    assert policy["policyTypes"] == ["Ingress"]
+    [rule] = policy["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 27017}]
+    selectors = [peer["podSelector"]["matchLabels"] for peer in rule["from"]]
+    assert all(peer.keys() == {"podSelector"} for peer in rule["from"])
+
+    def admitted(labels: dict[str, str]) -> bool:
+        return any(selector.items() <= labels.items() for selector in selectors)
+
+    for manifest in pods(manifests):
+        component = pod_labels(manifest)["app.kubernetes.io/component"]
+        assert admitted(pod_labels(manifest)), f"{component} pods must reach MongoDB"
+        if component in {"mongodb", "arbiter"}:
+            assert policy["podSelector"]["matchLabels"].items() <= pod_labels(manifest).items()
+    assert not admitted({"app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": "other"})
+    assert not admitted({"app.kubernetes.io/instance": "another", "harel-stack/mongodb-client": "true"})
+
+
+def test_tls_is_required_end_to_end(chart: helm_python.Chart) -> None:
+    manifests = render(chart, CONFIGURATIONS["TLS"])
+    statefulset = only(manifests, "StatefulSet", f"{FULLNAME}-mongodb")
+    args = container(statefulset, "mongod")["args"]
+    assert args[args.index("--tlsMode") + 1] == "requireTLS"
+    assert args[args.index("--tlsCertificateKeyFile") + 1] == "/var/run/harel/auth/mongod.pem"
+    assert args[args.index("--tlsCAFile") + 1] == "/var/run/harel/tls-secret/ca.crt"
+    assert (
+        "cat /var/run/harel/tls-secret/tls.crt /var/run/harel/tls-secret/tls.key"
+        in (container(statefulset, "prepare-credentials")["command"][-1])
+    )
+    assert "--tls " in container(statefulset, "mongod")["readinessProbe"]["exec"]["command"][-1]
+    url = secret_data(only(manifests, "Secret", f"{FULLNAME}-mongodb-auth"))["mongodb-url"]
+    assert url.endswith("&tls=true&tlsCAFile=/etc/harel/tls/ca.crt")
+    worker = only(manifests, "Deployment", f"{FULLNAME}-worker")
+    mounts = {m["name"]: m["mountPath"] for m in container(worker, "worker")["volumeMounts"]}
+    assert mounts["tls-ca"] == "/etc/harel/tls"
+    volumes = {v["name"]: v for v in pod_spec(worker)["volumes"]}
+    assert volumes["tls-ca"]["secret"] == {
+        "secretName": "harel-mongodb-tls",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+    }
+    scripts = only(manifests, "ConfigMap", f"{FULLNAME}-mongodb-scripts").doc["data"]
+    assert '"tlsCAFile": "/var/run/harel/tls-secret/ca.crt"' in scripts["init-config.json"]
+
+
+# --- external MongoDB -----------------------------------------------------------------------------
+
+
+def test_external_url_goes_through_a_secret(chart: helm_python.Chart) -> None:
+    values = CONFIGURATIONS["external URL"]
+    manifests = render(chart, values)
+    assert not {"StatefulSet", "Job", "NetworkPolicy", "ConfigMap"} & kinds(manifests)
+    secret = only(manifests, "Secret", f"{FULLNAME}-external-mongodb")
+    assert secret_data(secret) == {"mongodb-url": values["externalMongodb"]["url"]}
+    worker_env = env_of(container(only(manifests, "Deployment", f"{FULLNAME}-worker"), "worker"))
+    assert worker_env["HAREL_MONGO_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": f"{FULLNAME}-external-mongodb",
+        "key": "mongodb-url",
+    }
+
+
+def test_external_existing_secret_is_referenced_not_copied(chart: helm_python.Chart) -> None:
+    manifests = render(chart, CONFIGURATIONS["external secret"])
+    assert "Secret" not in kinds(manifests)
+    for manifest in (
+        only(manifests, "Deployment", f"{FULLNAME}-worker"),
+        only(manifests, "Pod", f"{FULLNAME}-smoke-test"),
+    ):
+        env = env_of(pod_spec(manifest)["containers"][0])
+        assert env["HAREL_MONGO_URL"]["valueFrom"]["secretKeyRef"] == {
+            "name": "atlas-connection",
+            "key": "url",
+        }
+
+
+# --- workers and the helm test ------------------------------------------------------------------
+
+
+def test_worker_deployment(chart: helm_python.Chart) -> None:
+    manifests = render(chart)
+    worker = only(manifests, "Deployment", f"{FULLNAME}-worker")
+    assert worker.doc["spec"]["replicas"] == 2
+    spec = pod_spec(worker)
+    assert spec["automountServiceAccountToken"] is False
+    main = container(worker, "worker")
+    assert main["image"] == "harel-stack/worker:0.1.0"
+    assert main["command"] == ["harel"]
+    assert main["args"][0] == "worker"
+    assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert main["ports"] == [{"name": "http", "containerPort": 8080}]
+    assert {m["mountPath"] for m in main["volumeMounts"]} == {"/tmp"}
+    env = env_of(main)
+    assert env["HAREL_MONGO_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": f"{FULLNAME}-mongodb-auth",
+        "key": "mongodb-url",
+    }
+    assert env["HAREL_DRAIN_SECONDS"]["value"] == "20"
+    assert spec["terminationGracePeriodSeconds"] == 30
+    account = only(manifests, "ServiceAccount", FULLNAME).doc
+    assert account["automountServiceAccountToken"] is False
+    assert spec["serviceAccountName"] == FULLNAME
+    metrics = only(manifests, "Service", f"{FULLNAME}-worker-metrics").doc["spec"]
+    assert metrics["ports"] == [{"name": "http-metrics", "port": 8080, "targetPort": "http"}]
+    assert metrics["selector"].items() <= pod_labels(worker).items()
+    pdb = only(manifests, "PodDisruptionBudget", f"{FULLNAME}-worker").doc["spec"]
+    assert pdb["maxUnavailable"] == 1
+    assert not {"HorizontalPodAutoscaler", "ServiceMonitor"} & kinds(manifests)
+
+
+def test_termination_grace_follows_the_drain_deadline(chart: helm_python.Chart) -> None:
+    worker = only(
+        render(chart, {"worker": {"drainSeconds": 45, "terminationMarginSeconds": 15}}),
+        "Deployment",
+        f"{FULLNAME}-worker",
+    )
+    assert pod_spec(worker)["terminationGracePeriodSeconds"] == 60
+    assert env_of(container(worker, "worker"))["HAREL_DRAIN_SECONDS"]["value"] == "45"
+
+
+def test_autoscaling_and_service_monitor(chart: helm_python.Chart) -> None:
+    manifests = render(chart, CONFIGURATIONS["autoscaling + ServiceMonitor"])
+    worker = only(manifests, "Deployment", f"{FULLNAME}-worker")
+    assert "replicas" not in worker.doc["spec"]
+    assert container(worker, "worker")["args"] == [
+        "worker",
+        "--concurrency",
+        "4",
+        "--app",
+        "orders.workflows:app",
+    ]
+    assert pod_spec(worker)["imagePullSecrets"] == [{"name": "registry-credentials"}]
+    hpa = only(manifests, "HorizontalPodAutoscaler", f"{FULLNAME}-worker").doc
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": worker.name,
+    }
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 6)
+    monitor = only(manifests, "ServiceMonitor", f"{FULLNAME}-worker").doc
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    metrics_service = only(manifests, "Service", f"{FULLNAME}-worker-metrics").doc
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= metrics_service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == metrics_service["spec"]["ports"][0]["name"]
+
+
+def test_helm_test_runs_the_smoke_workflow(chart: helm_python.Chart) -> None:
+    test_pod = only(
+        render(chart, {"tests": {"smoke": {"timeoutSeconds": 300}}}), "Pod", f"{FULLNAME}-smoke-test"
+    )
+    assert test_pod.annotations["helm.sh/hook"] == "test"
+    assert test_pod.doc["spec"]["restartPolicy"] == "Never"
+    smoke = pod_spec(test_pod)["containers"][0]
+    assert [*smoke["command"], *smoke["args"]] == ["harel", "smoke", "--timeout", "300"]
+    assert env_of(smoke)["HAREL_MONGO_URL"]["valueFrom"]["secretKeyRef"]["key"] == "mongodb-url"
+    assert pod_labels(test_pod)["harel-stack/mongodb-client"] == "true"
+
+
+# --- properties every configuration keeps ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("configuration", CONFIGURATIONS)
+def test_every_container_is_non_root_and_long_running_ones_are_probed(
+    chart: helm_python.Chart, configuration: str
+) -> None:
+    manifests = pods(render(chart, CONFIGURATIONS[configuration]))
+    assert manifests
+    for manifest in manifests:
+        spec = pod_spec(manifest)
+        where = f"{manifest.kind} {manifest.name}"
+        pod_context = spec["securityContext"]
+        assert pod_context["runAsNonRoot"] is True, where
+        assert pod_context["runAsUser"] > 0, where
+        assert pod_context["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        assert spec["automountServiceAccountToken"] is False, where
+        uses_mongo_image = any(c["image"].startswith("mongo:") for c in spec["containers"])
+        assert (
+            pod_context["runAsUser"]
+            == pod_context["fsGroup"]
+            == (MONGO_UID if uses_mongo_image else WORKER_UID)
+        )
+        long_running = manifest.kind in {"Deployment", "StatefulSet"}
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            context = c["securityContext"]
+            assert context["runAsNonRoot"] is True, f"{where}/{c['name']}"
+            assert context["runAsUser"] == pod_context["runAsUser"], f"{where}/{c['name']}"
+            assert context["allowPrivilegeEscalation"] is False, f"{where}/{c['name']}"
+            assert context["readOnlyRootFilesystem"] is True, f"{where}/{c['name']}"
+            assert context["capabilities"] == {"drop": ["ALL"]}, f"{where}/{c['name']}"
+            assert c["resources"]["requests"], f"{where}/{c['name']}"
+        if long_running:
+            for c in spec["containers"]:
+                assert "readinessProbe" in c, f"{where}/{c['name']} has no readiness probe"
+                assert "livenessProbe" in c, f"{where}/{c['name']} has no liveness probe"
+
+
+@pytest.mark.parametrize("configuration", CONFIGURATIONS)
+def test_credentials_only_reach_containers_from_secrets(chart: helm_python.Chart, configuration: str) -> None:
+    for manifest in pods(render(chart, CONFIGURATIONS[configuration])):
+        spec = pod_spec(manifest)
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            for name, item in env_of(c).items():
+                if re.search(r"PASSWORD|URL|SECRET|TOKEN", name):
+                    assert "value" not in item, f"{manifest.name}/{c['name']}: {name} is a plain value"
+                    assert "secretKeyRef" in item["valueFrom"], name
+                else:
+                    assert "://" not in str(item.get("value", "")), f"{name} carries a URL as plain text"
+
+
+def test_no_secret_defaults_in_values() -> None:
+    def walk(node: Any, path: str) -> Iterator[tuple[str, Any]]:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from walk(value, f"{path}.{key}" if path else key)
+        else:
+            yield path, node
+
+    values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    sensitive = [
+        (path, value)
+        for path, value in walk(values, "")
+        if re.search(r"(password|secret|token|url|keyfile)$", path, re.I)
+    ]
+    assert {path for path, _ in sensitive} >= {
+        "mongodb.auth.existingSecret",
+        "externalMongodb.url",
+        "externalMongodb.existingSecret",
+        "tls.existingSecret",
+    }
+    assert all(value == "" for _, value in sensitive), sensitive
+
+
+def test_no_password_literal_in_templates_or_scripts() -> None:
+    sources = [
+        p for p in CHART_DIR.rglob("*") if p.is_file() and p.suffix in {".yaml", ".tpl", ".txt", ".js", ".sh"}
+    ]
+    assert len(sources) > 10
+    literal = re.compile(r"""(password|passwd|pwd|secret|token)["']?\s*[:=]\s*["'][^"'{}$]+["']""", re.I)
+    for source in sources:
+        for number, line in enumerate(source.read_text().splitlines(), 1):
+            assert not literal.search(line), f"{source.relative_to(CHART_DIR)}:{number}: {line.strip()}"
+    # Secret data is only ever computed: generated, looked up, or the user's own value.
+    for source in (CHART_DIR / "templates").rglob("*secret*.yaml"):
+        text = source.read_text()
+        data = text.split("\ndata:\n", 1)[1]
+        for line in data.splitlines():
+            if line.strip() and not line.lstrip().startswith("{{-"):
+                key, value = line.strip().split(":", 1)
+                assert value.strip().startswith("{{"), f"{source.name}: {key} is not computed"
+
+
+def test_chart_metadata(chart: helm_python.Chart) -> None:
+    metadata = chart.metadata
+    assert metadata["apiVersion"] == "v2"
+    assert metadata["appVersion"] == "0.1.0"
+    assert metadata["kubeVersion"].startswith(">=")
+    assert chart.values["mongodb"]["members"] == 3
+    assert chart.values["mongodb"]["image"] == {
+        "repository": "mongo",
+        "tag": "8.0",
+        "pullPolicy": "IfNotPresent",
+    }
+
+
+def test_every_value_is_documented() -> None:
+    text = (CHART_DIR / "values.yaml").read_text()
+    documented = set(re.findall(r"^\s*## @param (\S+) ", text, re.M))
+    leaves: set[str] = set()
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict) and node and path not in documented:
+            for key, value in node.items():
+                walk(value, f"{path}.{key}" if path else key)
+        else:
+            leaves.add(path)
+
+    walk(yaml.safe_load(text), "")
+    assert leaves - documented == set()
+    assert documented - leaves == set(), "documented values that do not exist"
+
+
+def test_schema_accepts_the_defaults_and_refuses_unknown_keys(chart: helm_python.Chart) -> None:
+    chart.validate_schema(chart.values)
+    with pytest.raises(helm_python.HelmValuesError, match="additional properties 'replicas' not allowed"):
+        chart.validate_schema({"replicas": 3})
