@@ -404,6 +404,7 @@ def test_listing_pages_and_filters(harness: Harness) -> None:
     summary = store.list_executions(limit=1, cursor=None, definition_id="invoice", roots_only=False).items[0]
     assert (summary.id, summary.version, summary.status, summary.parent_id) == ("a2", 1, "completed", None)
     raises(ValueError, store.list_executions, cursor="not-a-cursor")
+    raises(ValueError, store.list_executions, limit=0)
 
 
 # --- relays --------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""`from_url` builds its client through harel.connection and hands the store's own options to the store."""
+"""Building a store: `from_url` gets its client from harel.connection and hands the store's own options to
+the store; window sizes below one are refused where they enter."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from mongomock_motor import AsyncMongoMockClient
 from harel import connection
 from harel.aio_store import AsyncMongoStore
 from harel.model import Execution
+from harel.store.memory import MemoryStore
 from harel.store.mongo import MongoStore
 from tests.conftest import REAL_MONGO_URL, requires_real_mongo
 
@@ -74,3 +76,13 @@ def test_from_url_on_a_real_server() -> None:
         store.close()
         with pymongo.MongoClient(REAL_MONGO_URL) as admin:
             admin.drop_database(db_name)
+
+
+@pytest.mark.parametrize("option", ["trace_max", "dedupe_window"])
+def test_window_sizes_must_be_positive(option: str) -> None:
+    with pytest.raises(ValueError, match=option):
+        MemoryStore(**{option: 0})
+    with pytest.raises(ValueError, match=option):
+        MongoStore(mongomock.MongoClient(), **{option: 0})
+    with pytest.raises(ValueError, match=option):
+        AsyncMongoStore(AsyncMongoMockClient(), **{option: -1})
