@@ -126,7 +126,8 @@ The CA path inside worker, test and init pods when TLS is on.
 
 {{/*
 The application URL for the chart's replica set. Call with (dict "ctx" $ "password" "<plain>").
-The password is URL-encoded; generated passwords are alphanumeric anyway.
+The password is one the chart generated (alphanumeric) and the user name is restricted by the schema
+to URL-safe characters, so neither needs escaping.
 */}}
 {{- define "harel-stack.mongodb.appUrl" -}}
 {{- $ctx := .ctx }}
@@ -134,7 +135,7 @@ The password is URL-encoded; generated passwords are alphanumeric anyway.
 {{- if $ctx.Values.tls.enabled }}
 {{- $query = printf "%s&tls=true&tlsCAFile=%s/ca.crt" $query (include "harel-stack.tls.caDir" $ctx) }}
 {{- end }}
-{{- printf "mongodb://%s:%s@%s/%s?%s" (urlquery $ctx.Values.mongodb.auth.appUsername) (urlquery .password) (include "harel-stack.mongodb.dataHosts" $ctx) $ctx.Values.mongodb.database $query }}
+{{- printf "mongodb://%s:%s@%s/%s?%s" $ctx.Values.mongodb.auth.appUsername .password (include "harel-stack.mongodb.dataHosts" $ctx) $ctx.Values.mongodb.database $query }}
 {{- end }}
 
 {{/*

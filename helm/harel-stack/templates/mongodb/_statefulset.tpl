@@ -42,8 +42,8 @@ spec:
         {{- include "harel-stack.replicaSetMemberLabel" $ | nindent 8 }}
       {{- if not $arbiter }}
       annotations:
-        # A changed bootstrap script rolls the members, one at a time.
-        checksum/scripts: {{ include (print $.Template.BasePath "/mongodb/scripts-configmap.yaml") $ | sha256sum }}
+        # A changed bootstrap script rolls the members, one at a time (the init Job's script does not).
+        checksum/bootstrap: {{ print ($.Files.Get "files/bootstrap-root.sh") ($.Files.Get "files/bootstrap-root.js") | sha256sum }}
       {{- end }}
     spec:
       serviceAccountName: {{ include "harel-stack.serviceAccountName" $ }}
