@@ -243,3 +243,38 @@ def test_async_client_retries_a_retryable_error(
 
     assert admin[mongo_rs.db_name].events.count_documents({}) == 1
     assert accounting.tally(command="insert").commands == 2
+
+
+def test_write_applied_then_connection_lost_is_answered_from_the_record(
+    client: MongoClient[Any],
+    admin: MongoClient[Any],
+    mongo_rs: Deployment,
+    app_name: str,
+    accounting: CommandAccounting,
+) -> None:
+    server = mongo_rs.require_fake("no server fail point applies a write and then drops the connection")
+    admin[mongo_rs.db_name].counters.insert_one({"_id": "c", "n": 0})
+    server.fail_after_apply("findAndModify", app_name=app_name)
+
+    after = client[mongo_rs.db_name].counters.find_one_and_update(
+        {"_id": "c"}, {"$inc": {"n": 1}}, return_document=ReturnDocument.AFTER
+    )
+
+    assert after == {"_id": "c", "n": 1}  # the retry's reply is the first attempt's recorded outcome
+    assert admin[mongo_rs.db_name].counters.find_one({"_id": "c"}) == {"_id": "c", "n": 1}
+    assert accounting.tally(command="findAndModify").commands == 2
+    assert accounting.tally(command="findAndModify").failures == 1
+
+
+def test_write_applied_then_connection_lost_without_retry_is_an_unknown_outcome(
+    admin: MongoClient[Any], mongo_rs: Deployment, app_name: str
+) -> None:
+    server = mongo_rs.require_fake("no server fail point applies a write and then drops the connection")
+    admin[mongo_rs.db_name].counters.insert_one({"_id": "c", "n": 0})
+    server.fail_after_apply("update", app_name=app_name)
+    options = {**CLIENT_OPTIONS, "retryWrites": False}
+
+    with MongoClient(mongo_rs.url, appName=app_name, **options) as client, pytest.raises(AutoReconnect):
+        client[mongo_rs.db_name].counters.update_one({"_id": "c"}, {"$inc": {"n": 1}})
+
+    assert admin[mongo_rs.db_name].counters.find_one({"_id": "c"}) == {"_id": "c", "n": 1}

@@ -1,0 +1,238 @@
+"""The fake server itself: what it says it is in each role, its test controls, its process form, and that
+it refuses what it does not model instead of answering wrongly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from bson import Int64
+from pymongo import MongoClient, monitoring
+from pymongo.errors import NotPrimaryError, OperationFailure
+
+from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeDeployment, FakeProcess
+
+pytestmark = pytest.mark.wire
+
+NOT_IMPLEMENTED = 238
+
+
+class HeartbeatCounter(monitoring.ServerHeartbeatListener):
+    def __init__(self) -> None:
+        self.awaited = 0
+        self.total = 0
+
+    def started(self, event: monitoring.ServerHeartbeatStartedEvent) -> None:
+        self.total += 1
+        self.awaited += event.awaited
+
+    def succeeded(self, event: monitoring.ServerHeartbeatSucceededEvent) -> None:
+        """Counted at start."""
+
+    def failed(self, event: monitoring.ServerHeartbeatFailedEvent) -> None:
+        """Counted at start."""
+
+
+def direct(url: str, **options: Any) -> MongoClient[Any]:
+    # A "not primary" error sends the driver back to its monitor: a short heartbeat keeps that wait short.
+    return MongoClient(
+        url, directConnection=True, serverSelectionTimeoutMS=5000, heartbeatFrequencyMS=500, **options
+    )
+
+
+def test_primary_says_it_is_a_replica_set_primary(fake_rs: FakeDeployment) -> None:
+    me = f"127.0.0.1:{fake_rs.port}"
+    with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
+        hello = client.admin.command("hello")
+        legacy = client.admin.command("isMaster")
+        client.admin.command("ping")
+        description = client.topology_description
+
+    assert description.topology_type_name == "ReplicaSetWithPrimary"
+    assert description.logical_session_timeout_minutes == 30
+    assert hello["isWritablePrimary"] is True
+    assert hello["secondary"] is False
+    assert (hello["setName"], hello["hosts"], hello["primary"], hello["me"]) == ("rs0", [me], me, me)
+    assert hello["maxWireVersion"] == 25
+    assert hello["setVersion"] == 1
+    assert "electionId" in hello
+    assert set(hello["topologyVersion"]) == {"processId", "counter"}
+    assert legacy["ismaster"] is True
+    assert "isWritablePrimary" not in legacy
+
+
+def test_standalone_has_no_replica_set(fake_standalone: FakeDeployment) -> None:
+    with MongoClient(fake_standalone.url, serverSelectionTimeoutMS=5000) as client:
+        hello = client.admin.command("hello")
+        assert client.topology_description.topology_type_name == "Single"
+        with pytest.raises(OperationFailure) as status:
+            client.admin.command("replSetGetStatus")
+        with pytest.raises(OperationFailure) as txn:
+            client.harel.command({"insert": "c", "documents": [{"_id": 1}], "txnNumber": Int64(1)})
+
+    assert hello["isWritablePrimary"] is True
+    assert not {"setName", "hosts", "primary", "msg"} & set(hello)
+    assert status.value.code == 76  # NoReplicationEnabled
+    assert txn.value.code == 20  # IllegalOperation: transaction numbers need a replica set or mongos
+
+
+def test_secondary_refuses_writes_and_serves_secondary_reads(fake_secondary: FakeDeployment) -> None:
+    with direct(fake_secondary.url) as client:
+        hello = client.admin.command("hello")
+        assert (
+            client.topology_description.server_descriptions()[
+                ("127.0.0.1", fake_secondary.port)
+            ].server_type_name
+            == "RSSecondary"
+        )
+        with pytest.raises(NotPrimaryError):
+            client.harel.items.insert_one({"_id": 1})
+        assert client.harel.items.find_one() is None  # a direct connection reads with primaryPreferred
+        with pytest.raises(NotPrimaryError) as primary_read:
+            client.harel.command({"find": "items", "$readPreference": {"mode": "primary"}})
+        status = client.admin.command("replSetGetStatus")
+
+    assert (hello["isWritablePrimary"], hello["secondary"], hello["setName"]) == (False, True, "rs0")
+    assert "primary" not in hello
+    assert primary_read.value.details["code"] == 13435  # NotPrimaryNoSecondaryOk
+    assert status["members"][0]["stateStr"] == "SECONDARY"
+
+
+def test_mongos_says_isdbgrid(fake_mongos: FakeDeployment) -> None:
+    with MongoClient(fake_mongos.url, serverSelectionTimeoutMS=5000) as client:
+        hello = client.admin.command("hello")
+        assert client.topology_description.topology_type_name == "Sharded"
+        client.harel.items.insert_one({"_id": 1})
+        assert client.harel.items.find_one() == {"_id": 1}
+        with pytest.raises(OperationFailure) as status:
+            client.admin.command("replSetGetStatus")
+
+    assert hello["msg"] == "isdbgrid"
+    assert "setName" not in hello
+    assert status.value.code == 59
+
+
+def test_server_information_commands(fake_rs: FakeDeployment) -> None:
+    with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
+        build = client.admin.command("buildInfo")
+        status = client.admin.command("serverStatus")
+        repl = client.admin.command("replSetGetStatus")
+        client.admin.command("endSessions", [])
+
+    assert build["version"].startswith("8.0.")
+    assert build["versionArray"][:2] == [8, 0]
+    assert status["process"] == "mongod"
+    assert status["repl"]["setName"] == "rs0"
+    assert status["connections"]["current"] >= 1
+    assert repl["set"] == "rs0"
+    assert [(m["name"], m["stateStr"]) for m in repl["members"]] == [(f"127.0.0.1:{fake_rs.port}", "PRIMARY")]
+
+
+def test_default_rw_concern_is_configurable_and_can_be_denied(fake_rs: FakeDeployment) -> None:
+    with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
+        default = client.admin.command("getDefaultRWConcern")
+        client.admin.command({"setDefaultRWConcern": 1, "defaultWriteConcern": {"w": 1}})
+        after_set = client.admin.command("getDefaultRWConcern")
+        fake_rs.server.set_default_rw_concern({"defaultWriteConcern": {"w": 2}})
+        configured = client.admin.command("getDefaultRWConcern")
+        fake_rs.server.deny("getDefaultRWConcern", "replSetGetStatus")
+        with pytest.raises(OperationFailure) as denied:
+            client.admin.command("getDefaultRWConcern")
+        with pytest.raises(OperationFailure):
+            client.admin.command("replSetGetStatus")
+
+    assert default["defaultWriteConcern"]["w"] == "majority"
+    assert default["defaultReadConcern"] == {"level": "local"}
+    assert after_set["defaultWriteConcern"] == {"w": 1}
+    assert configured["defaultWriteConcern"] == {"w": 2}
+    assert denied.value.code == 13  # Unauthorized
+
+
+def test_uninitialized_member_until_repl_set_initiate(fake_rs: FakeDeployment) -> None:
+    fake_rs.server.set_initialized(False)
+    me = f"127.0.0.1:{fake_rs.port}"
+    with direct(f"mongodb://{me}/") as client:
+        hello = client.admin.command("hello")
+        with pytest.raises(OperationFailure) as status:
+            client.admin.command("replSetGetStatus")
+        with pytest.raises(NotPrimaryError):
+            client.harel.items.insert_one({"_id": 1})
+
+        client.admin.command("replSetInitiate", {"_id": "rs0", "members": [{"_id": 0, "host": me}]})
+        initiated = client.admin.command("replSetGetStatus")
+
+    assert hello["isWritablePrimary"] is False
+    assert hello["isreplicaset"] is True
+    assert "setName" not in hello
+    assert status.value.code == 94  # NotYetInitialized
+    assert initiated["members"][0]["stateStr"] == "PRIMARY"
+    with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
+        client.harel.items.insert_one({"_id": 1})
+
+
+def test_streaming_monitor_waits_in_awaitable_hello(fake_rs: FakeDeployment) -> None:
+    heartbeats = HeartbeatCounter()
+    with MongoClient(fake_rs.url, event_listeners=[heartbeats], **CLIENT_OPTIONS) as client:
+        client.admin.command("ping")
+        time.sleep(1.5)
+
+    # With a 500 ms heartbeat a monitor that is answered at once would send hundreds of hellos here.
+    assert heartbeats.awaited >= 1
+    assert heartbeats.total <= 10
+
+
+def test_reset_forgets_data_fail_points_and_controls(fake_rs: FakeDeployment) -> None:
+    with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
+        client.harel.items.insert_one({"_id": 1})
+        client.admin.command(
+            {
+                "configureFailPoint": "failCommand",
+                "mode": "alwaysOn",
+                "data": {"failCommands": ["find"], "errorCode": 2},
+            }
+        )
+        fake_rs.server.deny("ping")
+        fake_rs.reset()
+
+        client.admin.command("ping")
+        assert client.harel.items.find_one() is None
+        assert client.list_database_names() == []
+
+
+def test_unmodelled_features_fail_loudly(fake_rs: FakeDeployment) -> None:
+    with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
+        items = client.harel.items
+        items.insert_one({"_id": 1, "a": [{"x": 1}]})
+        refusals: list[Callable[[], object]] = [
+            lambda: items.update_one({"_id": 1}, {"$set": {"a.$[e].x": 2}}, array_filters=[{"e.x": 1}]),
+            items.watch,
+            lambda: items.find_one({}, collation={"locale": "fr"}),
+        ]
+        for refused in refusals:
+            with pytest.raises(OperationFailure) as caught:
+                refused()
+            assert caught.value.code == NOT_IMPLEMENTED
+        with client.start_session() as session, pytest.raises(OperationFailure) as transaction:
+            session.with_transaction(lambda s: items.insert_one({"_id": 2}, session=s))
+        with pytest.raises(OperationFailure) as unknown:
+            client.admin.command("noSuchCommand")
+
+    assert transaction.value.code == NOT_IMPLEMENTED
+    assert unknown.value.code == 59  # CommandNotFound
+
+
+def test_server_in_its_own_process(
+    fake_rs_process: FakeProcess, fake_mongod_process: Callable[..., FakeProcess]
+) -> None:
+    with MongoClient(fake_rs_process.url, **CLIENT_OPTIONS) as client:
+        client.harel.items.insert_one({"_id": 1})
+        assert client.harel.items.find_one() == {"_id": 1}
+        assert client.admin.command("hello")["setName"] == "rs0"
+
+    standalone = fake_mongod_process("--standalone")
+    with MongoClient(standalone.url, serverSelectionTimeoutMS=5000) as client:
+        assert "setName" not in client.admin.command("hello")
+    standalone.stop()
+    assert standalone.process.returncode == 0  # SIGTERM is a clean shutdown
