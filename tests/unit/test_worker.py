@@ -15,6 +15,8 @@ from harel.client import cancel_execution, start_execution
 from harel.errors import StoreConflict
 from harel.model import TIMER_EVENT, Event, ExecutionStatus
 from harel.smoke import check, gather, register_smoke, run_smoke
+from harel.transport.memory import MemoryTransport
+from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig, start_event_id
 
 
@@ -84,11 +86,32 @@ def make_app(fail: dict[str, int] | None = None) -> App:
     return app
 
 
+CLOCK = Clock()
+
+
 @pytest.fixture(params=["memory://", "mongomock://"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """The production backends, with the transport on the tests' fake clock (the store keeps no time)."""
+    b = open_backend(request.param)
+    if request.param == "memory://":
+        b.transport = MemoryTransport(clock=CLOCK)
+    else:
+        b.transport = MongoTransport(b.client, clock=CLOCK, watch=False)
+    yield b
+    b.close()
+
+
+@pytest.fixture(params=["memory://", "mongomock://"])
+def live_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """The production backends on the real clock, for workers running their own threads."""
     b = open_backend(request.param)
     yield b
     b.close()
+
+
+@pytest.fixture(autouse=True)
+def reset_clock() -> None:
+    CLOCK.now = 1_000_000.0
 
 
 def worker(backend: Backend, app: App, clock: Clock, **config: Any) -> Worker:
@@ -109,7 +132,7 @@ def pump(*workers: Worker, rounds: int = 200) -> None:
 
 
 def test_fork_join_with_timer_completes_and_children_once(backend: Backend) -> None:
-    app, clock = make_app(), Clock()
+    app, clock = make_app(), CLOCK
     w = worker(backend, app, clock)
     _, created = start_execution(backend.store, backend.transport, app, "flow", execution_id="f1")
     assert created
@@ -135,7 +158,7 @@ def test_fork_join_with_timer_completes_and_children_once(backend: Backend) -> N
 
 
 def test_start_with_id_is_idempotent(backend: Backend) -> None:
-    app, clock = make_app(), Clock()
+    app, clock = make_app(), CLOCK
     first, created = start_execution(backend.store, backend.transport, app, "loop", execution_id="same")
     second, created_again = start_execution(
         backend.store, backend.transport, app, "loop", execution_id="same"
@@ -147,7 +170,7 @@ def test_start_with_id_is_idempotent(backend: Backend) -> None:
 
 
 def test_expired_lease_redelivers_and_the_event_takes_effect_once(backend: Backend) -> None:
-    app, clock = make_app(), Clock()
+    app, clock = make_app(), CLOCK
     w = worker(backend, app, clock, lease_seconds=5)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="l1")
     pump(w)
@@ -166,7 +189,7 @@ def test_expired_lease_redelivers_and_the_event_takes_effect_once(backend: Backe
 
 
 def test_timer_for_a_state_already_left_is_ignored(backend: Backend) -> None:
-    app, clock = make_app(), Clock()
+    app, clock = make_app(), CLOCK
     w = worker(backend, app, clock)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="l2")
     pump(w)
@@ -184,7 +207,7 @@ def test_timer_for_a_state_already_left_is_ignored(backend: Backend) -> None:
 
 
 def test_rearmed_timer_ignores_the_older_arming(backend: Backend) -> None:
-    app, clock = make_app(), Clock()
+    app, clock = make_app(), CLOCK
     w = worker(backend, app, clock)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="l3")
     pump(w)
@@ -205,7 +228,7 @@ def test_rearmed_timer_ignores_the_older_arming(backend: Backend) -> None:
 
 
 def test_cancel_cascades_to_children(backend: Backend) -> None:
-    app, clock = make_app(), Clock()
+    app, clock = make_app(), CLOCK
     w = worker(backend, app, clock)
     start_execution(backend.store, backend.transport, app, "flow", execution_id="c1")
     backend.transport.send("c1", Event(id="go", name="go"))
@@ -227,7 +250,7 @@ def test_cancel_cascades_to_children(backend: Backend) -> None:
 
 
 def test_poison_event_is_dead_lettered_after_max_attempts(backend: Backend) -> None:
-    app, clock = make_app(), Clock()
+    app, clock = make_app(), CLOCK
     w = worker(backend, app, clock)
     start_execution(backend.store, backend.transport, app, "flow", execution_id="p1")
     pump(w)
@@ -243,7 +266,7 @@ def test_poison_event_is_dead_lettered_after_max_attempts(backend: Backend) -> N
 
 
 def test_two_workers_racing_commit_one_winner_per_version(backend: Backend) -> None:
-    app, clock = make_app(), Clock()
+    app, clock = make_app(), CLOCK
     w1, w2 = worker(backend, app, clock), worker(backend, app, clock)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="r1")
     pump(w1)
@@ -270,7 +293,7 @@ def test_two_workers_racing_commit_one_winner_per_version(backend: Backend) -> N
 
 
 def test_commit_conflict_is_retried_by_reloading(backend: Backend) -> None:
-    app, clock = make_app(), Clock()
+    app, clock = make_app(), CLOCK
     w = worker(backend, app, clock)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="k1")
     pump(w)
@@ -294,7 +317,7 @@ def test_commit_conflict_is_retried_by_reloading(backend: Backend) -> None:
 def test_unknown_commit_outcome_is_resolved_by_the_dedupe_mark(backend: Backend) -> None:
     from pymongo.errors import AutoReconnect
 
-    app, clock = make_app(), Clock()
+    app, clock = make_app(), CLOCK
     w = worker(backend, app, clock)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="u1")
     pump(w)
@@ -312,35 +335,40 @@ def test_unknown_commit_outcome_is_resolved_by_the_dedupe_mark(backend: Backend)
     assert backend.transport.depth() == 0
 
 
-def test_stop_mid_run_loses_nothing_and_a_new_worker_finishes(backend: Backend) -> None:
+def test_stop_mid_run_loses_nothing_and_a_new_worker_finishes(live_backend: Backend) -> None:
     app = make_app()
-    w = Worker(backend.store, backend.transport, app, config=WorkerConfig(concurrency=2, drain_seconds=2))
+    w = Worker(
+        live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=2, drain_seconds=2)
+    )
     w.start()
-    start_execution(backend.store, backend.transport, app, "harel.smoke-50-50", execution_id="s1")
+    start_execution(live_backend.store, live_backend.transport, app, "harel.smoke-50-50", execution_id="s1")
     time.sleep(0.05)
     w.stop()
-    assert backend.store.load("s1").status is ExecutionStatus.RUNNING, "stopped mid-run"
-    w2 = Worker(backend.store, backend.transport, app, config=WorkerConfig(concurrency=2))
+    assert live_backend.store.load("s1").status is ExecutionStatus.RUNNING, "stopped mid-run"
+    w2 = Worker(live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=2))
     w2.start()
     try:
         deadline = time.time() + 20
-        while backend.store.load("s1").status is ExecutionStatus.RUNNING and time.time() < deadline:
+        while live_backend.store.load("s1").status is ExecutionStatus.RUNNING and time.time() < deadline:
             time.sleep(0.02)
     finally:
         w2.stop()
-    report = check(gather(backend.store, "s1", 20))
+    report = check(gather(live_backend.store, "s1", 20))
     assert report.passed, report.failures
 
 
-def test_smoke_workflow_passes_with_three_workers(backend: Backend) -> None:
+def test_smoke_workflow_passes_with_three_workers(live_backend: Backend) -> None:
     app = make_app()
     workers = [
-        Worker(backend.store, backend.transport, app, config=WorkerConfig(concurrency=2)) for _ in range(3)
+        Worker(live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=2))
+        for _ in range(3)
     ]
     for w in workers:
         w.start()
     try:
-        report = run_smoke(backend.store, backend.transport, app, chart_id="harel.smoke-50-50", timeout=20)
+        report = run_smoke(
+            live_backend.store, live_backend.transport, app, chart_id="harel.smoke-50-50", timeout=20
+        )
     finally:
         for w in workers:
             w.stop()
@@ -349,7 +377,7 @@ def test_smoke_workflow_passes_with_three_workers(backend: Backend) -> None:
 
 
 def test_conflict_retries_exhausted_fails_the_attempt(backend: Backend) -> None:
-    app, clock = make_app(), Clock()
+    app, clock = make_app(), CLOCK
     w = worker(backend, app, clock, conflict_retries=2)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="x1")
     pump(w)
