@@ -1,0 +1,366 @@
+"""`harel-stack` end to end against a fake Docker client, a fake compose runner and a fake replica-set probe:
+up -> wait -> status -> down, no Docker engine, a replica set that never elects a primary, smoke and logs."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harel_stack.cli import Dependencies, main
+from harel_stack.engine import client_from_environment
+from harel_stack.errors import ProbeFailure
+from harel_stack.probe import MemberState, ReplicaSetState, WorkerBeat
+from harel_stack.project import Project
+from harel_stack.settings import StackSettings, parse_env
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+START = datetime(2025, 1, 6, 9, 30, tzinfo=UTC)
+NO_ENGINE_LINE = (
+    "Docker is not running (or not reachable at {endpoint}): start it, or use `make demo` to run everything "
+    "in-process\n"
+)
+
+# --- fakes ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeContainer:
+    name: str
+    labels: Mapping[str, str]
+    attrs: Mapping[str, Any]
+
+
+def container(service: str, index: int, status: str, health: str | None, exit_code: int = 0) -> FakeContainer:
+    state: dict[str, Any] = {"Status": status, "ExitCode": exit_code}
+    if health:
+        state["Health"] = {"Status": health, "FailingStreak": 0, "Log": []}
+    return FakeContainer(
+        name=f"harel-{service}-{index}",
+        labels={
+            "com.docker.compose.project": "harel",
+            "com.docker.compose.service": service,
+            "com.docker.compose.oneoff": "False",
+        },
+        attrs={"State": state},
+    )
+
+
+class FakeContainers:
+    def __init__(self) -> None:
+        self.items: list[FakeContainer] = []
+
+    def list(self, *, all: bool, filters: Mapping[str, Any]) -> list[FakeContainer]:
+        assert all is True
+        key, _, value = filters["label"].partition("=")
+        return [c for c in self.items if c.labels.get(key) == value]
+
+
+class FakeDockerClient:
+    def __init__(self) -> None:
+        self.containers = FakeContainers()
+
+    def ping(self) -> bool:
+        return True
+
+
+@dataclass
+class FakeCompose:
+    """Plays `docker compose` on the fake engine: `up` creates the project's containers, `down` removes them."""
+
+    client: FakeDockerClient
+    members: int
+    calls: list[tuple[tuple[str, ...], bool]] = field(default_factory=list)
+    codes: dict[str, int] = field(default_factory=dict)
+
+    def __call__(self, *args: str, all_profiles: bool = False) -> int:
+        self.calls.append((args, all_profiles))
+        code = self.codes.get(args[0], 0)
+        if args[0] == "up" and code == 0:
+            members = [container(f"mongo{i}", 1, "running", "healthy") for i in range(1, self.members + 1)]
+            self.client.containers.items = [
+                container("keyfile", 1, "exited", None),
+                *members,
+                container("mongo-init", 1, "exited", None),
+                container("worker", 1, "running", "healthy"),
+                container("worker", 2, "running", "healthy"),
+            ]
+        if args[0] == "down":
+            self.client.containers.items = []
+        return code
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class FakeProbe:
+    """A replica set that elects a primary after `primary_after` seconds (never, when None); workers beat after
+    `workers_after` seconds. Every answer is derived from the fake clock."""
+
+    clock: FakeClock
+    members: int = 3
+    primary_after: float | None = 4.0
+    workers_after: float = 10.0
+    workers_beating: int = 2
+    executions: dict[str, int] = field(default_factory=lambda: {"completed": 3, "running": 1})
+    closed: bool = False
+
+    def replica_set(self) -> ReplicaSetState:
+        elected = self.primary_after is not None and self.clock() >= self.primary_after
+        states = ["PRIMARY" if elected else "SECONDARY"] + ["SECONDARY"] * (self.members - 1)
+        return ReplicaSetState(
+            "rs0", tuple(MemberState(f"mongo{i + 1}:27017", s, True) for i, s in enumerate(states))
+        )
+
+    def authenticate_app_user(self) -> None:
+        if self.replica_set().primary is None:
+            raise ProbeFailure("authenticating as 'harel': NotPrimaryOrSecondary")
+
+    def harel_check(self) -> None:
+        self.authenticate_app_user()
+
+    def workers(self) -> list[WorkerBeat]:
+        if self.clock() < self.workers_after:
+            return []
+        now = START + timedelta(seconds=self.clock())
+        return [
+            WorkerBeat(f"worker-{i}", f"c0ffee{i}", now - timedelta(seconds=2), 7 * i)
+            for i in range(1, self.workers_beating + 1)
+        ]
+
+    def executions_by_status(self) -> dict[str, int]:
+        return dict(self.executions)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class Harness:
+    root: Path
+    client: FakeDockerClient
+    clock: FakeClock
+    probe: FakeProbe
+    out: io.StringIO = field(default_factory=io.StringIO)
+    err: io.StringIO = field(default_factory=io.StringIO)
+    composes: list[FakeCompose] = field(default_factory=list)
+    compose_codes: dict[str, int] = field(default_factory=dict)
+    engine_calls: int = 0
+
+    def deps(self) -> Dependencies:
+        def docker_client() -> FakeDockerClient:
+            self.engine_calls += 1
+            return self.client
+
+        def compose(project: Project, settings: StackSettings) -> FakeCompose:
+            assert project.root == self.root
+            runner = FakeCompose(self.client, settings.members, codes=self.compose_codes)
+            self.composes.append(runner)
+            return runner
+
+        return Dependencies(
+            docker_client=docker_client,
+            compose=compose,
+            probe=lambda settings: self.probe,
+            project=lambda: Project(self.root),
+            clock=self.clock,
+            sleep=self.clock.sleep,
+            now=lambda: START + timedelta(seconds=self.clock()),
+            out=self.out,
+            err=self.err,
+        )
+
+    def run(self, *argv: str) -> int:
+        self.out.seek(0)
+        self.out.truncate()
+        self.err.seek(0)
+        self.err.truncate()
+        return main(list(argv), self.deps())
+
+    @property
+    def compose_calls(self) -> list[tuple[tuple[str, ...], bool]]:
+        return [call for runner in self.composes for call in runner.calls]
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    (tmp_path / "compose").mkdir()
+    for name in ("docker-compose.yml", ".env.example"):
+        shutil.copy(REPOSITORY_ROOT / "compose" / name, tmp_path / "compose" / name)
+    clock = FakeClock()
+    return Harness(root=tmp_path, client=FakeDockerClient(), clock=clock, probe=FakeProbe(clock))
+
+
+def columns(line: str) -> list[str]:
+    return re.split(r"\s{2,}", line.strip())
+
+
+# --- up -> wait -> status -> down --------------------------------------------------------------------------------
+
+
+def test_up_wait_status_down(harness: Harness) -> None:
+    assert harness.run("up") == 0
+    out = harness.out.getvalue()
+    env_file = harness.root / "compose" / ".env"
+    assert f"wrote {env_file} with new random secrets (mode 0600)" in out
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    assert "starting the stack: replica set rs0 (3 members), 2 worker(s)" in out
+    assert harness.compose_calls == [(("up", "--detach", "--build"), False)]
+    lines = out.splitlines()
+    progress = [columns(line) for line in lines if line.startswith("  ok ")]
+    assert [row[1] for row in progress] == [
+        "replica set has a primary",
+        "app user authenticates",
+        "harel check passes",
+        "workers heartbeat",
+    ]
+    assert progress[0] == ["ok", "replica set has a primary", "4.0s", "mongo1:27017"]
+    assert progress[3] == ["ok", "workers heartbeat", "10.0s", "2 of 2"]
+    assert "ready in 10s." in lines
+    assert (
+        "host tools: mongodb://harel:<HAREL_APP_PASSWORD>@127.0.0.1:27017/harel?directConnection=true&authSource=admin"
+        in lines
+    )
+    secrets = parse_env(env_file.read_text(encoding="utf-8"))
+    assert secrets["HAREL_APP_PASSWORD"] not in out
+    assert harness.probe.closed
+
+    assert harness.run("status") == 0
+    table = harness.out.getvalue().splitlines()
+    assert table[0].split() == ["KIND", "NAME", "STATE", "DETAIL"]
+    rows = [columns(line) for line in table[1:]]
+    assert ["service", "harel-keyfile-1", "exited (0)", "one-shot"] in rows
+    assert ["service", "harel-mongo2-1", "running", "healthy"] in rows
+    assert ["service", "harel-worker-2", "running", "healthy"] in rows
+    assert ["member", "mongo1:27017", "PRIMARY", "up"] in rows
+    assert ["member", "mongo3:27017", "SECONDARY", "up"] in rows
+    assert ["worker", "worker-2", "beating", "last beat 2s ago on c0ffee2, 14 processed"] in rows
+    assert ["executions", "completed", "3"] in rows
+    assert ["executions", "running", "1"] in rows
+
+    assert harness.run("down", "--volumes") == 0
+    assert harness.compose_calls[-1] == (("down", "--volumes"), True)
+    assert harness.run("status") == 1
+    assert (
+        "the stack is not running (no containers in compose project 'harel'): make up"
+        in harness.out.getvalue()
+    )
+
+
+def test_up_keeps_an_existing_env_file(harness: Harness) -> None:
+    env_file = harness.root / "compose" / ".env"
+    mine = (
+        "HAREL_MEMBERS=1\nHAREL_WORKERS=1\nHAREL_MONGO_ROOT_PASSWORD=mine-root\nHAREL_APP_PASSWORD=mine-app\n"
+    )
+    env_file.write_text(mine, encoding="utf-8")
+    harness.probe.members = 1
+    harness.probe.workers_beating = 1
+    assert harness.run("up") == 0
+    assert env_file.read_text(encoding="utf-8") == mine
+    assert "wrote" not in harness.out.getvalue()
+    assert "replica set rs0 (1 member), 1 worker(s)" in harness.out.getvalue()
+    assert harness.composes[0].members == 1
+
+
+def test_no_docker_engine_is_one_clear_line_and_exit_3(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real client factory, pointed at a socket nobody listens on: what a laptop with Docker stopped sees.
+    endpoint = f"unix://{tmp_path}/docker.sock"
+    monkeypatch.setenv("DOCKER_HOST", endpoint)
+    deps = harness.deps()
+    deps.docker_client = client_from_environment
+    for command in (["up"], ["status"], ["logs"], ["smoke"], ["down"]):
+        harness.err.seek(0)
+        harness.err.truncate()
+        assert main(command, deps) == 3
+        assert harness.err.getvalue() == NO_ENGINE_LINE.format(endpoint=endpoint)
+    assert harness.compose_calls == []
+    assert not (harness.root / "compose" / ".env").exists()
+
+
+def test_a_replica_set_that_never_elects_a_primary_times_out_naming_it(harness: Harness) -> None:
+    harness.probe.primary_after = None
+    assert harness.run("up", "--timeout", "60") == 3
+    err = harness.err.getvalue()
+    assert err.startswith(
+        "the stack is not ready after 60s; still missing: replica set has a primary (no primary: "
+    )
+    assert "mongo1:27017 SECONDARY, mongo2:27017 SECONDARY, mongo3:27017 SECONDARY" in err
+    assert "app user authenticates; harel check passes; workers heartbeat" in err
+    assert "make logs SERVICE=mongo-init" in err
+    out = harness.out.getvalue()
+    assert "  waiting  replica set has a primary" in out
+    assert "  ok " not in out
+    assert 60 <= harness.clock.now <= 62
+    assert harness.probe.closed
+
+
+def test_workers_that_do_not_beat_are_what_the_timeout_names(harness: Harness) -> None:
+    harness.probe.workers_beating = 1
+    assert harness.run("up", "--timeout", "30") == 3
+    err = harness.err.getvalue()
+    assert "still missing: workers heartbeat (1 of 2 workers beating)." in err
+    assert "replica set has a primary" not in err
+
+
+def test_failed_compose_up_stops_before_waiting(harness: Harness) -> None:
+    harness.compose_codes["up"] = 1
+    assert harness.run("up") == 1
+    assert "docker compose up failed (exit 1)" in harness.err.getvalue()
+    assert harness.clock.now == 0
+
+
+def test_smoke_runs_the_smoke_service_and_passes_its_exit_code(harness: Harness) -> None:
+    assert harness.run("up") == 0
+    assert harness.run("smoke") == 0
+    assert harness.compose_calls[-1] == (("run", "--rm", "smoke"), False)
+    harness.compose_codes["run"] = 1
+    assert harness.run("smoke") == 1
+
+
+def test_logs_follows_one_service_or_all(harness: Harness) -> None:
+    assert harness.run("up") == 0
+    assert harness.run("logs", "mongo-init") == 0
+    assert harness.compose_calls[-1] == (("logs", "--follow", "--tail", "100", "mongo-init"), False)
+    assert harness.run("logs") == 0
+    assert harness.compose_calls[-1] == (("logs", "--follow", "--tail", "100"), False)
+
+
+def test_status_of_a_stack_whose_mongo_does_not_answer(harness: Harness) -> None:
+    assert harness.run("up") == 0
+
+    class Unreachable(FakeProbe):
+        def replica_set(self) -> ReplicaSetState:
+            raise ProbeFailure("replSetGetStatus: mongo1 does not answer on 127.0.0.1:27017")
+
+    harness.probe = Unreachable(harness.clock)
+    harness.client.containers.items[1] = container("mongo1", 1, "restarting", None, exit_code=100)
+    assert harness.run("status") == 1
+    out = harness.out.getvalue()
+    assert "replica set  rs0" in out
+    assert "unreachable  replSetGetStatus: mongo1 does not answer on 127.0.0.1:27017" in out
+    assert "harel-mongo1-1" in out and "restarting" in out
+
+
+def test_commands_other_than_up_need_the_env_file(harness: Harness) -> None:
+    assert harness.run("smoke") == 2
+    assert harness.err.getvalue().endswith(".env: missing: `make up` writes it (with new random secrets)\n")
+    assert harness.compose_calls == []

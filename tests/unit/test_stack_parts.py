@@ -1,0 +1,299 @@
+"""The parts of `harel-stack`: compose/.env handling, the compose command line, the engine's view of containers,
+the readiness display, the probe's parsing and its failure on a closed port."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import stat
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from docker.context.config import get_context_id
+
+from harel_stack.compose import DockerCompose
+from harel_stack.engine import Engine, current_endpoint
+from harel_stack.errors import ComposeUnavailable, EnvFileError, ProbeFailure, ProjectNotFound
+from harel_stack.probe import MongoProbe, ReplicaSetState, WorkerBeat, count_statuses
+from harel_stack.project import Project, find_project
+from harel_stack.readiness import Condition, fresh_beats, wait_until_ready
+from harel_stack.settings import (
+    SECRET_VARIABLES,
+    StackSettings,
+    ensure_env_file,
+    fill_secrets,
+    load_settings,
+    parse_env,
+)
+from tests.unit.test_stack_cli import FakeClock, FakeDockerClient, container
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = REPOSITORY_ROOT / "compose" / ".env.example"
+
+# --- compose/.env ---------------------------------------------------------------------------------------------
+
+
+def test_secrets_are_filled_fresh_and_url_safe_everything_else_is_copied() -> None:
+    example = EXAMPLE.read_text(encoding="utf-8")
+    first, second = parse_env(fill_secrets(example)), parse_env(fill_secrets(example))
+    for secret in SECRET_VARIABLES:
+        assert re.fullmatch(r"[A-Za-z0-9_-]{32}", first[secret])
+        assert first[secret] != second[secret]
+    assert first["HAREL_APP_PASSWORD"] != first["HAREL_MONGO_ROOT_PASSWORD"]
+    others = {k: v for k, v in parse_env(example).items() if k not in SECRET_VARIABLES}
+    assert {k: v for k, v in first.items() if k not in SECRET_VARIABLES} == others
+    # The comments travel with the values: compose/.env documents itself.
+    assert [line for line in fill_secrets(example).splitlines() if line.startswith("#")] == [
+        line for line in example.splitlines() if line.startswith("#")
+    ]
+
+
+def test_env_file_is_written_once_with_mode_0600(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    assert ensure_env_file(env_file, EXAMPLE) is True
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    written = env_file.read_text(encoding="utf-8")
+    assert ensure_env_file(env_file, EXAMPLE) is False
+    assert env_file.read_text(encoding="utf-8") == written
+    settings = load_settings(env_file)
+    assert (settings.members, settings.workers, settings.mongo_port, settings.root_user) == (
+        3,
+        2,
+        27017,
+        "root",
+    )
+
+
+def test_bad_settings_name_the_variable_and_never_echo_a_value(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text(
+        "HAREL_MEMBERS=2\nHAREL_WORKERS=0\nHAREL_MONGO_ROOT_PASSWORD=has space\nHAREL_APP_PASSWORD=\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(EnvFileError) as failure:
+        load_settings(env_file)
+    message = str(failure.value)
+    assert "HAREL_MEMBERS: Value error, must be 1 or 3" in message
+    assert "HAREL_WORKERS: Input should be greater than or equal to 1" in message
+    assert "HAREL_MONGO_ROOT_PASSWORD: Value error, only URL-safe characters" in message
+    assert "HAREL_APP_PASSWORD: Field required" in message
+    assert "has space" not in message
+    assert failure.value.exit_code == 2
+
+
+def test_host_url_is_a_direct_connection_to_the_published_port() -> None:
+    settings = StackSettings.model_validate(
+        {"HAREL_MONGO_PORT": "27117", "HAREL_MONGO_ROOT_PASSWORD": "r", "HAREL_APP_PASSWORD": "app-secret"}
+    )
+    assert settings.app_url == (
+        "mongodb://harel:app-secret@127.0.0.1:27117/harel?directConnection=true&authSource=admin"
+    )
+    assert "app-secret" not in settings.app_url_shown
+    assert "app-secret" not in repr(settings)
+
+
+# --- project and compose ------------------------------------------------------------------------------------
+
+
+def test_project_is_found_from_a_subdirectory(tmp_path: Path) -> None:
+    assert find_project(REPOSITORY_ROOT / "stack" / "src").root == REPOSITORY_ROOT
+    with pytest.raises(ProjectNotFound):
+        find_project(tmp_path)
+
+
+def test_compose_command_line_selects_the_profile_from_the_member_count() -> None:
+    project = Project(REPOSITORY_ROOT)
+    base = [
+        "docker",
+        "compose",
+        "-f",
+        str(project.compose_file),
+        "--env-file",
+        str(project.env_file),
+        "-p",
+        "harel",
+    ]
+    assert DockerCompose(project, 1).command("up", "--detach") == [*base, "up", "--detach"]
+    assert DockerCompose(project, 3).command("ps") == [*base, "--profile", "three-members", "ps"]
+    # `down` reaches every container an earlier run may have left, whatever HAREL_MEMBERS says now.
+    assert DockerCompose(project, 1).command("down", all_profiles=True) == [
+        *base, "--profile", "three-members", "--profile", "smoke", "down",
+    ]  # fmt: skip
+
+
+def test_compose_runs_attached_once_the_plugin_answers() -> None:
+    ran: list[list[str]] = []
+    probed: list[list[str]] = []
+
+    def run(command: list[str]) -> int:
+        ran.append(list(command))
+        return 7
+
+    def probe(command: list[str]) -> int:
+        probed.append(list(command))
+        return 0
+
+    compose = DockerCompose(Project(REPOSITORY_ROOT), 1, run=run, probe=probe)
+    assert compose("run", "--rm", "smoke") == 7
+    assert compose("logs") == 7
+    assert probed == [["docker", "compose", "version"]]
+    assert ran == [compose.command("run", "--rm", "smoke"), compose.command("logs")]
+
+
+def test_a_missing_compose_plugin_is_named() -> None:
+    compose = DockerCompose(Project(REPOSITORY_ROOT), 3, run=lambda command: 0, probe=lambda command: 1)
+    with pytest.raises(ComposeUnavailable, match="install the Docker Compose v2 plugin") as failure:
+        compose("up")
+    assert failure.value.exit_code == 3
+
+
+# --- engine ---------------------------------------------------------------------------------------------------
+
+
+def test_engine_lists_the_projects_containers_by_service() -> None:
+    client = FakeDockerClient()
+    one_off = container("smoke", 1, "running", None)
+    one_off.labels = {**one_off.labels, "com.docker.compose.oneoff": "True"}
+    other_project = container("mongo1", 1, "running", "healthy")
+    other_project.labels = {**other_project.labels, "com.docker.compose.project": "elsewhere"}
+    client.containers.items = [
+        container("worker", 2, "running", "starting"),
+        container("mongo-init", 1, "exited", None, exit_code=1),
+        container("mongo1", 1, "running", "unhealthy"),
+        container("keyfile", 1, "exited", None),
+        one_off,
+        other_project,
+    ]
+    services = Engine(client).services("harel")
+    assert [(s.service, s.container, s.state, s.health, s.exit_code) for s in services] == [
+        ("keyfile", "harel-keyfile-1", "exited", None, 0),
+        ("mongo-init", "harel-mongo-init-1", "exited", None, 1),
+        ("mongo1", "harel-mongo1-1", "running", "unhealthy", 0),
+        ("worker", "harel-worker-2", "running", "starting", 0),
+    ]
+    assert [s.settled for s in services] == [True, False, False, False]
+
+
+def test_endpoint_follows_docker_host_then_the_current_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:2375")
+    assert current_endpoint() == "tcp://127.0.0.1:2375"
+    monkeypatch.delenv("DOCKER_HOST")
+    # A docker context of its own, as Docker Desktop sets one up.
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({"currentContext": "desktop"}), encoding="utf-8")
+    meta = tmp_path / "contexts" / "meta"
+    (meta / get_context_id("desktop")).mkdir(parents=True)
+    (meta / get_context_id("desktop") / "meta.json").write_text(
+        json.dumps(
+            {
+                "Name": "desktop",
+                "Metadata": {},
+                "Endpoints": {"docker": {"Host": f"unix://{tmp_path}/desktop.sock", "SkipTLSVerify": False}},
+            }
+        ),
+        encoding="utf-8",
+    )
+    assert current_endpoint() == f"unix://{tmp_path}/desktop.sock"
+
+
+# --- readiness display ----------------------------------------------------------------------------------------
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_block_is_redrawn_in_place() -> None:
+    clock = FakeClock()
+
+    def after(seconds: float, detail: str) -> Condition:
+        def check() -> str:
+            if clock() < seconds:
+                raise ProbeFailure(f"not before {seconds:.0f}s")
+            return detail
+
+        return Condition(f"ready at {seconds:.0f}", check)
+
+    screen = Terminal()
+    took = wait_until_ready(
+        [after(2, "first"), after(4, "second")], timeout=10, clock=clock, sleep=clock.sleep, out=screen
+    )
+    assert took == 4
+    frames = screen.getvalue().split("\x1b[2F")
+    assert len(frames) == 3  # drawn at 0 s, then redrawn at 2 s and 4 s
+    assert frames[0] == (
+        "\x1b[2K  waiting  ready at 2     0.0s  not before 2s\n\x1b[2K  waiting  ready at 4     0.0s\n"
+    )
+    assert (
+        frames[2]
+        == "\x1b[2K  ok       ready at 2     2.0s  first\n\x1b[2K  ok       ready at 4     4.0s  second\n"
+    )
+
+
+def test_stale_heartbeats_do_not_count() -> None:
+    now = datetime(2025, 1, 6, 9, 30, tzinfo=UTC)
+    beats = [
+        WorkerBeat("fresh", "a", now - timedelta(seconds=5), 0),
+        WorkerBeat("stale", "b", now - timedelta(seconds=16), 0),
+    ]
+    assert [b.worker_id for b in fresh_beats(beats, now)] == ["fresh"]
+
+
+# --- probe ------------------------------------------------------------------------------------------------------
+
+
+def test_replica_set_state_from_a_recorded_status_reply() -> None:
+    reply = {
+        "set": "rs0",
+        "myState": 2,
+        "members": [
+            {"_id": 0, "name": "mongo1:27017", "health": 1.0, "state": 2, "stateStr": "SECONDARY"},
+            {
+                "_id": 1,
+                "name": "mongo2:27017",
+                "health": 0.0,
+                "state": 8,
+                "stateStr": "(not reachable/healthy)",
+            },
+            {"_id": 2, "name": "mongo3:27017", "health": 1.0, "state": 1, "stateStr": "PRIMARY"},
+        ],
+        "ok": 1.0,
+    }
+    state = ReplicaSetState.from_status(reply)
+    assert state.primary == "mongo3:27017"
+    assert [m.healthy for m in state.members] == [True, False, True]
+    assert (
+        state.describe()
+        == "mongo1:27017 SECONDARY, mongo2:27017 (not reachable/healthy), mongo3:27017 PRIMARY"
+    )
+
+
+def test_executions_are_counted_by_the_status_inside_data() -> None:
+    documents = [
+        {
+            "_id": "a",
+            "data": json.dumps({"id": "a", "status": "completed", "context": {"status": "shipped"}}),
+        },
+        {"_id": "b", "data": json.dumps({"id": "b", "status": "running"})},
+        {"_id": "c", "data": json.dumps({"id": "c", "status": "completed"})},
+        {"_id": "d", "data": json.dumps({"id": "d"})},
+    ]
+    assert count_statuses(documents) == {"completed": 2, "running": 2}
+
+
+def test_probe_on_a_port_where_nothing_listens_says_so() -> None:
+    settings = StackSettings.model_validate(
+        {"HAREL_MONGO_PORT": "9", "HAREL_MONGO_ROOT_PASSWORD": "root-pw", "HAREL_APP_PASSWORD": "app-pw"}
+    )
+    probe = MongoProbe(settings)
+    try:
+        with pytest.raises(ProbeFailure) as failure:
+            probe.replica_set()
+    finally:
+        probe.close()
+    assert failure.value.reason == "replSetGetStatus: mongo1 does not answer on 127.0.0.1:9"
