@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mongomock
+from bson import json_util
 from mongomock import filtering
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
@@ -23,6 +24,9 @@ Reply = dict[str, Any]
 _INDEX_OPTIONS = ("unique", "sparse", "partialFilterExpression", "expireAfterSeconds")
 _INDEX_IGNORED = frozenset({"key", "name", "v", "background"})
 _SIMPLE_COLLATION = {"locale": "simple"}
+_UNMODELLED_FIND_OPTIONS = frozenset(
+    {"tailable", "awaitData", "let", "min", "max", "returnKey", "showRecordId"}
+)
 
 
 @dataclass
@@ -179,6 +183,8 @@ class Engine:
     def find(self, db: str, cmd: dict[str, Any]) -> Reply:
         name = cmd["find"]
         _refuse_collation(cmd)
+        for unsupported in _UNMODELLED_FIND_OPTIONS & {key for key, value in cmd.items() if value}:
+            raise not_modelled(f"'{unsupported}' in find")
         limit = int(cmd.get("limit") or 0)
         single_batch = bool(cmd.get("singleBatch")) or limit < 0
         documents = list(
@@ -433,7 +439,8 @@ def _duplicate_key(
         key_pattern = dict(info["key"])
         key_value = {field_name: _dotted(document, field_name) for field_name in key_pattern}
         if coll.find_one(key_value) is not None:
-            error["errmsg"] += f" index: {index_name} dup key: {key_value}"
+            shown = ", ".join(f"{name}: {json_util.dumps(value)}" for name, value in key_value.items())
+            error["errmsg"] += f" index: {index_name} dup key: {{ {shown} }}"
             error["keyPattern"] = key_pattern
             error["keyValue"] = key_value
             return error
