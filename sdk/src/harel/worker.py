@@ -386,15 +386,20 @@ class Worker:
             idle = min(self.config.relay_poll_max, idle * 2)
 
     def _sweep_loop(self) -> None:
+        stale = 0.01
         while not self._halt.is_set():
             try:
-                self.sweep_once()
+                fired = self.sweep_once()
                 earliest = self.store.next_timer_at()
             except PyMongoError as exc:
                 log.warning("timer sweep failed, will retry", extra={"error": str(exc)})
-                earliest = None
-            now = self.clock()
-            sleep = self.config.sweep_sleep_max if earliest is None else earliest - now
+                fired, earliest = 0, None
+            sleep = self.config.sweep_sleep_max if earliest is None else earliest - self.clock()
+            if sleep <= 0 and not fired:
+                # the earliest timer was already sent; its event's commit will move next_fire_at on
+                sleep, stale = stale, min(self.config.sweep_sleep_max, stale * 2)
+            else:
+                stale = 0.01
             self._sweep_wake.wait(max(0.005, min(self.config.sweep_sleep_max, sleep)))
             self._sweep_wake.clear()
 

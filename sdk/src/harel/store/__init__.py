@@ -1,6 +1,13 @@
 """Execution stores: the protocol, the in-memory store and MongoStore."""
 
 from harel.errors import ExecutionTooLarge, StoreConflict
-from harel.store.base import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX, ExecutionStore
+from harel.store.base import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX, AsyncExecutionStore, ExecutionStore
 
-__all__ = ["DEFAULT_DEDUPE_WINDOW", "DEFAULT_TRACE_MAX", "ExecutionStore", "ExecutionTooLarge", "StoreConflict"]
+__all__ = [
+    "DEFAULT_DEDUPE_WINDOW",
+    "DEFAULT_TRACE_MAX",
+    "AsyncExecutionStore",
+    "ExecutionStore",
+    "ExecutionTooLarge",
+    "StoreConflict",
+]
