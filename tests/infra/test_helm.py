@@ -191,6 +191,9 @@ def test_strict_lint_reports_a_broken_configuration() -> None:
 
 @pytest.mark.parametrize("configuration", CONFIGURATIONS)
 def test_every_manifest_validates_against_kubernetes(chart: helm_python.Chart, configuration: str) -> None:
+    # The newest Kubernetes the schemas know, and the oldest the chart declares (Chart.yaml kubeVersion).
+    floor = re.fullmatch(r">=(\d+\.\d+)\.0-0", chart.metadata["kubeVersion"])
+    assert floor, chart.metadata["kubeVersion"]
     manifests = render(chart, CONFIGURATIONS[configuration])
     validated = set()
     for manifest in manifests:
@@ -198,7 +201,8 @@ def test_every_manifest_validates_against_kubernetes(chart: helm_python.Chart, c
         if api_kind in CRD_SCHEMAS:
             jsonschema.validate(manifest.doc, CRD_SCHEMAS[api_kind])
         else:
-            kubernetes_validate.validate(manifest.doc, kube_version(), strict=True)
+            for version in (kube_version(), floor.group(1)):
+                kubernetes_validate.validate(manifest.doc, version, strict=True)
         validated.add(api_kind)
     assert {"apps/v1/Deployment", "v1/Service", "v1/Pod", "v1/ServiceAccount"} <= validated
 
