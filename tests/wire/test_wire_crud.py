@@ -246,6 +246,12 @@ def test_motor_client(mongo_rs: Deployment) -> None:
                 await coll.insert_one({"_id": 0})
             result = await coll.update_one({"_id": 0, "fire_at": 149}, {"$unset": {"fire_at": ""}})
             assert result.modified_count == 1
+            pipeline = [
+                {"$match": {"_id": {"$in": [1, 2, 3]}}},
+                {"$project": {"late": {"$in": ["$fire_at", [147, 148]]}}},
+            ]
+            projected = await coll.aggregate(pipeline).to_list(None)
+            assert sorted((d["_id"], d["late"]) for d in projected) == [(1, True), (2, True), (3, False)]
         finally:
             client.close()
 

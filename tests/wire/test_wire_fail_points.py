@@ -118,6 +118,9 @@ def test_both_attempts_failing_surfaces_the_error_and_changes_nothing(
     assert caught.value.has_error_label("RetryableWriteError")
     assert admin[mongo_rs.db_name].executions.find_one({"_id": "x"}) == {"_id": "x", "version": 3}
     assert accounting.tally(command="update").commands == 2
+    # Both activations are spent: the same write now goes through.
+    client[mongo_rs.db_name].executions.update_one({"_id": "x", "version": 3}, {"$set": {"version": 4}})
+    assert admin[mongo_rs.db_name].executions.find_one({"_id": "x"}) == {"_id": "x", "version": 4}
 
 
 def test_a_non_retryable_error_is_not_retried(
