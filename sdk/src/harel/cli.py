@@ -16,11 +16,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import IntEnum
+from typing import Any
 
 from pymongo.errors import PyMongoError
 
 from harel import __version__
+from harel.app import App
+from harel.backend import Backend, open_backend
+from harel.client import cancel_execution, send_event, start_execution
 from harel.connection import (
     CheckReport,
     Finding,
@@ -37,11 +42,19 @@ from harel.errors import (
     ConnectionFailed,
     DeploymentRefused,
     HarelError,
+    InvalidArgument,
     InvalidURL,
+    UnknownAction,
     UnknownChart,
     UnknownEvent,
     UnknownExecution,
 )
+from harel.logs import configure_logging
+from harel.model import Execution, ExecutionStatus
+from harel.serve import build_app, serve
+from harel.smoke import register_smoke, run_smoke
+from harel.smoke import render as render_smoke
+from harel.worker import Worker, WorkerConfig
 
 # With neither --url nor HAREL_MONGO_URL, commands run on the embedded default: the production MongoStore and
 # MongoTransport on an in-process mongomock.
@@ -64,6 +77,8 @@ EXIT_CODES: tuple[tuple[type[HarelError], Exit], ...] = (
     (ChartError, Exit.USAGE),
     (UnknownChart, Exit.USAGE),
     (UnknownEvent, Exit.USAGE),
+    (UnknownAction, Exit.USAGE),
+    (InvalidArgument, Exit.USAGE),
     (ConnectionFailed, Exit.UNREACHABLE),
     (DeploymentRefused, Exit.REFUSED),
     (UnknownExecution, Exit.NOT_FOUND),
@@ -152,10 +167,408 @@ def _summary(report: CheckReport) -> str:
     return f"{counts}: passed."
 
 
+# --- shared by the execution commands ------------------------------------------------------------------------
+
+
+def _json_argument(name: str, text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidArgument(name, f"not valid JSON ({error.msg} at position {error.pos})") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument(name, f"must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _app_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--app", metavar="PKG.MODULE:APP", help="a Python App with charts, actions and guards"
+    )
+    parser.add_argument("--charts", metavar="DIR", help="a directory of YAML/JSON charts")
+
+
+def _backend(args: argparse.Namespace) -> Backend:
+    if args.url.startswith("mongomock://") and args.command not in ("worker", "smoke", "demo"):
+        print(
+            "note: mongomock:// lives inside this one process; use `harel demo`, or a mongodb:// URL to reach workers",
+            file=sys.stderr,
+        )
+    return open_backend(args.url, allow_standalone=args.dev, deadline=args.deadline)
+
+
+def _deadline_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for the deployment (default: 60)",
+    )
+
+
+def _load(backend: Backend, execution_id: str) -> Execution:
+    exe = backend.store.load(execution_id)
+    if exe is None:
+        raise UnknownExecution(execution_id)
+    return exe
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+# --- harel worker --------------------------------------------------------------------------------------------
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidArgument(name, f"must be a number, got {raw!r}") from None
+
+
+def _worker_arguments(parser: argparse.ArgumentParser) -> None:
+    _app_arguments(parser)
+    _deadline_argument(parser)
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=int(_env_number("HAREL_CONCURRENCY", 2)),
+        help="events handled at once (env HAREL_CONCURRENCY; default 2)",
+    )
+    parser.add_argument(
+        "--http-port",
+        type=int,
+        default=int(_env_number("HAREL_HTTP_PORT", 8080)),
+        help="port of /healthz, /readyz and /metrics; 0 turns them off (env HAREL_HTTP_PORT; default 8080)",
+    )
+    parser.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=_env_number("HAREL_DRAIN_SECONDS", 20.0),
+        help="on SIGTERM, how long in-flight events may finish before they are released (env HAREL_DRAIN_SECONDS; default 20)",
+    )
+    parser.add_argument(
+        "--no-trace", action="store_true", help="do not record execution traces (the smoke check needs them)"
+    )
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    configure_logging()
+    if args.concurrency < 1:
+        raise InvalidArgument("--concurrency", "must be at least 1")
+    app = build_app(args.app, args.charts)
+    config = WorkerConfig(
+        concurrency=args.concurrency, drain_seconds=args.drain_seconds, trace=not args.no_trace
+    )
+    return serve(
+        args.url,
+        app,
+        config,
+        http_port=args.http_port or None,
+        allow_standalone=args.dev,
+        deadline=args.deadline,
+    )
+
+
+# --- harel start / send / cancel -----------------------------------------------------------------------------
+
+
+def _start_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("chart", help="the chart id to start (its newest registered version)")
+    parser.add_argument("--context", metavar="JSON", help="the initial context, a JSON object")
+    parser.add_argument(
+        "--id",
+        metavar="ID",
+        help="execution id; an idempotency key: starting it again returns the same execution",
+    )
+    _app_arguments(parser)
+    _deadline_argument(parser)
+
+
+def run_start(args: argparse.Namespace) -> int:
+    context = _json_argument("--context", args.context)
+    app = build_app(args.app, args.charts)
+    backend = _backend(args)
+    try:
+        exe, created = start_execution(
+            backend.store, backend.transport, app, args.chart, context=context, execution_id=args.id
+        )
+    finally:
+        backend.close()
+    print(
+        f"{exe.id}\t{'started' if created else 'already exists'}\t{exe.definition_id} v{exe.definition_version}"
+    )
+    return Exit.OK
+
+
+def _send_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("execution_id", metavar="ID")
+    parser.add_argument("event", metavar="EVENT")
+    parser.add_argument("--data", metavar="JSON", help="the event's data, a JSON object")
+    parser.add_argument(
+        "--event-id", metavar="EVENT_ID", help="the event's id; sending the same id again takes effect once"
+    )
+    _app_arguments(parser)
+    _deadline_argument(parser)
+
+
+def run_send(args: argparse.Namespace) -> int:
+    data = _json_argument("--data", args.data)
+    app = build_app(args.app, args.charts)
+    backend = _backend(args)
+    try:
+        event = send_event(
+            backend.store,
+            backend.transport,
+            app,
+            args.execution_id,
+            args.event,
+            data=data,
+            event_id=args.event_id,
+        )
+    finally:
+        backend.close()
+    print(f"queued {event.name} ({event.id}) for {args.execution_id}")
+    return Exit.OK
+
+
+def _id_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("execution_id", metavar="ID")
+    _deadline_argument(parser)
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    backend = _backend(args)
+    try:
+        event = cancel_execution(backend.store, backend.transport, args.execution_id)
+    finally:
+        backend.close()
+    print(f"queued cancel ({event.id}) for {args.execution_id}; its children are cancelled with it")
+    return Exit.OK
+
+
+# --- harel status / list / trace -----------------------------------------------------------------------------
+
+
+def _status_arguments(parser: argparse.ArgumentParser) -> None:
+    _id_arguments(parser)
+    parser.add_argument("--document", action="store_true", help="print the stored MongoDB document as it is")
+    parser.add_argument("--json", action="store_true", help="print the execution as JSON")
+
+
+def run_status(args: argparse.Namespace) -> int:
+    backend = _backend(args)
+    try:
+        exe = _load(backend, args.execution_id)
+        document = backend.store.document(args.execution_id) if args.document else None
+    finally:
+        backend.close()
+    if document is not None:
+        print(json.dumps(document, indent=2, default=str, ensure_ascii=False))
+    elif args.json:
+        print(exe.model_dump_json(indent=2))
+    else:
+        print(render_status(exe, time.time()))
+    return Exit.OK
+
+
+def render_status(exe: Execution, now: float) -> str:
+    lines = [
+        f"execution  {exe.id}",
+        f"chart      {exe.definition_id} v{exe.definition_version}",
+        f"status     {exe.status.value} (version {exe.version})",
+        f"active     {', '.join(exe.configuration) or '-'}",
+    ]
+    if exe.parent_id:
+        lines.append(f"parent     {exe.parent_id} (region {exe.root_path})")
+    for n, (child_id, child) in enumerate(sorted(exe.children.items())):
+        lines.append(f"{'children' if n == 0 else '':<10} {child_id}  {'done' if child.done else 'running'}")
+    for n, (path, fire_at) in enumerate(sorted(exe.timers.items(), key=lambda t: t[1])):
+        due = fire_at - now
+        when = f"fires in {due:.1f}s" if due > 0 else f"due {-due:.1f}s ago"
+        lines.append(f"{'timers' if n == 0 else '':<10} {path}  {when}")
+    lines.append(f"updated    {_when(exe.updated_at)}")
+    return "\n".join(lines)
+
+
+def _list_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--status", choices=[s.value for s in ExecutionStatus])
+    parser.add_argument("--definition", metavar="CHART_ID")
+    parser.add_argument("--roots", action="store_true", help="only executions without a parent")
+    parser.add_argument("--limit", type=int, default=20, help="rows per page (default 20)")
+    parser.add_argument("--cursor", help="continue from the cursor a previous page printed")
+    parser.add_argument("--json", action="store_true")
+    _deadline_argument(parser)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise InvalidArgument("--limit", "must be at least 1")
+    backend = _backend(args)
+    try:
+        page = backend.store.list_executions(
+            status=args.status,
+            definition_id=args.definition,
+            roots_only=args.roots,
+            limit=args.limit,
+            cursor=args.cursor,
+        )
+    except ValueError as error:
+        raise InvalidArgument("--cursor", str(error)) from None
+    finally:
+        backend.close()
+    if args.json:
+        print(page.model_dump_json(indent=2))
+        return Exit.OK
+    for item in page.items:
+        active = ",".join(item.configuration) or "-"
+        print(
+            f"{item.id}\t{item.status.value}\t{item.definition_id} v{item.definition_version}\t{active}\t{_when(item.updated_at)}"
+        )
+    if page.next_cursor:
+        print(f"more: harel list --cursor {page.next_cursor}", file=sys.stderr)
+    return Exit.OK
+
+
+def _trace_arguments(parser: argparse.ArgumentParser) -> None:
+    _id_arguments(parser)
+    parser.add_argument("--json", action="store_true")
+
+
+def run_trace(args: argparse.Namespace) -> int:
+    backend = _backend(args)
+    try:
+        _load(backend, args.execution_id)
+        trace = backend.store.read_trace(args.execution_id)
+    finally:
+        backend.close()
+    if args.json:
+        print(json.dumps(trace, indent=2, default=str))
+        return Exit.OK
+    for step in trace:
+        before = ",".join(step.get("from", [])) or "-"
+        after = ",".join(step.get("to", [])) or "-"
+        note = "" if step.get("handled") else f"  (ignored: {step.get('reason')})"
+        print(f"#{step['index']:<4} {_when(step['at'])}  {step['event']:<14} {before} -> {after}{note}")
+    return Exit.OK
+
+
+# --- harel smoke / demo --------------------------------------------------------------------------------------
+
+
+def _smoke_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds the workflow may take (default 120)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    _deadline_argument(parser)
+
+
+def run_smoke_command(args: argparse.Namespace) -> int:
+    app = App("smoke")
+    chart_id = register_smoke(app)
+    backend = _backend(args)
+    in_process: list[Worker] = []
+    if backend.embedded:  # nothing outside this process can serve an embedded backend: bring workers along
+        in_process = _start_workers(backend, app, 3)
+    try:
+        report = run_smoke(backend.store, backend.transport, app, chart_id=chart_id, timeout=args.timeout)
+    finally:
+        for worker in in_process:
+            worker.stop(drain_seconds=2)
+        backend.close()
+    print(report.to_json() if args.json else render_smoke(report))
+    return Exit.OK if report.passed else Exit.FAILED
+
+
+def _start_workers(backend: Backend, app: App, count: int) -> list[Worker]:
+    workers = [
+        Worker(
+            backend.store,
+            backend.transport,
+            app,
+            config=WorkerConfig(concurrency=2),
+            heartbeats=backend.heartbeats,
+        )
+        for _ in range(count)
+    ]
+    for worker in workers:
+        worker.start()
+    return workers
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=int, default=3, help="workers to run in this process (default 3)")
+    parser.add_argument(
+        "--timer", type=float, default=1.0, help="seconds each durable timer waits (default 1)"
+    )
+    parser.add_argument("--timeout", type=float, default=60.0)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    url = args.url if args.url.startswith(("mongomock://", "memory://")) else DEFAULT_URL
+    if args.workers < 1 or args.timer <= 0:
+        raise InvalidArgument("--workers/--timer", "need at least one worker and a positive timer")
+    logging.getLogger("harel").setLevel(logging.ERROR)
+    app = App("demo")
+    chart_id = register_smoke(app, region_timer=args.timer, final_timer=args.timer)
+    backend = open_backend(url)
+    print(
+        f"harel demo: {args.workers} workers in this process on {url} (the production MongoStore and MongoTransport)"
+    )
+    print(
+        f"running the smoke workflow: 3 regions greet each other, wait {args.timer:g}s on durable timers, join, wait again"
+    )
+    workers = _start_workers(backend, app, args.workers)
+    try:
+        report = run_smoke(backend.store, backend.transport, app, chart_id=chart_id, timeout=args.timeout)
+        processed = sum(w.counters["processed"] for w in workers)
+        conflicts = sum(w.counters["conflicts"] for w in workers)
+    finally:
+        for worker in workers:
+            worker.stop(drain_seconds=2)
+    print()
+    print(render_smoke(report))
+    print()
+    print(f"{processed} events processed by {args.workers} workers, {conflicts} version conflicts retried")
+    document = getattr(backend.store, "document", lambda _id: None)(report.root_id)
+    if document is not None:
+        shown = {k: v for k, v in document.items() if k != "trace"}
+        print("\nthe root's stored document (trace omitted; `harel status --document ID` shows it whole):")
+        print(json.dumps(shown, indent=2, default=str, ensure_ascii=False)[:3000])
+    backend.close()
+    return Exit.OK if report.passed else Exit.FAILED
+
+
 # --- the parser ----------------------------------------------------------------------------------------------
 
 
 COMMANDS: tuple[Command, ...] = (
+    Command("worker", "run a worker: consume events, relay, fire timers", _worker_arguments, run_worker),
+    Command("start", "start an execution of a chart", _start_arguments, run_start),
+    Command("send", "send an event to an execution", _send_arguments, run_send),
+    Command("status", "show an execution: active states, children, timers", _status_arguments, run_status),
+    Command("list", "list executions, newest filters first, paged", _list_arguments, run_list),
+    Command("trace", "show an execution's recorded steps", _trace_arguments, run_trace),
+    Command("cancel", "cancel an execution and its children", _id_arguments, run_cancel),
+    Command(
+        "smoke",
+        "run the fork/join + durable-timer smoke workflow against running workers",
+        _smoke_arguments,
+        run_smoke_command,
+    ),
+    Command(
+        "demo",
+        "no services needed: workers and the smoke workflow in this process",
+        _demo_arguments,
+        run_demo,
+    ),
     Command("check", "check a deployment against the start-up rules", _check_arguments, run_check),
 )
 

@@ -175,3 +175,12 @@ class InvalidURL(HarelError):
         self.url = redacted_url
         self.reason = reason
         super().__init__(f"invalid store URL {redacted_url}: {reason}")
+
+
+class InvalidArgument(HarelError):
+    """A command-line or API argument that cannot be used as given (bad JSON, a bad option value)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+        super().__init__(f"{name}: {reason}")

@@ -1,16 +1,15 @@
-"""The worker process: wire the application to the backend, serve health endpoints, drain on SIGTERM."""
+"""The worker process: health endpoints first, then connect and check, then work until SIGTERM, then drain."""
 
 from __future__ import annotations
 
 import logging
 import signal
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
 from harel.app import App, load_app
-from harel.backend import Backend
+from harel.backend import open_backend
 from harel.health import HealthServer
 from harel.metrics import Metrics
 from harel.smoke import register_smoke
@@ -29,14 +28,16 @@ def build_app(app_spec: str | None = None, charts_dir: str | Path | None = None)
     return app
 
 
-@dataclass
 class Readiness:
-    """Ready while the store answers; a worker only exists once the start-up checks passed (`open_backend`
-    refuses otherwise). Not ready while draining, so no new traffic is routed to a stopping pod."""
+    """/readyz: not ready while connecting and checking the deployment (a refused deployment never gets a
+    worker), while the store is unreachable, or while draining — so no traffic goes to a stopping pod."""
 
-    worker: Worker
+    def __init__(self) -> None:
+        self.worker: Worker | None = None
 
     def __call__(self) -> tuple[bool, str]:
+        if self.worker is None:
+            return False, "connecting and running the start-up checks"
         if self.worker.stopping:
             return False, "draining"
         if not self.worker.connected:
@@ -44,18 +45,22 @@ class Readiness:
         return True, "ready"
 
 
-def serve(backend: Backend, app: App, config: WorkerConfig, http_port: int | None) -> int:
-    """Run one worker until SIGTERM or SIGINT, then drain within `config.drain_seconds`. Returns an exit code."""
+def serve(
+    url: str,
+    app: App,
+    config: WorkerConfig,
+    *,
+    http_port: int | None,
+    allow_standalone: bool = False,
+    deadline: float = 60.0,
+) -> int:
+    """Run one worker until SIGTERM or SIGINT, then drain within `config.drain_seconds`.
+
+    Raises ConnectionFailed when the deployment does not answer before `deadline` and DeploymentRefused
+    when the start-up checks find errors — before any data is touched.
+    """
     metrics = Metrics()
-    worker = Worker(
-        backend.store, backend.transport, app, config=config, metrics=metrics, heartbeats=backend.heartbeats
-    )
-    health = None
-    if http_port is not None:
-        health = HealthServer(
-            http_port, alive=worker.alive, ready=Readiness(worker), metrics=metrics.exposition
-        )
-        health.start()
+    readiness = Readiness()
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -64,10 +69,38 @@ def serve(backend: Backend, app: App, config: WorkerConfig, http_port: int | Non
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    worker.start()
-    stop.wait()
-    worker.stop()
-    if health is not None:
-        health.stop()
-    backend.close()
+    health = None
+    if http_port is not None:
+        alive = lambda: readiness.worker is None or readiness.worker.alive()  # noqa: E731
+        health = HealthServer(http_port, alive=alive, ready=readiness, metrics=metrics.exposition)
+        health.start()
+    try:
+        backend = open_backend(url, allow_standalone=allow_standalone, deadline=deadline)
+        if backend.report is not None:
+            for finding in backend.report.findings:
+                if finding.status.value != "ok":
+                    log.warning(
+                        "start-up check",
+                        extra={
+                            "check": finding.check,
+                            "status": finding.status.value,
+                            "found": finding.found,
+                        },
+                    )
+        worker = Worker(
+            backend.store,
+            backend.transport,
+            app,
+            config=config,
+            metrics=metrics,
+            heartbeats=backend.heartbeats,
+        )
+        readiness.worker = worker
+        worker.start()
+        stop.wait()
+        worker.stop()
+        backend.close()
+    finally:
+        if health is not None:
+            health.stop()
     return 0

@@ -65,6 +65,7 @@ class MongoTransport:
     def send(self, target_id: str | None, event: Event, delay: float = 0.0) -> None:
         with contextlib.suppress(DuplicateKeyError):
             self._queue.insert_one(q.queued_document(target_id, event, self._clock(), delay))
+        self._wake.set()  # consumers sharing this transport need no change stream to hear of it
 
     def claim(self, lease: float = DEFAULT_LEASE_SECONDS) -> Message | None:
         now = self._clock()
@@ -169,6 +170,7 @@ class AsyncMongoTransport:
     async def send(self, target_id: str | None, event: Event, delay: float = 0.0) -> None:
         with contextlib.suppress(DuplicateKeyError):
             await self._queue.insert_one(q.queued_document(target_id, event, self._clock(), delay))
+        self._wake.set()
 
     async def claim(self, lease: float = DEFAULT_LEASE_SECONDS) -> Message | None:
         now = self._clock()
