@@ -297,3 +297,9 @@ def test_probe_on_a_port_where_nothing_listens_says_so() -> None:
     finally:
         probe.close()
     assert failure.value.reason == "replSetGetStatus: mongo1 does not answer on 127.0.0.1:9"
+
+
+def test_a_missing_docker_binary_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ComposeUnavailable, match="docker not found on PATH"):
+        DockerCompose(Project(REPOSITORY_ROOT), 3)("up")

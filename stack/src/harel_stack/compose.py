@@ -23,18 +23,19 @@ class Compose(Protocol):
         ...
 
 
-def run_attached(command: Sequence[str]) -> int:
+def _run(command: Sequence[str], *, capture: bool) -> int:
     try:
-        return subprocess.run(list(command), check=False).returncode
+        return subprocess.run(list(command), check=False, capture_output=capture).returncode
     except FileNotFoundError as exc:
         raise ComposeUnavailable(f"{command[0]} not found on PATH") from exc
+
+
+def run_attached(command: Sequence[str]) -> int:
+    return _run(command, capture=False)
 
 
 def run_quiet(command: Sequence[str]) -> int:
-    try:
-        return subprocess.run(list(command), check=False, capture_output=True).returncode
-    except FileNotFoundError as exc:
-        raise ComposeUnavailable(f"{command[0]} not found on PATH") from exc
+    return _run(command, capture=True)
 
 
 class DockerCompose:
