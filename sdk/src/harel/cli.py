@@ -158,8 +158,13 @@ def _table_line(cells: tuple[str, ...], widths: list[int]) -> str:
     )
 
 
+def _counted(count: int, status: Status) -> str:
+    plural = count != 1 and status in (Status.WARNING, Status.ERROR)
+    return f"{count} {status.value}{'s' if plural else ''}"
+
+
 def _summary(report: CheckReport) -> str:
-    counts = ", ".join(f"{report.count(status)} {status.value}" for status in Status if report.count(status))
+    counts = ", ".join(_counted(report.count(status), status) for status in Status if report.count(status))
     if not report.passed:
         return f"{counts}: refused. Fix the errors above; workers will not start on this deployment."
     if report.count(Status.RELAXED):

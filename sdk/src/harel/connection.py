@@ -554,16 +554,17 @@ def _server_version(build_info: Mapping[str, Any], hello: Mapping[str, Any]) -> 
     return _violation(UnsupportedServerError, found, required, _UPGRADE_FIX)
 
 
-_SHAPE_REQUIRED = "a replica set (one member is enough for development) or a sharded cluster"
+_SHAPE_REQUIRED = "replica set or sharded cluster"
 
 
 def _deployment(shape: Shape, allow_standalone: bool) -> Finding:
     if shape.topology in (Topology.REPLICA_SET, Topology.SHARDED):
-        return _ok("deployment", shape.describe(), _SHAPE_REQUIRED)
+        found = f"replica set {shape.set_name}" if shape.set_name else "sharded cluster (mongos)"
+        return _ok("deployment", found, _SHAPE_REQUIRED)
     if shape.topology is Topology.UNINITIATED:
         return _violation(
             StandaloneDeploymentError,
-            "a replica-set member whose set is not initiated",
+            "replica-set member, set not initiated",
             _SHAPE_REQUIRED,
             "initiate the set: rs.initiate({_id: 'rs0', members: [...]})",
         )
@@ -571,10 +572,10 @@ def _deployment(shape: Shape, allow_standalone: bool) -> Finding:
         return _warning("deployment", "unknown (hello failed)", _SHAPE_REQUIRED, "check the server's logs")
     return _violation(
         StandaloneDeploymentError,
-        "a standalone server: no majority, no retryable writes, no transactions",
+        "standalone server",
         _SHAPE_REQUIRED,
-        "run mongod with --replSet rs0 and initiate it with rs.initiate() (one member is enough for "
-        "development), or pass --dev / HAREL_DEV=1 to accept a standalone for development only",
+        "a standalone has no majority and cannot retry writes: run mongod with --replSet rs0 and rs.initiate() "
+        "(one member is enough for development), or pass --dev / HAREL_DEV=1 to accept it for development only",
         relaxed=allow_standalone,
     )
 
@@ -582,27 +583,29 @@ def _deployment(shape: Shape, allow_standalone: bool) -> Finding:
 def _primary(shape: Shape, settings: ClientSettings) -> list[Finding]:
     if shape.topology is not Topology.REPLICA_SET:
         return []
-    required = "the set's primary, reached through the set (no directConnection=true)"
+    required = "the primary, via the set"
     through_the_set = f"list the members and the set name: mongodb://<members>/?replicaSet={shape.set_name}"
     if shape.member_state != "primary":
         return [
             _violation(
                 NotPrimaryError,
-                f"{shape.member_state} {shape.me} by direct connection (the primary is {shape.primary or 'unknown'})",
+                f"{shape.member_state} {shape.me}, direct connection (primary: {shape.primary or 'unknown'})",
                 required,
-                f"{through_the_set}, without directConnection=true",
+                f"a secondary's reads are stale and it takes no writes: {through_the_set}, without "
+                "directConnection=true",
             )
         ]
     if settings.direct_connection:
         return [
             _warning(
                 "primary",
-                f"primary {shape.me} by direct connection: not followed after a failover",
+                f"primary {shape.me}, direct connection",
                 required,
-                f"remove directConnection=true; {through_the_set}",
+                f"a direct connection is not followed after a failover: remove directConnection=true and "
+                f"{through_the_set}",
             )
         ]
-    return [_ok("primary", f"primary {shape.me}, followed through elections", required)]
+    return [_ok("primary", f"primary {shape.me}", required)]
 
 
 def _concern_text(value: Any) -> str:
@@ -687,7 +690,7 @@ def _retryable_writes(settings: ClientSettings, shape: Shape, allow_standalone: 
     if shape.topology is Topology.STANDALONE:
         return _violation(
             RetryableWritesDisabledError,
-            "on in the client, but a standalone server cannot retry writes",
+            "on, but a standalone cannot retry writes",
             required,
             "run a replica set (one member is enough for development)",
             relaxed=allow_standalone,
@@ -695,7 +698,7 @@ def _retryable_writes(settings: ClientSettings, shape: Shape, allow_standalone: 
     if shape.topology in (Topology.REPLICA_SET, Topology.SHARDED) and not shape.sessions:
         return _violation(
             RetryableWritesDisabledError,
-            "on in the client, but the server offers no sessions (hello has no logicalSessionTimeoutMinutes)",
+            "on, but the server offers no sessions",
             required,
             f"run {_MIN_VERSION_TEXT} or newer on every member; a member without sessions disables them",
         )
@@ -703,11 +706,11 @@ def _retryable_writes(settings: ClientSettings, shape: Shape, allow_standalone: 
 
 
 def _collation(reply: Mapping[str, Any], database: str) -> Finding:
-    required = f"simple (binary) on {', '.join(STORE_COLLECTIONS)}"
+    required = "simple (binary) on store collections"
     if not _succeeded(reply):
         return _warning(
             "collation",
-            f"unknown: listing the collections of {database} failed ({_failure_reason(reply)})",
+            f"unknown: listing {database} failed ({_failure_reason(reply)})",
             required,
             f"grant the app user readWrite on {database}",
         )
@@ -731,14 +734,13 @@ def _collation(reply: Mapping[str, Any], database: str) -> Finding:
             CollationError,
             found,
             required,
-            f"re-create {', '.join(sorted(wrong))} without a collation: a collection's collation cannot be "
-            "changed in place (copy the documents out, drop, re-create, copy back)",
+            f"a locale collation makes ids that differ only in case or accents one key: re-create "
+            f"{', '.join(sorted(wrong))} without a collation (it cannot be changed in place: copy the documents "
+            "out, drop, re-create, copy back)",
         )
     present = sorted(info["name"] for info in infos)
     if not present:
-        return _ok(
-            "collation", f"no store collection in {database} yet (created with the simple one)", required
-        )
+        return _ok("collation", f"simple (no store collection in {database} yet)", required)
     return _ok("collation", f"simple on {', '.join(present)}", required)
 
 
@@ -776,46 +778,47 @@ def _fault_tolerance(shape: Shape) -> list[Finding]:
         return []
     data, arbiters = len(shape.data_members), len(shape.arbiters)
     majority = (data + arbiters) // 2 + 1
-    required = "majority writes survive the loss of one member, no arbiters"
+    required = "survives one member down"
     members = shape.members()
     if data == 1 and not arbiters:
         return [
             _warning(
                 "fault tolerance",
-                "1 member: fine for development, no failover",
+                "1 member: no failover",
                 required,
-                "run three data-bearing members in production",
+                "fine for development; run three data-bearing members in production",
             )
         ]
     if data - 1 < majority:
         return [
             _warning(
                 "fault tolerance",
-                f"{members}: w=majority writes stall while one data-bearing member is down",
+                f"{members}: majority writes stall with one down",
                 required,
-                "replace arbiters with data-bearing members (three data-bearing members survive the loss of one)",
+                f"{'replace arbiters with' if arbiters else 'add'} data-bearing members: three data-bearing "
+                "members keep a majority through the loss of one",
             )
         ]
     if arbiters:
         return [
             _warning(
                 "fault tolerance",
-                f"{members}: arbiters vote but hold no copy",
+                f"{members}",
                 required,
-                "replace arbiters with data-bearing members",
+                "arbiters vote but hold no copy of the data: replace them with data-bearing members",
             )
         ]
-    return [_ok("fault tolerance", f"{members}: majority writes go on with one member down", required)]
+    return [_ok("fault tolerance", members, required)]
 
 
 def _authentication(settings: ClientSettings) -> Finding:
-    required = "credentials (auth enabled on the deployment)"
+    required = "credentials"
     if settings.authenticated:
         who = settings.username or "a certificate or external identity"
         return _ok("authentication", f"as {who} (authSource {settings.auth_source})", required)
     return _warning(
         "authentication",
-        "none: the connection sends no credentials",
+        "none",
         required,
         "enable auth on the deployment and put the app user in the URL: mongodb://harel:<password>@...",
     )
@@ -826,9 +829,10 @@ def _tls(settings: ClientSettings) -> Finding:
         return _ok("TLS", "on", "on")
     return _warning(
         "TLS",
-        "off: credentials and documents cross the network unencrypted",
+        "off",
         "on",
-        "enable TLS on the deployment and add tls=true to the URL",
+        "credentials and documents cross the network unencrypted: enable TLS on the deployment and add "
+        "tls=true to the URL",
     )
 
 
