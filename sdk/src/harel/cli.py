@@ -559,7 +559,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("start", "start an execution of a chart", _start_arguments, run_start),
     Command("send", "send an event to an execution", _send_arguments, run_send),
     Command("status", "show an execution: active states, children, timers", _status_arguments, run_status),
-    Command("list", "list executions, newest filters first, paged", _list_arguments, run_list),
+    Command("list", "list executions, paged; filter by status, chart or roots", _list_arguments, run_list),
     Command("trace", "show an execution's recorded steps", _trace_arguments, run_trace),
     Command("cancel", "cancel an execution and its children", _id_arguments, run_cancel),
     Command(
