@@ -11,8 +11,12 @@ import base64
 import copy
 import json
 import re
+import secrets
+import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import helm_python
@@ -793,3 +797,217 @@ def test_schema_accepts_the_defaults_and_refuses_unknown_keys(chart: helm_python
     chart.validate_schema(chart.values)
     with pytest.raises(helm_python.HelmValuesError, match="additional properties 'replicas' not allowed"):
         chart.validate_schema({"replicas": 3})
+
+
+# --- the MongoDB scripts, run under a fake mongosh on Node.js -------------------------------------
+
+FAKE_MONGOSH = Path(__file__).with_name("fake_mongosh.js")
+SCRIPTS_DIR = "/var/run/harel/scripts"
+NODE = shutil.which("node")
+requires_node = pytest.mark.skipif(
+    NODE is None,
+    reason="Node.js is not installed: the chart's mongosh scripts run under a fake mongosh on it",
+)
+
+
+@dataclass(frozen=True)
+class ScriptRun:
+    ok: bool
+    error: str | None
+    printed: list[str]
+    calls: list[dict[str, Any]]
+    cluster: dict[str, Any]
+
+    def commands(self, host: str | None = None) -> list[str]:
+        return [call["command"] for call in self.calls if host is None or call["host"] == host]
+
+
+@dataclass(frozen=True)
+class MongoScripts:
+    files: dict[str, str]
+    config: dict[str, Any]
+    root_password: str
+    app_password: str
+
+    def fresh_cluster(self) -> dict[str, Any]:
+        hosts = [*self.config["dataMembers"], *([self.config["arbiter"]] if self.config["arbiter"] else [])]
+        return {
+            "members": {
+                host: {"setName": None, "arbiter": host == self.config["arbiter"], "unreachableFor": 0}
+                for host in hosts
+            },
+            "root": {"user": self.config["rootUsername"], "password": self.root_password},
+            "users": {},
+            "statusError": None,
+            "electionPolls": 0,
+            "localReplsetDocs": 0,
+            "defaultWriteConcern": None,
+            "config": None,
+        }
+
+    def run(self, tmp_path: Path, script: str, cluster: dict[str, Any]) -> ScriptRun:
+        assert NODE is not None
+        scenario = {
+            "files": {f"{SCRIPTS_DIR}/{name}": text for name, text in self.files.items()},
+            "env": {
+                "HAREL_MONGO_ROOT_USERNAME": self.config["rootUsername"],
+                "HAREL_MONGO_ROOT_PASSWORD": self.root_password,
+                "HAREL_MONGO_APP_PASSWORD": self.app_password,
+            },
+            "cluster": cluster,
+        }
+        scenario_file = tmp_path / "scenario.json"
+        scenario_file.write_text(json.dumps(scenario))
+        script_file = tmp_path / script
+        script_file.write_text(self.files[script])
+        completed = subprocess.run(
+            [NODE, str(FAKE_MONGOSH), str(script_file), str(scenario_file)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert completed.stdout, completed.stderr
+        run = ScriptRun(**json.loads(completed.stdout))
+        assert completed.returncode == (0 if run.ok else 1), completed.stderr
+        return run
+
+
+def mongo_scripts(chart: helm_python.Chart, values: dict[str, Any] | None = None) -> MongoScripts:
+    files = only(render(chart, values), "ConfigMap", f"{FULLNAME}-mongodb-scripts").doc["data"]
+    return MongoScripts(
+        files=files,
+        config=json.loads(files["init-config.json"]),
+        root_password=secrets.token_hex(16),
+        app_password=secrets.token_hex(16),
+    )
+
+
+@requires_node
+def test_init_script_initiates_a_new_set_once(chart: helm_python.Chart, tmp_path: Path) -> None:
+    scripts = mongo_scripts(chart, CONFIGURATIONS["PSA allowed"])
+    member_zero, member_one = scripts.config["dataMembers"]
+    arbiter = scripts.config["arbiter"]
+    first = scripts.run(tmp_path, "init-replica-set.js", scripts.fresh_cluster())
+    assert first.ok, first.error
+    on_zero = first.commands(member_zero)
+    assert on_zero.index("replSetGetStatus") < on_zero.index("replSetInitiate")
+    assert first.commands().count("replSetInitiate") == 1
+    # Every other member was asked whether it already belongs to a set before the initiation.
+    initiated_at = next(i for i, call in enumerate(first.calls) if call["command"] == "replSetInitiate")
+    asked = {call["host"] for call in first.calls[:initiated_at] if call["command"] == "hello"}
+    assert asked == {member_one, arbiter}
+    assert first.cluster["config"] == {
+        "_id": "rs0",
+        "members": [
+            {"_id": 0, "host": member_zero},
+            {"_id": 1, "host": member_one},
+            {"_id": 2, "host": arbiter, "arbiterOnly": True},
+        ],
+    }
+    assert first.cluster["defaultWriteConcern"] == {"w": "majority"}
+    assert first.cluster["users"]["harel"] == {
+        "roles": [{"role": "readWrite", "db": "harel"}],
+        "mechanisms": ["SCRAM-SHA-256"],
+        "pwd": scripts.app_password,
+    }
+
+    second = scripts.run(tmp_path, "init-replica-set.js", first.cluster)
+    assert second.ok, second.error
+    assert "replSetInitiate" not in second.commands()
+    assert "createUser" not in second.commands()
+    assert "updateUser" in second.commands()
+    assert second.cluster["config"] == first.cluster["config"]
+    assert second.cluster["users"] == first.cluster["users"]
+
+
+@requires_node
+def test_init_script_never_starts_a_second_set(chart: helm_python.Chart, tmp_path: Path) -> None:
+    scripts = mongo_scripts(chart)
+    cluster = scripts.fresh_cluster()
+    member_zero, *others = scripts.config["dataMembers"]
+    for host in others:
+        cluster["members"][host]["setName"] = "rs0"
+    run = scripts.run(tmp_path, "init-replica-set.js", cluster)
+    assert run.ok, run.error
+    assert "replSetInitiate" not in run.commands()
+    assert any("waiting for member 0 to rejoin" in line for line in run.printed)
+    assert run.cluster["members"][member_zero]["setName"] is None
+    assert "createUser" in run.commands()
+
+
+@requires_node
+def test_init_script_waits_for_members_and_an_election(chart: helm_python.Chart, tmp_path: Path) -> None:
+    scripts = mongo_scripts(chart)
+    cluster = scripts.fresh_cluster()
+    for member in cluster["members"].values():
+        member["unreachableFor"] = 4
+    cluster["electionPolls"] = 3
+    run = scripts.run(tmp_path, "init-replica-set.js", cluster)
+    assert run.ok, run.error
+    assert run.commands().count("replSetInitiate") == 1
+    assert sum("waiting for" in line for line in run.printed) >= 4 + 3
+    assert run.cluster["users"]["harel"]["roles"] == [{"role": "readWrite", "db": "harel"}]
+
+
+@requires_node
+def test_init_script_resets_the_app_user_to_readwrite_only(chart: helm_python.Chart, tmp_path: Path) -> None:
+    scripts = mongo_scripts(chart)
+    cluster = scripts.fresh_cluster()
+    for member in cluster["members"].values():
+        member["setName"] = "rs0"
+    cluster["users"]["harel"] = {
+        "roles": [{"role": "dbOwner", "db": "harel"}],
+        "mechanisms": None,
+        "pwd": "old",
+    }
+    run = scripts.run(tmp_path, "init-replica-set.js", cluster)
+    assert run.ok, run.error
+    assert run.cluster["users"]["harel"] == {
+        "roles": [{"role": "readWrite", "db": "harel"}],
+        "mechanisms": ["SCRAM-SHA-256"],
+        "pwd": scripts.app_password,
+    }
+
+
+@pytest.mark.parametrize("failure", ["status refused", "wrong root password"])
+@requires_node
+def test_init_script_fails_without_initiating_when_member_zero_is_in_doubt(
+    chart: helm_python.Chart, tmp_path: Path, failure: str
+) -> None:
+    scripts = mongo_scripts(chart)
+    cluster = scripts.fresh_cluster()
+    if failure == "status refused":
+        cluster["statusError"] = {"code": 13, "codeName": "Unauthorized"}
+    else:
+        cluster["root"]["password"] = secrets.token_hex(16)
+    run = scripts.run(tmp_path, "init-replica-set.js", cluster)
+    assert not run.ok
+    assert run.error is not None
+    assert f"gave up after {scripts.config['deadlineSeconds']}s" in run.error
+    assert "replSetInitiate" not in run.commands()
+    assert run.cluster["users"] == {}
+
+
+@requires_node
+def test_bootstrap_creates_the_root_user_once(chart: helm_python.Chart, tmp_path: Path) -> None:
+    scripts = mongo_scripts(chart)
+    cluster = scripts.fresh_cluster()
+    cluster["root"] = {"user": "nobody", "password": ""}
+    first = scripts.run(tmp_path, "bootstrap-root.js", cluster)
+    assert first.ok, first.error
+    assert first.cluster["users"]["root"] == {
+        "roles": [{"role": "root", "db": "admin"}],
+        "mechanisms": None,
+        "pwd": scripts.root_password,
+    }
+    again = scripts.run(tmp_path, "bootstrap-root.js", first.cluster)
+    assert again.ok, again.error
+    assert "createUser" not in again.commands()
+    assert again.cluster["users"] == first.cluster["users"]
+    member = scripts.fresh_cluster()
+    member["localReplsetDocs"] = 1
+    joined = scripts.run(tmp_path, "bootstrap-root.js", member)
+    assert joined.ok, joined.error
+    assert not {"usersInfo", "createUser", "updateUser"} & set(joined.commands())
+    assert joined.cluster["users"] == {}
