@@ -44,31 +44,12 @@ from typing import Any
 
 from harel.model import DueTimer, Execution, ExecutionPage, ExecutionStatus, OutboxEntry, SpawnEntry, TimerOp
 from harel.store import _documents as doc
+from harel.store._collections import MongoCollections
 from harel.store.base import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX, Emit, Spawn
 
 
-class MongoStore:
+class MongoStore(MongoCollections):
     """ExecutionStore on MongoDB: collections `executions` and `counters` under `db_name`."""
-
-    def __init__(
-        self,
-        client: Any,
-        db_name: str = "harel",
-        *,
-        trace_max: int = DEFAULT_TRACE_MAX,
-        dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
-    ) -> None:
-        from pymongo import ReturnDocument
-        from pymongo.errors import DuplicateKeyError
-
-        self.trace_max = doc.require_positive("trace_max", trace_max)
-        self.dedupe_window = doc.require_positive("dedupe_window", dedupe_window)
-        self._client = client
-        database = client[db_name]
-        self._executions = database[doc.EXECUTIONS]
-        self._counters = database[doc.COUNTERS]
-        self._after = ReturnDocument.AFTER
-        self._duplicate_key = DuplicateKeyError
 
     @classmethod
     def from_url(

@@ -33,8 +33,8 @@ log = logging.getLogger("harel.transport")
 Clock = Callable[[], float]
 
 
-class MongoTransport:
-    """The queue in `db_name` of an injected pymongo-compatible client (incl. mongomock)."""
+class _QueueCollections:
+    """The client and the two queue collections, held the same way by both twins."""
 
     def __init__(
         self,
@@ -52,6 +52,16 @@ class MongoTransport:
         self.max_attempts = max_attempts
         self._clock = clock
         self._watch_enabled = watch
+
+    def _collections(self) -> dict[str, Any]:
+        return {q.QUEUE: self._queue, q.DEAD_LETTERS: self._dead}
+
+
+class MongoTransport(_QueueCollections):
+    """The queue in `db_name` of an injected pymongo-compatible client (incl. mongomock)."""
+
+    def __init__(self, client: Any, db_name: str = "harel", **options: Any) -> None:
+        super().__init__(client, db_name, **options)
         self._wake = threading.Event()
         self._watcher: threading.Thread | None = None
         self._closed = threading.Event()
@@ -130,34 +140,19 @@ class MongoTransport:
             log.debug("queue change stream unavailable, polling only: %s", exc)
 
     def ensure_indexes(self) -> None:
-        db = {q.QUEUE: self._queue, q.DEAD_LETTERS: self._dead}
         for collection, keys, options in q.INDEXES:
-            db[collection].create_index(keys, **options)
+            self._collections()[collection].create_index(keys, **options)
 
     def close(self) -> None:
         self._closed.set()
         self._client.close()
 
 
-class AsyncMongoTransport:
+class AsyncMongoTransport(_QueueCollections):
     """The awaitable twin of MongoTransport, on PyMongo's AsyncMongoClient (or an injected Motor client)."""
 
-    def __init__(
-        self,
-        client: Any,
-        db_name: str = "harel",
-        *,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        clock: Clock = time.time,
-        watch: bool = True,
-    ) -> None:
-        self._client = client
-        db = client[db_name]
-        self._queue = db[q.QUEUE]
-        self._dead = db[q.DEAD_LETTERS]
-        self.max_attempts = max_attempts
-        self._clock = clock
-        self._watch_enabled = watch
+    def __init__(self, client: Any, db_name: str = "harel", **options: Any) -> None:
+        super().__init__(client, db_name, **options)
         self._wake = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None
 
@@ -239,9 +234,8 @@ class AsyncMongoTransport:
             log.debug("queue change stream unavailable, polling only: %s", exc)
 
     async def ensure_indexes(self) -> None:
-        db = {q.QUEUE: self._queue, q.DEAD_LETTERS: self._dead}
         for collection, keys, options in q.INDEXES:
-            await db[collection].create_index(keys, **options)
+            await self._collections()[collection].create_index(keys, **options)
 
     async def close(self) -> None:
         if self._watcher is not None:
