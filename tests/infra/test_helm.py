@@ -1011,3 +1011,51 @@ def test_bootstrap_creates_the_root_user_once(chart: helm_python.Chart, tmp_path
     assert joined.ok, joined.error
     assert not {"usersInfo", "createUser", "updateUser"} & set(joined.commands())
     assert joined.cluster["users"] == {}
+
+
+def probe_exit_code(probe: dict[str, Any], hello: dict[str, Any]) -> int:
+    """Run a readiness probe's mongosh --eval program under Node.js, with `hello` as the member's answer."""
+    assert NODE is not None
+    command = probe["exec"]["command"][-1]
+    match = re.search(r"--eval '(.+)'$", command)
+    assert match, command
+    program = (
+        f"const db = {{ adminCommand: () => ({json.dumps(hello)}) }};"
+        "let code = 0; const quit = (status) => { code = status; };"
+        f"{match.group(1)};"
+        "process.exit(code);"
+    )
+    return subprocess.run([NODE, "-e", program], check=False, timeout=60).returncode
+
+
+@requires_node
+def test_readiness_probes_judge_the_member_state(chart: helm_python.Chart) -> None:
+    manifests = render(chart, CONFIGURATIONS["PSA allowed"])
+    data = container(only(manifests, "StatefulSet", f"{FULLNAME}-mongodb"), "mongod")["readinessProbe"]
+    arbiter = container(only(manifests, "StatefulSet", f"{FULLNAME}-mongodb-arbiter"), "mongod")[
+        "readinessProbe"
+    ]
+    primary = {"isWritablePrimary": True, "secondary": False, "setName": "rs0"}
+    secondary = {"isWritablePrimary": False, "secondary": True, "setName": "rs0"}
+    starting = {"isWritablePrimary": False, "secondary": False}
+    arbitrating = {"isWritablePrimary": False, "secondary": False, "arbiterOnly": True, "setName": "rs0"}
+    assert [probe_exit_code(data, hello) for hello in (primary, secondary, starting, arbitrating)] == [
+        0,
+        0,
+        1,
+        1,
+    ]
+    assert [probe_exit_code(arbiter, hello) for hello in (arbitrating, starting)] == [0, 1]
+
+
+def test_shell_scripts_parse(chart: helm_python.Chart, tmp_path: Path) -> None:
+    statefulset = only(render(chart, CONFIGURATIONS["TLS"]), "StatefulSet", f"{FULLNAME}-mongodb")
+    scripts = mongo_scripts(chart)
+    for name, text in {
+        "bootstrap-root.sh": scripts.files["bootstrap-root.sh"],
+        "prepare-credentials.sh": container(statefulset, "prepare-credentials")["command"][-1],
+    }.items():
+        path = tmp_path / name
+        path.write_text(text)
+        checked = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, check=False)
+        assert checked.returncode == 0, f"{name}: {checked.stderr}"
