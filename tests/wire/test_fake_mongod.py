@@ -236,3 +236,26 @@ def test_server_in_its_own_process(
         assert "setName" not in client.admin.command("hello")
     standalone.stop()
     assert standalone.process.returncode == 0  # SIGTERM is a clean shutdown
+
+
+def test_configure_fail_point_rejects_what_it_cannot_honour(fake_rs: FakeDeployment) -> None:
+    with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
+        bad = [
+            {"configureFailPoint": "failCommand", "mode": {"skip": 1}, "data": {"failCommands": ["find"]}},
+            {"configureFailPoint": "failCommand", "mode": "alwaysOn", "data": {}},
+            {"configureFailPoint": "rsSyncApplyStop", "mode": "alwaysOn"},
+        ]
+        for command in bad:
+            with pytest.raises(OperationFailure):
+                client.admin.command(command)
+        with pytest.raises(OperationFailure) as outside_admin:
+            client.harel.command({"configureFailPoint": "failCommand", "mode": "off"})
+        armed = {"failCommands": ["find"], "errorCode": 2}
+        client.admin.command({"configureFailPoint": "failCommand", "mode": {"times": 1}, "data": armed})
+        with pytest.raises(OperationFailure):
+            client.harel.items.find_one()
+        reply = client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
+        assert client.harel.items.find_one() is None
+
+    assert outside_admin.value.code == 13
+    assert reply["count"] == 1  # times the fail point was entered
