@@ -638,7 +638,7 @@ def test_autoscaling_and_service_monitor(chart: helm_python.Chart) -> None:
     assert container(worker, "worker")["args"] == [
         "worker",
         "--concurrency",
-        "4",
+        "2",
         "--app",
         "orders.workflows:app",
     ]
