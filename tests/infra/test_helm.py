@@ -188,9 +188,17 @@ def test_strict_lint_is_clean(configuration: str) -> None:
     assert result.findings == [], "\n".join(str(finding) for finding in result.findings)
 
 
-def test_strict_lint_reports_a_broken_configuration() -> None:
-    result = lint("even members", {"mongodb": {"members": 2}})
-    assert any("/mongodb/arbiter/enabled" in finding.message for finding in result.findings)
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"mongodb": {"members": 2}}, "/mongodb/arbiter/enabled"),
+        ({"mongodb": {"members": 2, "arbiter": {"enabled": True}}}, "/mongodb/allowPSA"),
+        ({"mongodb": {"enabled": False}}, "/externalMongodb/existingSecret"),
+    ],
+)
+def test_strict_lint_reports_a_broken_configuration(values: dict[str, Any], field: str) -> None:
+    result = lint("broken", values)
+    assert any(f"'{field}'" in finding.message for finding in result.findings), result.findings
 
 
 @pytest.mark.parametrize("configuration", CONFIGURATIONS)
