@@ -1,6 +1,7 @@
 """pytest fixtures for the fake MongoDB servers (loaded by `pytest_plugins` in tests/conftest.py).
 
-In-process servers are session-scoped (one per role) and reset before each test that asks for them:
+In-process servers are session-scoped (one per role, started on first use) and reset before each test that
+asks for them:
   fake_rs          a replica-set primary (`?replicaSet=rs0`)
   fake_standalone  a standalone mongod
   fake_secondary   a replica-set secondary (reached with directConnection=true)
@@ -22,7 +23,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -113,56 +114,49 @@ class FakeProcess:
             self.process.stdout.close()
 
 
-def _serve(role: Role) -> Iterator[FakeMongod]:
-    server = FakeMongod(role).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+@dataclass
+class _Servers:
+    """One in-process server per role, started the first time a test asks for that role."""
+
+    started: dict[Role, FakeMongod] = field(default_factory=dict)
+
+    def fresh(self, role: Role) -> FakeMongod:
+        if role not in self.started:
+            self.started[role] = FakeMongod(role).start()
+        server = self.started[role]
+        server.reset()
+        return server
+
+    def stop(self) -> None:
+        for server in self.started.values():
+            server.stop()
 
 
 @pytest.fixture(scope="session")
-def _fake_primary_server() -> Iterator[FakeMongod]:
-    yield from _serve(Role.PRIMARY)
-
-
-@pytest.fixture(scope="session")
-def _fake_standalone_server() -> Iterator[FakeMongod]:
-    yield from _serve(Role.STANDALONE)
-
-
-@pytest.fixture(scope="session")
-def _fake_secondary_server() -> Iterator[FakeMongod]:
-    yield from _serve(Role.SECONDARY)
-
-
-@pytest.fixture(scope="session")
-def _fake_mongos_server() -> Iterator[FakeMongod]:
-    yield from _serve(Role.MONGOS)
+def _fake_servers() -> Iterator[_Servers]:
+    servers = _Servers()
+    yield servers
+    servers.stop()
 
 
 @pytest.fixture
-def fake_rs(_fake_primary_server: FakeMongod) -> FakeDeployment:
-    _fake_primary_server.reset()
-    return FakeDeployment(_fake_primary_server)
+def fake_rs(_fake_servers: _Servers) -> FakeDeployment:
+    return FakeDeployment(_fake_servers.fresh(Role.PRIMARY))
 
 
 @pytest.fixture
-def fake_standalone(_fake_standalone_server: FakeMongod) -> FakeDeployment:
-    _fake_standalone_server.reset()
-    return FakeDeployment(_fake_standalone_server)
+def fake_standalone(_fake_servers: _Servers) -> FakeDeployment:
+    return FakeDeployment(_fake_servers.fresh(Role.STANDALONE))
 
 
 @pytest.fixture
-def fake_secondary(_fake_secondary_server: FakeMongod) -> FakeDeployment:
-    _fake_secondary_server.reset()
-    return FakeDeployment(_fake_secondary_server)
+def fake_secondary(_fake_servers: _Servers) -> FakeDeployment:
+    return FakeDeployment(_fake_servers.fresh(Role.SECONDARY))
 
 
 @pytest.fixture
-def fake_mongos(_fake_mongos_server: FakeMongod) -> FakeDeployment:
-    _fake_mongos_server.reset()
-    return FakeDeployment(_fake_mongos_server)
+def fake_mongos(_fake_servers: _Servers) -> FakeDeployment:
+    return FakeDeployment(_fake_servers.fresh(Role.MONGOS))
 
 
 @pytest.fixture
@@ -172,8 +166,7 @@ def mongo_rs(request: pytest.FixtureRequest) -> Iterator[Deployment]:
     if real_url:
         deployment = Deployment(real_url, db_name, fake=None)
     else:
-        server: FakeMongod = request.getfixturevalue("_fake_primary_server")
-        server.reset()
+        server = request.getfixturevalue("_fake_servers").fresh(Role.PRIMARY)
         deployment = Deployment(server.url, db_name, fake=server)
     yield deployment
     if deployment.is_real:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -25,6 +26,20 @@ RETRYABLE = ["RetryableWriteError"]
 NOT_WRITABLE_PRIMARY = 10107
 SHUTDOWN_IN_PROGRESS = 91
 BAD_VALUE = 2
+
+
+def not_writable_primary(
+    admin: MongoClient[Any], app_name: str, command: str, times: int = 1
+) -> AbstractContextManager[None]:
+    """Fail `command` from `app_name` as a stepped-down primary does, labelled retryable."""
+    return fail_command(
+        admin,
+        {"times": times},
+        failCommands=[command],
+        errorCode=NOT_WRITABLE_PRIMARY,
+        errorLabels=RETRYABLE,
+        appName=app_name,
+    )
 
 
 @pytest.fixture
@@ -60,14 +75,7 @@ def test_retryable_error_is_retried_once_and_succeeds(
     app_name: str,
     accounting: CommandAccounting,
 ) -> None:
-    with fail_command(
-        admin,
-        {"times": 1},
-        failCommands=["insert"],
-        errorCode=NOT_WRITABLE_PRIMARY,
-        errorLabels=RETRYABLE,
-        appName=app_name,
-    ):
+    with not_writable_primary(admin, app_name, "insert"):
         client[mongo_rs.db_name].events.insert_one({"_id": "e1"})
 
     assert admin[mongo_rs.db_name].events.count_documents({}) == 1
@@ -103,14 +111,7 @@ def test_both_attempts_failing_surfaces_the_error_and_changes_nothing(
 ) -> None:
     admin[mongo_rs.db_name].executions.insert_one({"_id": "x", "version": 3})
     with (
-        fail_command(
-            admin,
-            {"times": 2},
-            failCommands=["update"],
-            errorCode=NOT_WRITABLE_PRIMARY,
-            errorLabels=RETRYABLE,
-            appName=app_name,
-        ),
+        not_writable_primary(admin, app_name, "update", times=2),
         pytest.raises(PyMongoError) as caught,
     ):
         client[mongo_rs.db_name].executions.update_one({"_id": "x", "version": 3}, {"$set": {"version": 4}})
@@ -234,14 +235,7 @@ def test_async_client_retries_a_retryable_error(
         ) as client:
             await client[mongo_rs.db_name].events.insert_one({"_id": "e1"})
 
-    with fail_command(
-        admin,
-        {"times": 1},
-        failCommands=["insert"],
-        errorCode=NOT_WRITABLE_PRIMARY,
-        errorLabels=RETRYABLE,
-        appName=app_name,
-    ):
+    with not_writable_primary(admin, app_name, "insert"):
         asyncio.run(insert())
 
     assert admin[mongo_rs.db_name].events.count_documents({}) == 1
