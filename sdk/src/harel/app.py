@@ -126,7 +126,9 @@ class App:
         if existing is not None and existing != chart:
             raise ChartError(
                 chart.id,
-                [f"version {chart.version} is already registered with a different definition; bump `version`"],
+                [
+                    f"version {chart.version} is already registered with a different definition; bump `version`"
+                ],
             )
         self._charts[key] = chart
         return chart

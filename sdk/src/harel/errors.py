@@ -70,7 +70,9 @@ class UnknownEvent(HarelError):
         self.chart_id = chart_id
         self.event = event
         self.known = known
-        super().__init__(f"chart {chart_id!r} has no transition on event {event!r}; known: {', '.join(known)}")
+        super().__init__(
+            f"chart {chart_id!r} has no transition on event {event!r}; known: {', '.join(known)}"
+        )
 
 
 class UnknownAction(HarelError):
@@ -155,9 +157,7 @@ class DeploymentRefused(HarelError):
 
     def __init__(self, errors: list[DeploymentCheckError]) -> None:
         self.errors = errors
-        super().__init__(
-            "refusing to start on this deployment:\n  " + "\n  ".join(str(e) for e in errors)
-        )
+        super().__init__("refusing to start on this deployment:\n  " + "\n  ".join(str(e) for e in errors))
 
 
 class ConnectionFailed(HarelError):
