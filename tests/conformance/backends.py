@@ -25,6 +25,7 @@ from harel.aio_store import AsyncMongoStore
 from harel.store.memory import MemoryStore
 from harel.store.mongo import MongoStore
 from tests.conftest import REAL_MONGO_URL
+from tests.fake_mongod.server import FakeMongod
 
 WRITE_METHODS = frozenset({"update_one", "insert_one", "find_one_and_update", "update_many", "replace_one"})
 
@@ -233,37 +234,45 @@ def mongomock_motor_backend(
         loop.close()
 
 
-@contextmanager
-def real_mongo_backend(options: StoreOptions, reopen: Callable[[StoreOptions], Harness]) -> Iterator[Harness]:
+def _server_mongo(
+    name: str, url: str, options: StoreOptions, reopen: Callable[[StoreOptions], Harness]
+) -> Iterator[Harness]:
     import pymongo
 
     db_name = f"harel_conformance_{uuid.uuid4().hex[:12]}"
-    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(REAL_MONGO_URL)
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(url)
     recorder = Recorder()
     try:
         store = (options.store_class or MongoStore)(
             RecordingClient(client, recorder), db_name, **options.kwargs()
         )
-        yield Harness("real-mongo", store, client[db_name], recorder, reopen)
+        yield Harness(name, store, client[db_name], recorder, reopen)
     finally:
         client.drop_database(db_name)
         client.close()
 
 
-def _real_mongo_async(
+@contextmanager
+def real_mongo_backend(options: StoreOptions, reopen: Callable[[StoreOptions], Harness]) -> Iterator[Harness]:
+    assert REAL_MONGO_URL is not None
+    yield from _server_mongo("real-mongo", REAL_MONGO_URL, options, reopen)
+
+
+def _server_mongo_async(
     name: str,
-    new_client: Callable[[asyncio.AbstractEventLoop], Any],
+    url: str,
+    new_client: Callable[[str, asyncio.AbstractEventLoop], Any],
     options: StoreOptions,
     reopen: Callable[[StoreOptions], Harness],
 ) -> Iterator[Harness]:
     import pymongo
 
     db_name = f"harel_conformance_{uuid.uuid4().hex[:12]}"
-    sync_client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(REAL_MONGO_URL)
+    sync_client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(url)
     loop = asyncio.new_event_loop()
     recorder = Recorder()
     store_class = options.store_class or AsyncMongoStore
-    store = store_class(RecordingClient(new_client(loop), recorder), db_name, **options.kwargs())
+    store = store_class(RecordingClient(new_client(url, loop), recorder), db_name, **options.kwargs())
     try:
         yield Harness(name, SyncFacade(store, loop), sync_client[db_name], recorder, reopen)
     finally:
@@ -273,27 +282,58 @@ def _real_mongo_async(
         sync_client.close()
 
 
+def _pymongo_async(url: str, _loop: asyncio.AbstractEventLoop) -> Any:
+    import pymongo
+
+    return pymongo.AsyncMongoClient(url)
+
+
+def _motor(url: str, loop: asyncio.AbstractEventLoop) -> Any:
+    """AsyncMongoStore on an injected Motor client, as users of the deprecated driver may pass one."""
+    from motor.motor_asyncio import AsyncIOMotorClient
+
+    return AsyncIOMotorClient(url, io_loop=loop)
+
+
 @contextmanager
 def real_mongo_async_backend(
     options: StoreOptions, reopen: Callable[[StoreOptions], Harness]
 ) -> Iterator[Harness]:
-    import pymongo
-
-    yield from _real_mongo_async(
-        "real-mongo-async", lambda _loop: pymongo.AsyncMongoClient(REAL_MONGO_URL), options, reopen
-    )
+    assert REAL_MONGO_URL is not None
+    yield from _server_mongo_async("real-mongo-async", REAL_MONGO_URL, _pymongo_async, options, reopen)
 
 
 @contextmanager
 def real_mongo_motor_backend(
     options: StoreOptions, reopen: Callable[[StoreOptions], Harness]
 ) -> Iterator[Harness]:
-    """AsyncMongoStore on an injected Motor client, as users of the deprecated driver may pass one."""
-    from motor.motor_asyncio import AsyncIOMotorClient
+    assert REAL_MONGO_URL is not None
+    yield from _server_mongo_async("real-mongo-motor", REAL_MONGO_URL, _motor, options, reopen)
 
-    yield from _real_mongo_async(
-        "real-mongo-motor", lambda loop: AsyncIOMotorClient(REAL_MONGO_URL, io_loop=loop), options, reopen
-    )
+
+# The fake replica set (tests/fake_mongod): the same drivers over sockets, one fresh server per harness.
+
+
+@contextmanager
+def fake_rs_backend(options: StoreOptions, reopen: Callable[[StoreOptions], Harness]) -> Iterator[Harness]:
+    with FakeMongod() as server:
+        yield from _server_mongo("fake-rs", server.url, options, reopen)
+
+
+@contextmanager
+def fake_rs_async_backend(
+    options: StoreOptions, reopen: Callable[[StoreOptions], Harness]
+) -> Iterator[Harness]:
+    with FakeMongod() as server:
+        yield from _server_mongo_async("fake-rs-async", server.url, _pymongo_async, options, reopen)
+
+
+@contextmanager
+def fake_rs_motor_backend(
+    options: StoreOptions, reopen: Callable[[StoreOptions], Harness]
+) -> Iterator[Harness]:
+    with FakeMongod() as server:
+        yield from _server_mongo_async("fake-rs-motor", server.url, _motor, options, reopen)
 
 
 _needs_real_mongo = pytest.mark.skipif(
@@ -305,6 +345,9 @@ BACKENDS: list[Backend] = [
     Backend("memory", memory_backend, mongo=False),
     Backend("mongomock", mongomock_backend, mongo=True),
     Backend("mongomock-motor", mongomock_motor_backend, mongo=True),
+    Backend("fake-rs", fake_rs_backend, mongo=True, marks=(pytest.mark.wire,)),
+    Backend("fake-rs-async", fake_rs_async_backend, mongo=True, marks=(pytest.mark.wire,)),
+    Backend("fake-rs-motor", fake_rs_motor_backend, mongo=True, marks=(pytest.mark.wire,)),
     Backend("real-mongo", real_mongo_backend, mongo=True, marks=_real),
     Backend("real-mongo-async", real_mongo_async_backend, mongo=True, marks=_real),
     Backend("real-mongo-motor", real_mongo_motor_backend, mongo=True, marks=_real),
