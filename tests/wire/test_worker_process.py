@@ -1,0 +1,164 @@
+"""The `harel worker` process over sockets: health endpoints, and SIGTERM mid-run losing nothing.
+
+The deployment is the fake replica set in its own process (see tests/fake_mongod/README.md): real PyMongo
+clients, real worker processes, real signals. Nothing here has run against a real replica set unless
+HAREL_TEST_MONGO_URL was set for the smoke tests of the wire tier.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pymongo import MongoClient
+
+from harel.model import ExecutionStatus
+from harel.smoke import check, gather
+from harel.store.mongo import MongoStore
+from tests.fake_mongod.fixtures import FakeProcess
+
+HAREL = str(Path(sys.executable).with_name("harel"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class WorkerProcess:
+    def __init__(self, url: str, *extra: str) -> None:
+        self.port = free_port()
+        env = {**os.environ, "HAREL_LOG_FORMAT": "json", "HAREL_HTTP_PORT": str(self.port)}
+        self.process = subprocess.Popen(
+            [HAREL, "worker", "--url", url, "--drain-seconds", "3", *extra],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"worker exited with {self.process.returncode}: {self.process.stderr.read()}"
+                )
+            try:
+                if self.get("/readyz")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("worker never became ready")
+
+    def terminate(self, timeout: float = 15) -> tuple[int, list[dict[str, object]]]:
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout)
+        lines = [json.loads(line) for line in self.process.stderr.read().splitlines() if line.startswith("{")]
+        return code, lines
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(5)
+        self.process.stderr.close()
+
+
+@pytest.fixture
+def workers(fake_rs_process: FakeProcess) -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.kill()
+
+
+def test_health_endpoints_and_structured_logs(
+    fake_rs_process: FakeProcess, workers: list[WorkerProcess]
+) -> None:
+    worker = WorkerProcess(fake_rs_process.url)
+    workers.append(worker)
+    worker.wait_ready()
+    assert worker.get("/healthz") == (200, "ok\n")
+    assert worker.get("/readyz") == (200, "ready\n")
+    status, metrics = worker.get("/metrics")
+    assert (
+        status == 200
+        and "harel_events_processed_total" in metrics
+        and "harel_timer_lateness_seconds" in metrics
+    )
+    with MongoClient(fake_rs_process.url) as client:
+        beats = list(client.harel.workers.find())
+    assert len(beats) == 1 and beats[0]["pid"] == worker.process.pid
+    code, logs = worker.terminate()
+    assert code == 0
+    messages = [entry["msg"] for entry in logs]
+    assert "worker started" in messages and "worker stopped" in messages
+    assert all({"ts", "level", "logger", "msg"} <= set(entry) for entry in logs)
+    with MongoClient(fake_rs_process.url) as client:
+        assert client.harel.workers.count_documents({}) == 0, "a drained worker removes its heartbeat"
+
+
+def test_sigterm_mid_run_loses_nothing(fake_rs_process: FakeProcess, workers: list[WorkerProcess]) -> None:
+    first = WorkerProcess(fake_rs_process.url)
+    workers.append(first)
+    first.wait_ready()
+    smoke = subprocess.Popen(
+        [HAREL, "smoke", "--url", fake_rs_process.url, "--timeout", "60", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with MongoClient(fake_rs_process.url) as client:
+            deadline = time.monotonic() + 20
+            while client.harel.executions.count_documents({}) < 4 and time.monotonic() < deadline:
+                time.sleep(0.05)  # stop the worker once the fork happened, mid-run
+        code, _ = first.terminate()
+        assert code == 0
+        second = WorkerProcess(fake_rs_process.url)
+        workers.append(second)
+        out, err = smoke.communicate(timeout=90)
+    finally:
+        if smoke.poll() is None:
+            smoke.kill()
+    report = json.loads(out)
+    assert smoke.returncode == 0, (report["failures"], err)
+    store = MongoStore(MongoClient(fake_rs_process.url))
+    try:
+        root = store.load(report["root_id"])
+        assert root is not None and root.status is ExecutionStatus.COMPLETED
+        assert check(gather(store, report["root_id"], 60)).passed
+    finally:
+        store.close()
+
+
+def test_worker_refuses_a_standalone_without_dev(fake_mongod_process: Callable[..., FakeProcess]) -> None:
+    standalone = fake_mongod_process("--standalone")
+    result = subprocess.run(
+        [HAREL, "worker", "--url", standalone.url, "--http-port", "0", "--deadline", "10"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 4, result.stderr
+    assert "StandaloneDeploymentError" in result.stderr or "standalone" in result.stderr.lower()
