@@ -1,0 +1,141 @@
+"""The `harel` command line as child processes: workers that run until stopped, and one-shot commands.
+
+Every process gets a clean environment (no HAREL_* variable of the caller leaks in), logs to a file the test
+can quote when it fails, and is killed by the fixture that started it if the test did not stop it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pymongo import MongoClient
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+HAREL = str(Path(sys.executable).with_name("harel"))
+STOP_TIMEOUT = 10.0
+READY_TIMEOUT = 30.0
+
+
+def with_app_name(url: str, app_name: str) -> str:
+    """`url` with `appName` set: fail points armed for that name catch this process's commands only."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "appname"] + [("appName", app_name)]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(poll)
+
+
+def clean_environment() -> dict[str, str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("HAREL_")}
+    return {**environment, "PYTHONUNBUFFERED": "1", "HAREL_LOG_FORMAT": "json"}
+
+
+@dataclass
+class WorkerProcess:
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    http_port: int | None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to release, ack or say goodbye."""
+        if self.running():
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=STOP_TIMEOUT)
+
+    def terminate(self) -> int:
+        """SIGTERM and wait for the drain; the exit code."""
+        if self.running():
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(
+                f"worker {self.pid} did not stop within {STOP_TIMEOUT:.0f}s of SIGTERM"
+            ) from None
+
+    def wait_registered(self, client: MongoClient[dict[str, object]]) -> None:
+        """Until the worker's first heartbeat is stored: it passed the start-up checks and is consuming."""
+
+        def registered() -> bool:
+            if not self.running():
+                raise AssertionError(f"worker exited with {self.process.returncode}:\n{self.log()}")
+            return client.harel.workers.find_one({"pid": self.pid}) is not None
+
+        wait_until(registered, READY_TIMEOUT, f"worker {self.pid} to register")
+
+
+class WorkerProcesses:
+    """Starts worker processes and kills whatever is still running when the test ends."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self._log_dir = log_dir
+        self._started: list[WorkerProcess] = []
+
+    def harel_worker(self, url: str, *arguments: str, http_port: int | None = None) -> WorkerProcess:
+        """`harel worker --url URL --http-port PORT ARGUMENTS...` (port 0: no HTTP endpoints)."""
+        port = ["--http-port", str(http_port or 0)]
+        return self._start([HAREL, "worker", "--url", url, *port, *arguments], http_port)
+
+    def short_lease_worker(self, url: str, lease_seconds: float) -> WorkerProcess:
+        """The same worker process with a short lease (tests/wire/worker_process.py)."""
+        command = [sys.executable, "-m", "tests.wire.worker_process", "--url", url]
+        return self._start([*command, "--lease-seconds", str(lease_seconds)], None)
+
+    def _start(self, command: list[str], http_port: int | None) -> WorkerProcess:
+        log_path = self._log_dir / f"worker-{len(self._started)}.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                command, cwd=REPOSITORY_ROOT, env=clean_environment(), stdout=log, stderr=subprocess.STDOUT
+            )
+        worker = WorkerProcess(process, log_path, http_port)
+        self._started.append(worker)
+        return worker
+
+    def kill_all(self) -> None:
+        for worker in self._started:
+            worker.kill()
+
+
+def run_harel(*arguments: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """One `harel` command to completion, its output captured."""
+    return subprocess.run(
+        [HAREL, *arguments],
+        cwd=REPOSITORY_ROOT,
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
