@@ -1,0 +1,682 @@
+"""The Ansible provisioning in playbooks/: syntax, lint, and what can really run on one machine without root.
+
+- site.yml passes `ansible-playbook --syntax-check` with the example inventory, and ansible-lint's production
+  profile (offline);
+- the example inventory composes the workers' URL from its hosts and the vault variable;
+- the worker role runs for real against localhost (connection local, every path under a temporary prefix, no
+  systemd, no account): it builds the SDK wheel, installs it into a virtualenv and renders the environment file
+  and the unit; a second run changes nothing. From that virtualenv, `harel check` passes against the fake
+  replica set, and the smoke role fails with the report while no worker runs and passes once one does;
+- the mongodb role's configuration (mongod.conf, keyfile) renders under a temporary directory, in check mode
+  first (nothing written), then for real, then in check mode again (nothing to change); its secrets are required.
+
+Installing packages, systemd and the replica-set steps of the mongodb role need root and a real MongoDB: they
+are not run here (see the role's README for what check mode can and cannot show).
+Nothing is downloaded: pip installs the SDK's dependencies from wheels packed from this test environment.
+"""
+
+from __future__ import annotations
+
+import base64
+import getpass
+import grp
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests.fake_mongod.fixtures import FakeProcess, start_fake_mongod_process
+
+pytestmark = pytest.mark.infra
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+PLAYBOOKS = REPOSITORY / "playbooks"
+ROLES = PLAYBOOKS / "roles"
+EXAMPLE_INVENTORY = PLAYBOOKS / "inventories" / "example" / "hosts.yml"
+BIN = Path(sys.executable).parent
+ANSIBLE_PLAYBOOK = BIN / "ansible-playbook"
+ANSIBLE_LINT = BIN / "ansible-lint"
+ANSIBLE = BIN / "ansible"
+RECAP_LINE = re.compile(
+    r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)\s+"
+    r"failed=(?P<failed>\d+)",
+    re.MULTILINE,
+)
+# The worker's drain after SIGTERM, kept short so stopping the test's worker is quick.
+DRAIN_SECONDS = 2
+
+
+# --- running Ansible -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    output: str
+
+    def recap(self, host: str = "localhost") -> dict[str, int]:
+        for match in RECAP_LINE.finditer(self.output):
+            if match.group("host") == host:
+                return {key: int(value) for key, value in match.groupdict().items() if key != "host"}
+        raise AssertionError(f"no PLAY RECAP line for {host} in:\n{self.output}")
+
+
+@dataclass(frozen=True)
+class Ansible:
+    """Runs Ansible's commands with everything Ansible and pip write kept under one temporary directory."""
+
+    environment: Mapping[str, str]
+    scratch: Path
+
+    def run(self, command: Path, *arguments: str | Path, cwd: Path = PLAYBOOKS, timeout: float = 240) -> Run:
+        completed = subprocess.run(
+            [str(command), *map(str, arguments)],
+            cwd=cwd,
+            env=dict(self.environment),
+            check=False,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+        )
+        return Run(completed.returncode, completed.stdout)
+
+    def playbook(
+        self, playbook: Path, inventory: Path | str, variables: Mapping[str, object], *flags: str
+    ) -> Run:
+        variables_file = self.scratch / f"variables-{secrets.token_hex(4)}.json"
+        variables_file.write_text(json.dumps(variables))
+        variables_file.chmod(0o600)
+        return self.run(ANSIBLE_PLAYBOOK, "-i", inventory, playbook, "-e", f"@{variables_file}", *flags)
+
+
+@pytest.fixture(scope="module")
+def ansible(tmp_path_factory: pytest.TempPathFactory) -> Ansible:
+    scratch = tmp_path_factory.mktemp("ansible")
+    home = scratch / "home"
+    home.mkdir()
+    environment = {
+        **os.environ,
+        # Nothing under the real home directory: Ansible's, ansible-lint's and pip's caches and temp files.
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "ANSIBLE_HOME": str(home / ".ansible"),
+        "ANSIBLE_LOCAL_TEMP": str(scratch / "local-tmp"),
+        "ANSIBLE_REMOTE_TEMP": str(scratch / "remote-tmp"),
+        "ANSIBLE_COLLECTIONS_PATH": str(scratch / "collections"),
+        "ANSIBLE_ROLES_PATH": str(ROLES),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_RETRY_FILES_ENABLED": "false",
+        # Nothing downloaded: pip gets no index and no machine-wide configuration.
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_INDEX": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    return Ansible(environment, scratch)
+
+
+def local_inventory(directory: Path, group: str) -> Path:
+    """An inventory with localhost alone in `group`, reached without SSH and run by this test's Python."""
+    inventory = directory / f"inventory-{group}.yml"
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory.write_text(yaml.safe_dump({group: {"hosts": {"localhost": host}}}))
+    return inventory
+
+
+def role_playbook(directory: Path, role: str, *, gather_os_facts: bool = False) -> Path:
+    playbook = directory / f"play-{role}.yml"
+    play: dict[str, object] = {
+        "name": f"The {role} role on localhost",
+        "hosts": "all",
+        "gather_facts": gather_os_facts,
+        "roles": [{"role": role}],
+    }
+    if gather_os_facts:
+        play["gather_subset"] = ["!all"]
+    playbook.write_text(yaml.safe_dump([play], sort_keys=False))
+    return playbook
+
+
+def current_group() -> str:
+    return grp.getgrgid(os.getgid()).gr_name
+
+
+# --- site.yml and the example inventory ------------------------------------------------------------------------
+
+
+def test_site_playbook_passes_the_syntax_check(ansible: Ansible) -> None:
+    run = ansible.run(ANSIBLE_PLAYBOOK, "-i", EXAMPLE_INVENTORY, "--syntax-check", "site.yml")
+
+    assert run.returncode == 0, run.output
+    assert "playbook: site.yml" in run.output
+
+
+def test_ansible_lint_production_profile_is_clean(ansible: Ansible) -> None:
+    run = ansible.run(ANSIBLE_LINT, "--offline", "--profile", "production", "--nocolor")
+
+    assert run.returncode == 0, run.output
+    assert "Profile 'production' was required, and it passed" in run.output
+
+
+def test_example_inventory_has_three_members_and_two_workers(ansible: Ansible) -> None:
+    run = ansible.run(BIN / "ansible-inventory", "-i", EXAMPLE_INVENTORY, "--list")
+    assert run.returncode == 0, run.output
+    inventory = json.loads(run.output[run.output.index("{") :])
+
+    assert len(inventory["mongodb"]["hosts"]) == 3
+    assert len(inventory["workers"]["hosts"]) == 2
+    # The vault example documents the layout only: Ansible must not load it as variables.
+    hostvars = inventory["_meta"]["hostvars"]
+    assert [name for variables in hostvars.values() for name in variables if name.startswith("vault_")] == []
+
+
+def test_example_inventory_builds_the_workers_url_from_the_members_and_the_vault(ansible: Ansible) -> None:
+    password = "p/ss@word:" + secrets.token_hex(8)
+
+    run = ansible.run(
+        ANSIBLE,
+        "-i",
+        EXAMPLE_INVENTORY,
+        "worker1.harel.example",
+        "-c",
+        "local",
+        "-m",
+        "ansible.builtin.debug",
+        "-a",
+        "var=worker_mongo_url",
+        "-e",
+        json.dumps({"vault_harel_app_password": password}),
+    )
+
+    assert run.returncode == 0, run.output
+    url = re.search(r"worker_mongo_url: (\S+)", run.output)
+    assert url is not None, run.output
+    encoded = password.replace("/", "%2F").replace("@", "%40").replace(":", "%3A")
+    assert url.group(1) == (
+        f"mongodb://harel:{encoded}@mongo1.harel.example:27017,mongo2.harel.example:27017,"
+        "mongo3.harel.example:27017/harel?replicaSet=rs0&authSource=admin"
+    )
+
+
+# --- the worker role, for real, under a temporary prefix --------------------------------------------------------
+
+
+def runtime_dependencies(distribution: str) -> set[str]:
+    """Every distribution `distribution` needs at run time (no extras), by canonical name, itself excluded."""
+    root = canonicalize_name(distribution)
+    found: set[str] = set()
+    pending = [root]
+    while pending:
+        name = canonicalize_name(pending.pop())
+        if name in found:
+            continue
+        found.add(name)
+        for text in importlib.metadata.distribution(name).requires or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                pending.append(requirement.name)
+    return found - {root}
+
+
+def pack_installed_wheel(distribution: importlib.metadata.Distribution, directory: Path) -> Path:
+    """A wheel of an installed distribution, from the files its RECORD lists (bytecode caches left out).
+
+    The tests install the SDK's dependencies from these with `pip --no-index`, so the run downloads nothing
+    and installs exactly the versions this environment was tested with.
+    """
+    files = distribution.files or []
+    info_dir = next(path.parts[0] for path in files if path.parts[0].endswith(".dist-info"))
+    wheel_metadata = (distribution.read_text("WHEEL") or "").splitlines()
+    tags = [line.removeprefix("Tag:").strip() for line in wheel_metadata if line.startswith("Tag:")]
+    tag = "-".join(".".join(sorted({t.split("-")[part] for t in tags})) for part in range(3))
+    name = re.sub(r"[-_.]+", "_", distribution.metadata["Name"])
+    wheel = directory / f"{name}-{distribution.version}-{tag}.whl"
+    skipped_metadata = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
+    record: list[str] = []
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path in files:
+            outside = path.parts[0] == ".."
+            if (
+                outside
+                or "__pycache__" in path.parts
+                or (path.parts[0] == info_dir and path.name in skipped_metadata)
+            ):
+                continue
+            data = Path(str(distribution.locate_file(path))).read_bytes()
+            archive.writestr(path.as_posix(), data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{path.as_posix()},sha256={digest},{len(data)}")
+        record.append(f"{info_dir}/RECORD,,")
+        archive.writestr(f"{info_dir}/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+@dataclass(frozen=True)
+class WorkerInstall:
+    prefix: Path
+    url: str
+    first: Run
+    second: Run
+
+    @property
+    def venv(self) -> Path:
+        return self.prefix / "opt" / "harel" / "venv"
+
+    @property
+    def harel(self) -> Path:
+        return self.venv / "bin" / "harel"
+
+    @property
+    def env_file(self) -> Path:
+        return self.prefix / "etc" / "harel" / "worker.env"
+
+    @property
+    def unit_file(self) -> Path:
+        return self.prefix / "etc" / "systemd" / "system" / "harel-worker.service"
+
+    @property
+    def home(self) -> Path:
+        return self.prefix / "var" / "lib" / "harel"
+
+
+@pytest.fixture(scope="module")
+def fake_replica_set() -> Iterator[FakeProcess]:
+    """One fake replica set (tests.fake_mongod in its own process) for the whole module: the worker role writes
+    its URL into the environment file once."""
+    fake = start_fake_mongod_process()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def worker_install(ansible: Ansible, fake_replica_set: FakeProcess) -> WorkerInstall:
+    prefix = ansible.scratch / "worker-prefix"
+    wheelhouse = ansible.scratch / "wheelhouse"
+    wheelhouse.mkdir()
+    for name in runtime_dependencies("harel"):
+        pack_installed_wheel(importlib.metadata.distribution(name), wheelhouse)
+    variables = {
+        "worker_prefix": str(prefix),
+        "worker_manage_system": False,
+        "worker_user": getpass.getuser(),
+        "worker_group": current_group(),
+        # The virtualenv is made from the interpreter this environment is based on, so the packed wheels fit.
+        "worker_python": sys._base_executable,
+        "worker_controller_python": sys.executable,
+        "worker_wheel_build_isolation": False,
+        "worker_pip_extra_args": f"--no-index --find-links {wheelhouse}",
+        "worker_sdk_dir": str(REPOSITORY / "sdk"),
+        "worker_mongo_url": fake_replica_set.url,
+        "worker_drain_seconds": DRAIN_SECONDS,
+    }
+    inventory = local_inventory(ansible.scratch, "workers")
+    playbook = role_playbook(ansible.scratch, "worker")
+    first = ansible.playbook(playbook, inventory, variables)
+    assert first.returncode == 0, first.output
+    second = ansible.playbook(playbook, inventory, variables)
+    assert second.returncode == 0, second.output
+    return WorkerInstall(prefix, fake_replica_set.url, first, second)
+
+
+def test_worker_role_installs_the_sdk_wheel_into_the_virtualenv(worker_install: WorkerInstall) -> None:
+    assert worker_install.first.recap()["changed"] > 0
+    assert worker_install.first.recap()["failed"] == 0
+    where = subprocess.run(
+        [
+            worker_install.venv / "bin" / "python",
+            "-c",
+            "import harel, sys; print(harel.__file__, harel.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+
+    # Installed from the wheel into the virtualenv, not the editable checkout this test runs from.
+    assert Path(where[0]).is_relative_to(worker_install.venv / "lib")
+    assert where[1] == importlib.metadata.version("harel")
+    wheels = list((worker_install.prefix / "opt" / "harel" / "wheels").glob("harel-*.whl"))
+    assert [wheel.name for wheel in wheels] == [f"harel-{where[1]}-py3-none-any.whl"]
+
+
+def test_worker_role_second_run_changes_nothing(worker_install: WorkerInstall) -> None:
+    recap = worker_install.second.recap()
+
+    assert recap["changed"] == 0, worker_install.second.output
+    assert recap["failed"] == 0
+
+
+def test_worker_environment_file_is_private_and_reads_back_as_the_url(worker_install: WorkerInstall) -> None:
+    mode = stat.S_IMODE(worker_install.env_file.stat().st_mode)
+    config_dir_mode = stat.S_IMODE(worker_install.env_file.parent.stat().st_mode)
+    # What a POSIX shell (the smoke role) reads from it; systemd's EnvironmentFile takes the same quoting.
+    read_back = subprocess.run(
+        [
+            "sh",
+            "-c",
+            'set -a && . "$1" && printf "%s|%s|%s" "$HAREL_MONGO_URL" "$HAREL_HTTP_PORT" '
+            '"$HAREL_DRAIN_SECONDS"',
+            "sh",
+            worker_install.env_file,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+    assert mode == 0o600
+    assert config_dir_mode == 0o700
+    assert read_back == f"{worker_install.url}|8080|{DRAIN_SECONDS}"
+
+
+def unit_directives(text: str) -> dict[str, list[str]]:
+    """`Section.Key` -> every value, in order, of a systemd unit file."""
+    directives: dict[str, list[str]] = {}
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            continue
+        key, _, value = line.partition("=")
+        directives.setdefault(f"{section}.{key}", []).append(value)
+    return directives
+
+
+def test_worker_unit_runs_check_before_the_worker_and_is_hardened(worker_install: WorkerInstall) -> None:
+    unit = unit_directives(worker_install.unit_file.read_text())
+
+    assert unit["Service.User"] == [getpass.getuser()]
+    assert unit["Service.EnvironmentFile"] == [str(worker_install.env_file)]
+    assert unit["Service.ExecStartPre"] == [f"{worker_install.harel} check"]
+    assert unit["Service.ExecStart"] == [f"{worker_install.harel} worker"]
+    assert unit["Service.Restart"] == ["on-failure"]
+    assert unit["Service.TimeoutStopSec"] == [str(DRAIN_SECONDS + 10)]
+    for directive, value in {
+        "NoNewPrivileges": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "ReadWritePaths": str(worker_install.home),
+        "CapabilityBoundingSet": "",
+    }.items():
+        assert unit[f"Service.{directive}"] == [value], directive
+    assert worker_install.home.is_dir()
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+def test_worker_unit_passes_systemd_analyze_verify(worker_install: WorkerInstall) -> None:
+    # verify reports unknown directives and unparsable values as warnings with exit code 0: any output fails.
+    verified = subprocess.run(
+        ["systemd-analyze", "verify", worker_install.unit_file],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert verified.returncode == 0
+    assert verified.stdout + verified.stderr == ""
+
+
+def test_harel_check_passes_from_the_installed_virtualenv(worker_install: WorkerInstall) -> None:
+    checked = subprocess.run(
+        [
+            "sh",
+            "-c",
+            'set -a && . "$1" && exec "$2" check',
+            "sh",
+            worker_install.env_file,
+            worker_install.harel,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+# --- the smoke role against the installed worker ----------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until_ready(port: int, process: subprocess.Popen[str], deadline_seconds: float = 60) -> None:
+    deadline = time.monotonic() + deadline_seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"harel worker exited with {process.returncode}: {process.communicate()[0]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"harel worker was not ready on port {port} within {deadline_seconds} s")
+
+
+@pytest.fixture
+def running_worker(worker_install: WorkerInstall) -> Iterator[subprocess.Popen[str]]:
+    """`harel worker` from the installed virtualenv, with the environment file the role wrote."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            "sh",
+            "-c",
+            'set -a && . "$1" && exec "$2" worker --http-port "$3"',
+            "sh",
+            worker_install.env_file,
+            worker_install.harel,
+            str(port),
+        ],
+        cwd=worker_install.home,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until_ready(port, process)
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=DRAIN_SECONDS + 20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def run_smoke_role(ansible: Ansible, install: WorkerInstall, timeout_seconds: int) -> Run:
+    return ansible.playbook(
+        role_playbook(ansible.scratch, "smoke"),
+        local_inventory(ansible.scratch, "workers"),
+        {
+            "smoke_harel_command": str(install.harel),
+            "smoke_env_file": str(install.env_file),
+            "smoke_timeout": timeout_seconds,
+        },
+    )
+
+
+def test_smoke_role_fails_with_the_report_when_no_worker_runs(
+    ansible: Ansible, worker_install: WorkerInstall
+) -> None:
+    run = run_smoke_role(ansible, worker_install, timeout_seconds=3)
+
+    assert run.returncode != 0
+    assert run.recap()["failed"] == 1
+    assert "harel smoke failed on localhost (exit 1):" in run.output, run.output
+    # The failure message carries the command's own report, not just its exit code.
+    report = run.output.split("harel smoke failed on localhost (exit 1):", 1)[1].split("PLAY RECAP", 1)[0]
+    assert [line for line in report.splitlines() if line.strip()] != [], run.output
+
+
+def test_smoke_role_passes_against_a_running_worker(
+    ansible: Ansible, worker_install: WorkerInstall, running_worker: subprocess.Popen[str]
+) -> None:
+    run = run_smoke_role(ansible, worker_install, timeout_seconds=60)
+
+    assert run.returncode == 0, run.output
+    assert run.recap()["failed"] == 0
+    assert running_worker.poll() is None
+
+
+# --- the mongodb role's configuration -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MongodbConfig:
+    directory: Path
+    variables: Mapping[str, object]
+    first_check: Run
+    written_after_first_check: Sequence[Path]
+    apply: Run
+    second_check: Run
+
+    @property
+    def config_file(self) -> Path:
+        return Path(str(self.variables["mongodb_config_path"]))
+
+    @property
+    def keyfile(self) -> Path:
+        return Path(str(self.variables["mongodb_keyfile_path"]))
+
+
+def mongodb_variables(directory: Path) -> dict[str, object]:
+    return {
+        "mongodb_config_path": str(directory / "etc" / "mongod.conf"),
+        "mongodb_keyfile_path": str(directory / "etc" / "mongod.keyfile"),
+        "mongodb_db_path": str(directory / "data"),
+        # The packages' account does not exist here; the files go to whoever runs the test.
+        "mongodb_user": getpass.getuser(),
+        "mongodb_group": current_group(),
+        "mongodb_member_host": "mongo1.harel.example",
+        "mongodb_bind_ip": ["127.0.0.1", "192.0.2.10"],
+        "mongodb_keyfile_content": base64.b64encode(secrets.token_bytes(756)).decode(),
+        "mongodb_root_password": secrets.token_hex(32),
+        "mongodb_app_password": secrets.token_hex(32),
+    }
+
+
+def run_mongodb_config(ansible: Ansible, variables: Mapping[str, object], *flags: str) -> Run:
+    return ansible.playbook(
+        role_playbook(ansible.scratch, "mongodb", gather_os_facts=True),
+        local_inventory(ansible.scratch, "mongodb"),
+        variables,
+        "--tags",
+        "mongodb_config",
+        *flags,
+    )
+
+
+@pytest.fixture(scope="module")
+def mongodb_config(ansible: Ansible) -> MongodbConfig:
+    directory = ansible.scratch / "mongodb"
+    (directory / "etc").mkdir(parents=True)
+    variables = mongodb_variables(directory)
+    first_check = run_mongodb_config(ansible, variables, "--check")
+    written = sorted(path for path in directory.rglob("*") if path.is_file())
+    apply = run_mongodb_config(ansible, variables)
+    second_check = run_mongodb_config(ansible, variables, "--check")
+    return MongodbConfig(directory, variables, first_check, written, apply, second_check)
+
+
+def test_mongodb_config_in_check_mode_reports_changes_and_writes_nothing(
+    mongodb_config: MongodbConfig,
+) -> None:
+    assert mongodb_config.first_check.returncode == 0, mongodb_config.first_check.output
+    # data directory, keyfile, mongod.conf
+    assert mongodb_config.first_check.recap()["changed"] == 3
+    assert mongodb_config.written_after_first_check == []
+
+
+def test_mongodb_config_renders_replication_keyfile_and_authorization(mongodb_config: MongodbConfig) -> None:
+    assert mongodb_config.apply.returncode == 0, mongodb_config.apply.output
+    config = yaml.safe_load(mongodb_config.config_file.read_text())
+
+    assert config["replication"] == {"replSetName": "rs0"}
+    assert config["security"] == {"authorization": "enabled", "keyFile": str(mongodb_config.keyfile)}
+    assert config["net"] == {"port": 27017, "bindIp": "127.0.0.1,192.0.2.10"}
+    assert config["storage"] == {"dbPath": mongodb_config.variables["mongodb_db_path"]}
+
+
+def test_mongodb_keyfile_holds_the_vault_value_readable_by_its_owner_only(
+    mongodb_config: MongodbConfig,
+) -> None:
+    assert mongodb_config.keyfile.read_text() == mongodb_config.variables["mongodb_keyfile_content"]
+    assert stat.S_IMODE(mongodb_config.keyfile.stat().st_mode) == 0o400
+
+
+def test_mongodb_config_second_check_run_has_nothing_to_change(mongodb_config: MongodbConfig) -> None:
+    assert mongodb_config.second_check.returncode == 0, mongodb_config.second_check.output
+    assert mongodb_config.second_check.recap()["changed"] == 0
+
+
+def test_mongodb_secrets_never_reach_the_output(mongodb_config: MongodbConfig) -> None:
+    runs = (mongodb_config.first_check, mongodb_config.apply, mongodb_config.second_check)
+    for secret in ("mongodb_keyfile_content", "mongodb_root_password", "mongodb_app_password"):
+        value = str(mongodb_config.variables[secret])
+        assert all(value not in run.output for run in runs), secret
+
+
+@pytest.mark.parametrize(
+    "missing", ["mongodb_keyfile_content", "mongodb_root_password", "mongodb_app_password"]
+)
+def test_mongodb_role_refuses_to_run_without_a_secret(ansible: Ansible, tmp_path: Path, missing: str) -> None:
+    variables = {key: value for key, value in mongodb_variables(tmp_path).items() if key != missing}
+
+    run = run_mongodb_config(ansible, variables, "--check")
+
+    assert run.returncode != 0
+    assert missing in run.output
+
+
+def test_mongodb_role_refuses_a_short_password(ansible: Ansible, tmp_path: Path) -> None:
+    variables = mongodb_variables(tmp_path) | {"mongodb_app_password": "short"}
+
+    run = run_mongodb_config(ansible, variables, "--check")
+
+    assert run.returncode != 0
+    assert "The mongodb role needs three secrets from the vault" in run.output
+
+
+def test_worker_role_refuses_to_run_without_the_url(ansible: Ansible) -> None:
+    run = ansible.playbook(
+        role_playbook(ansible.scratch, "worker"),
+        local_inventory(ansible.scratch, "workers"),
+        {"worker_prefix": str(ansible.scratch / "unused"), "worker_manage_system": False},
+    )
+
+    assert run.returncode != 0
+    assert "worker_mongo_url" in run.output
+    assert not (ansible.scratch / "unused").exists()
