@@ -163,7 +163,8 @@ class Worker:
             log.info("lease lost before ack; the redelivery will be deduped", extra=fields)
 
     def _apply(self, execution_id: str, event: Event) -> str:
-        conflict: StoreConflict | None = None
+        # What the last attempt lost to: raised (for nack) once the attempts are used up.
+        failure: StoreConflict | ConnectionFailure | None = None
         for attempt in range(self.config.conflict_retries):
             exe, seen = self.store.load_for_event(execution_id, event.id)
             if exe is None:
@@ -187,7 +188,7 @@ class Worker:
                     trace=step.trace if self.config.trace else None,
                 )
             except StoreConflict as lost:
-                conflict = lost
+                failure = lost
                 self._count("conflicts")
                 self.metrics.conflicts.inc()
                 time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
@@ -195,11 +196,12 @@ class Worker:
             except ConnectionFailure as exc:
                 self.metrics.unknown_outcomes.inc()
                 if not self._committed(execution_id, event.id, exc):
+                    failure = exc
                     continue
             self._after_commit(step, event, now)
             return "applied"
-        assert conflict is not None
-        raise conflict
+        assert failure is not None
+        raise failure
 
     def _committed(self, execution_id: str, event_id: str, cause: Exception) -> bool:
         """Resolve an unknown commit outcome by the dedupe mark, retrying the read while the network heals."""
