@@ -680,3 +680,243 @@ def test_worker_role_refuses_to_run_without_the_url(ansible: Ansible) -> None:
     assert run.returncode != 0
     assert "worker_mongo_url" in run.output
     assert not (ansible.scratch / "unused").exists()
+
+
+# --- the mongodb role's mongosh scripts, under Node.js against a mongosh double -----------------------------------
+
+NODE = shutil.which("node")
+MONGOSH_DOUBLE = Path(__file__).with_name("ansible_mongosh_double.js")
+MONGODB_SCRIPTS = ROLES / "mongodb" / "files"
+requires_node = pytest.mark.skipif(
+    NODE is None,
+    reason="node (Node.js) is not installed: the mongodb role's mongosh scripts run under Node.js against a double",
+)
+ROOT = {"user": "root", "password": "root-" + "r" * 24}
+APP = {"user": "harel", "password": "app-" + "a" * 24, "database": "harel"}
+READ_WRITE_HAREL = [{"role": "readWrite", "db": "harel"}]
+
+
+@dataclass(frozen=True)
+class ScriptRun:
+    ok: bool
+    error: dict[str, object] | None
+    printed: list[str]
+    calls: list[dict[str, object]]
+    member: dict[str, object]
+
+    def commands(self) -> list[object]:
+        return [call["command"] for call in self.calls]
+
+
+def member_state(**overrides: object) -> dict[str, object]:
+    """One member as the double holds it: initiated as the primary of rs0 unless overridden."""
+    state: dict[str, object] = {
+        "setName": "rs0",
+        "primary": True,
+        "secondary": False,
+        "primaryHost": "mongo1.harel.example:27017",
+        "users": {},
+        "members": [],
+        "initiateRefusal": None,
+    }
+    return state | overrides
+
+
+def user(password: str, roles: list[dict[str, str]]) -> dict[str, object]:
+    return {"password": password, "roles": roles, "mechanisms": ["SCRAM-SHA-256"]}
+
+
+def run_mongosh_script(
+    directory: Path, script: str, member: Mapping[str, object], stdin: object = ""
+) -> ScriptRun:
+    scenario = directory / f"scenario-{secrets.token_hex(4)}.json"
+    scenario.write_text(
+        json.dumps({"stdin": stdin if isinstance(stdin, str) else json.dumps(stdin), "member": member})
+    )
+    completed = subprocess.run(
+        [str(NODE), MONGOSH_DOUBLE, MONGODB_SCRIPTS / script, scenario],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert completed.stderr == ""
+    result = ScriptRun(**json.loads(completed.stdout))
+    assert (completed.returncode == 0) == result.ok
+    return result
+
+
+@requires_node
+def test_hello_script_prints_the_members_view(tmp_path: Path) -> None:
+    uninitialized = run_mongosh_script(
+        tmp_path, "hello.js", member_state(setName=None, primary=False, primaryHost=None)
+    )
+    secondary = run_mongosh_script(tmp_path, "hello.js", member_state(primary=False, secondary=True))
+
+    assert json.loads(uninitialized.printed[0]) == {
+        "setName": None,
+        "isWritablePrimary": False,
+        "secondary": False,
+        "primary": None,
+    }
+    assert json.loads(secondary.printed[0]) == {
+        "setName": "rs0",
+        "isWritablePrimary": False,
+        "secondary": True,
+        "primary": "mongo1.harel.example:27017",
+    }
+
+
+@requires_node
+def test_initiate_script_initiates_with_every_member_in_order_without_credentials(tmp_path: Path) -> None:
+    hosts = ["mongo1.harel.example:27017", "mongo2.harel.example:27017", "mongo3.harel.example:27017"]
+
+    run = run_mongosh_script(
+        tmp_path, "initiate.js", member_state(setName=None, primary=False), {"name": "rs0", "hosts": hosts}
+    )
+
+    assert run.ok, run.error
+    assert run.printed == ["initiated"]
+    assert run.member["config"] == {
+        "_id": "rs0",
+        "members": [{"_id": index, "host": host} for index, host in enumerate(hosts)],
+    }
+    assert [call["user"] for call in run.calls if call["command"] == "replSetInitiate"] == [None]
+
+
+@requires_node
+def test_initiate_script_leaves_an_initiated_set_alone(tmp_path: Path) -> None:
+    run = run_mongosh_script(
+        tmp_path, "initiate.js", member_state(), {"name": "rs0", "hosts": ["other:27017"]}
+    )
+
+    assert run.ok, run.error
+    assert run.printed == ["already initiated"]
+    assert "config" not in run.member
+
+
+@requires_node
+def test_initiate_script_fails_with_the_servers_refusal(tmp_path: Path) -> None:
+    refusal = {"code": 93, "codeName": "InvalidReplicaSetConfig"}
+    member = member_state(setName=None, primary=False, initiateRefusal=refusal)
+
+    run = run_mongosh_script(tmp_path, "initiate.js", member, {"name": "rs0", "hosts": ["a:27017"]})
+
+    assert not run.ok
+    assert run.error is not None and "InvalidReplicaSetConfig" in str(run.error["message"])
+
+
+@requires_node
+def test_root_user_script_creates_the_first_user_through_the_localhost_exception(tmp_path: Path) -> None:
+    run = run_mongosh_script(tmp_path, "root_user.js", member_state(), ROOT)
+
+    assert run.ok, run.error
+    assert run.printed == ["created"]
+    assert run.member["users"] == {"root": user(ROOT["password"], [{"role": "root", "db": "admin"}])}
+
+
+@requires_node
+def test_root_user_script_only_authenticates_when_the_user_exists(tmp_path: Path) -> None:
+    existing = {"root": user(ROOT["password"], [{"role": "root", "db": "admin"}])}
+
+    run = run_mongosh_script(tmp_path, "root_user.js", member_state(users=existing), ROOT)
+
+    assert run.ok, run.error
+    assert run.printed == ["present"]
+    assert "createUser" not in run.commands()
+
+
+@requires_node
+def test_root_user_script_fails_clearly_when_the_password_does_not_match(tmp_path: Path) -> None:
+    existing = {"root": user("another-password-entirely", [{"role": "root", "db": "admin"}])}
+
+    run = run_mongosh_script(tmp_path, "root_user.js", member_state(users=existing), ROOT)
+
+    assert not run.ok
+    assert run.error is not None and "mongodb_root_password" in str(run.error["message"])
+    assert run.member["users"] == existing
+    assert ROOT["password"] not in json.dumps(run.error)
+
+
+def app_input() -> dict[str, object]:
+    return {"port": 27017, "root": ROOT, "app": APP}
+
+
+def with_root(**app_users: dict[str, object]) -> dict[str, object]:
+    return {"root": user(ROOT["password"], [{"role": "root", "db": "admin"}]), **app_users}
+
+
+@requires_node
+def test_app_user_script_creates_the_user_with_read_write_on_harel_only(tmp_path: Path) -> None:
+    run = run_mongosh_script(tmp_path, "app_user.js", member_state(users=with_root()), app_input())
+
+    assert run.ok, run.error
+    assert json.loads(run.printed[0]) == {"changed": True, "actions": ["created"]}
+    assert run.member["users"]["harel"] == user(APP["password"], READ_WRITE_HAREL)
+    assert [call["user"] for call in run.calls if call["command"] == "createUser"] == ["root"]
+
+
+@requires_node
+def test_app_user_script_changes_nothing_when_the_user_is_right(tmp_path: Path) -> None:
+    users = with_root(harel=user(APP["password"], READ_WRITE_HAREL))
+
+    run = run_mongosh_script(tmp_path, "app_user.js", member_state(users=users), app_input())
+
+    assert run.ok, run.error
+    assert json.loads(run.printed[0]) == {"changed": False, "actions": []}
+    assert "updateUser" not in run.commands() and "createUser" not in run.commands()
+
+
+@requires_node
+def test_app_user_script_removes_extra_roles_and_resets_a_changed_password(tmp_path: Path) -> None:
+    drifted = user("an-old-password-000000", [*READ_WRITE_HAREL, {"role": "dbAdmin", "db": "harel"}])
+
+    run = run_mongosh_script(
+        tmp_path, "app_user.js", member_state(users=with_root(harel=drifted)), app_input()
+    )
+
+    assert run.ok, run.error
+    assert json.loads(run.printed[0]) == {"changed": True, "actions": ["roles", "password"]}
+    assert run.member["users"]["harel"] == user(APP["password"], READ_WRITE_HAREL)
+
+
+@requires_node
+def test_app_user_script_fails_without_the_user_administrator(tmp_path: Path) -> None:
+    run = run_mongosh_script(tmp_path, "app_user.js", member_state(users={}), app_input())
+
+    assert not run.ok
+    assert run.error is not None and run.error["code"] == 18
+    assert run.member["users"] == {}
+
+
+@requires_node
+def test_members_healthy_script_needs_every_member_primary_or_secondary(tmp_path: Path) -> None:
+    healthy = [
+        {"name": "mongo1:27017", "stateStr": "PRIMARY", "health": 1},
+        {"name": "mongo2:27017", "stateStr": "SECONDARY", "health": 1},
+    ]
+    syncing = [*healthy, {"name": "mongo3:27017", "stateStr": "STARTUP2", "health": 1}]
+    users = with_root()
+
+    good = run_mongosh_script(
+        tmp_path, "members_healthy.js", member_state(users=users, members=healthy), ROOT
+    )
+    bad = run_mongosh_script(tmp_path, "members_healthy.js", member_state(users=users, members=syncing), ROOT)
+
+    assert json.loads(good.printed[0])["healthy"] is True
+    assert json.loads(bad.printed[0])["healthy"] is False
+    assert [member["state"] for member in json.loads(bad.printed[0])["members"]] == [
+        "PRIMARY",
+        "SECONDARY",
+        "STARTUP2",
+    ]
+
+
+@requires_node
+def test_step_down_script_authenticates_and_steps_the_primary_down(tmp_path: Path) -> None:
+    run = run_mongosh_script(tmp_path, "step_down.js", member_state(users=with_root()), ROOT)
+
+    assert run.ok, run.error
+    assert run.member["primary"] is False
+    assert run.member["stepDown"] == {"replSetStepDown": 60, "secondaryCatchUpPeriodSecs": 30}
+    assert [call["user"] for call in run.calls if call["command"] == "replSetStepDown"] == ["root"]
