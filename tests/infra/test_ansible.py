@@ -604,10 +604,11 @@ def mongodb_config(ansible: Ansible) -> MongodbConfig:
     directory = ansible.scratch / "mongodb"
     (directory / "etc").mkdir(parents=True)
     variables = mongodb_variables(directory)
-    first_check = run_mongodb_config(ansible, variables, "--check")
+    # --diff: a task that showed file contents would put the keyfile in the output.
+    first_check = run_mongodb_config(ansible, variables, "--check", "--diff")
     written = sorted(path for path in directory.rglob("*") if path.is_file())
-    apply = run_mongodb_config(ansible, variables)
-    second_check = run_mongodb_config(ansible, variables, "--check")
+    apply = run_mongodb_config(ansible, variables, "--diff")
+    second_check = run_mongodb_config(ansible, variables, "--check", "--diff")
     return MongodbConfig(directory, variables, first_check, written, apply, second_check)
 
 
