@@ -78,7 +78,10 @@ def test_three_worker_processes_and_the_smoke_cli(
             for value in re.findall(r"^harel_events_processed_total\{[^}]*\} (\S+)$", metrics, re.MULTILINE)
         )
     handled = sum(1 for trace in run.traces.values() for step in trace if step.get("handled"))
-    assert processed == handled
+    if replica_set.is_real:  # the workers also serve whatever else is queued in that deployment's `harel`
+        assert processed >= handled
+    else:
+        assert processed == handled
 
     for worker in workers:
         assert worker.terminate() == 0, worker.log()
