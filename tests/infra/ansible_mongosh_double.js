@@ -10,9 +10,10 @@
 // scenario.json: {"stdin": text, "member": {
 //   setName: string|null, primary: bool, secondary: bool, primaryHost: string|null,
 //   users: {"<name>": {password, roles: [{role, db}], mechanisms}},   all in the admin database
-//   members: [{name, stateStr, health}],                             replSetGetStatus's members
-//   initiateRefusal: {code, codeName}|null                           replSetInitiate refuses with this
+//   statuses: [[{name, stateStr, health}], ...],   replSetGetStatus's members, one list per call, the last repeating
+//   initiateRefusal: {code, codeName}|null         replSetInitiate refuses with this
 // }}
+// Time is simulated: sleep(ms) advances the clock Date.now() reads, so waiting scripts run instantly.
 // Prints one JSON document: {"ok", "error", "printed", "calls", "member"}; exits 1 when the script threw.
 'use strict';
 
@@ -24,6 +25,7 @@ const scenario = JSON.parse(fs.readFileSync(scenarioPath, 'utf8'));
 const member = scenario.member;
 const calls = [];
 const printed = [];
+let clock = 0;
 
 class MongoServerError extends Error {
   constructor(code, codeName, message) {
@@ -77,7 +79,8 @@ class Connection {
     }
     if (name === 'replSetGetStatus') {
       this.require(name);
-      return { ok: 1, set: member.setName, members: member.members };
+      const members = member.statuses.length > 1 ? member.statuses.shift() : member.statuses[0];
+      return { ok: 1, set: member.setName, members };
     }
     if (name === 'replSetStepDown') {
       this.require(name);
@@ -170,6 +173,11 @@ const context = vm.createContext({
   db: new Connection().database('test'),
   connect,
   print: (...values) => printed.push(values.join(' ')),
+  sleep: (milliseconds) => {
+    calls.push({ command: 'sleep', milliseconds });
+    clock += milliseconds;
+  },
+  Date: { now: () => clock },
   require: (name) => {
     if (name !== 'fs') throw new Error(`ansible_mongosh_double: no module ${name}`);
     return fakeFs;

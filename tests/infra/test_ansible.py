@@ -717,7 +717,7 @@ def member_state(**overrides: object) -> dict[str, object]:
         "secondary": False,
         "primaryHost": "mongo1.harel.example:27017",
         "users": {},
-        "members": [],
+        "statuses": [[]],
         "initiateRefusal": None,
     }
     return state | overrides
@@ -890,27 +890,39 @@ def test_app_user_script_fails_without_the_user_administrator(tmp_path: Path) ->
     assert run.member["users"] == {}
 
 
+HEALTHY = [
+    {"name": "mongo1:27017", "stateStr": "PRIMARY", "health": 1},
+    {"name": "mongo2:27017", "stateStr": "SECONDARY", "health": 1},
+    {"name": "mongo3:27017", "stateStr": "SECONDARY", "health": 1},
+]
+SYNCING = [*HEALTHY[:2], {"name": "mongo3:27017", "stateStr": "STARTUP2", "health": 1}]
+UNREACHABLE = [*HEALTHY[:2], {"name": "mongo3:27017", "stateStr": "(not reachable/healthy)", "health": 0}]
+
+
 @requires_node
-def test_members_healthy_script_needs_every_member_primary_or_secondary(tmp_path: Path) -> None:
-    healthy = [
-        {"name": "mongo1:27017", "stateStr": "PRIMARY", "health": 1},
-        {"name": "mongo2:27017", "stateStr": "SECONDARY", "health": 1},
-    ]
-    syncing = [*healthy, {"name": "mongo3:27017", "stateStr": "STARTUP2", "health": 1}]
-    users = with_root()
+def test_members_healthy_script_waits_until_every_member_is_primary_or_secondary(tmp_path: Path) -> None:
+    member = member_state(users=with_root(), statuses=[UNREACHABLE, SYNCING, HEALTHY])
 
-    good = run_mongosh_script(
-        tmp_path, "members_healthy.js", member_state(users=users, members=healthy), ROOT
-    )
-    bad = run_mongosh_script(tmp_path, "members_healthy.js", member_state(users=users, members=syncing), ROOT)
+    run = run_mongosh_script(tmp_path, "members_healthy.js", member, ROOT | {"waitSeconds": 60})
 
-    assert json.loads(good.printed[0])["healthy"] is True
-    assert json.loads(bad.printed[0])["healthy"] is False
-    assert [member["state"] for member in json.loads(bad.printed[0])["members"]] == [
-        "PRIMARY",
-        "SECONDARY",
-        "STARTUP2",
-    ]
+    assert run.ok, run.error
+    assert json.loads(run.printed[0])["healthy"] is True
+    assert run.commands().count("replSetGetStatus") == 3
+    assert [call["user"] for call in run.calls if call["command"] == "replSetGetStatus"] == ["root"] * 3
+
+
+@requires_node
+def test_members_healthy_script_reports_the_last_view_when_time_runs_out(tmp_path: Path) -> None:
+    member = member_state(users=with_root(), statuses=[SYNCING])
+
+    run = run_mongosh_script(tmp_path, "members_healthy.js", member, ROOT | {"waitSeconds": 10})
+
+    assert run.ok, run.error
+    report = json.loads(run.printed[0])
+    assert report["healthy"] is False
+    assert [member["state"] for member in report["members"]] == ["PRIMARY", "SECONDARY", "STARTUP2"]
+    # Polled every 2 s until the 10 s were up, not forever.
+    assert run.commands().count("replSetGetStatus") == 6
 
 
 @requires_node
