@@ -671,6 +671,28 @@ def test_mongodb_role_refuses_a_short_password(ansible: Ansible, tmp_path: Path)
     assert "The mongodb role needs three secrets from the vault" in run.output
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://mongo1.harel.example:27017/harel",
+        "mongodb://harel:it's@mongo1/harel",
+        "mongodb://a\nHAREL_DEV=1",
+    ],
+    ids=["not-mongodb", "single-quote", "newline"],
+)
+def test_worker_role_refuses_a_url_the_environment_file_cannot_hold(ansible: Ansible, url: str) -> None:
+    prefix = ansible.scratch / f"refused-{secrets.token_hex(4)}"
+    run = ansible.playbook(
+        role_playbook(ansible.scratch, "worker"),
+        local_inventory(ansible.scratch, "workers"),
+        {"worker_prefix": str(prefix), "worker_manage_system": False, "worker_mongo_url": url},
+    )
+
+    assert run.returncode != 0
+    assert "worker_mongo_url must be a mongodb:// or mongodb+srv:// URL" in run.output
+    assert not prefix.exists()
+
+
 def test_worker_role_refuses_to_run_without_the_url(ansible: Ansible) -> None:
     run = ansible.playbook(
         role_playbook(ansible.scratch, "worker"),
