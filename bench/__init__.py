@@ -1,0 +1,4 @@
+"""Benchmarks behind `make bench`: round trips, bytes per commit, sweep cost, interpreter speed, end to end.
+
+Every figure is measured next to its baseline in the same run; bench/README.md says what each one means.
+"""

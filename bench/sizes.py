@@ -1,0 +1,44 @@
+"""How much each benchmark does: the full run behind `make bench`, and the quick one the tests run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sizes:
+    name: str
+    # benchmark 2: the events at which a commit's bytes are measured
+    history_checkpoints: tuple[int, ...]
+    # benchmark 3: executions holding a timer, and how many of those are due
+    sweep_executions: int
+    sweep_due: int
+    # benchmark 4: runs of the parallel chart per interpreter
+    interpreter_runs: int
+    # benchmark 5: smoke runs started at once, and the worker counts to try
+    end_to_end_runs: int
+    end_to_end_workers: tuple[int, ...]
+
+
+# mongomock (under both the embedded default and the fake replica set) reads a whole collection for an
+# aggregate, so end-to-end throughput there falls as executions accumulate: 25 runs (100 executions) keep
+# each of the six end-to-end runs within seconds.
+FULL = Sizes(
+    name="full",
+    history_checkpoints=(10, 100, 1_000, 10_000),
+    sweep_executions=100_000,
+    sweep_due=10,
+    interpreter_runs=2_000,
+    end_to_end_runs=25,
+    end_to_end_workers=(1, 2, 4),
+)
+
+QUICK = Sizes(
+    name="quick",
+    history_checkpoints=(10, 100, 250),
+    sweep_executions=2_000,
+    sweep_due=10,
+    interpreter_runs=30,
+    end_to_end_runs=3,
+    end_to_end_workers=(1, 2, 4),
+)

@@ -1,0 +1,82 @@
+"""All five benchmarks, in order, against every target; progress on stderr."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from bench import commit_bytes, end_to_end, interpreter_speed, round_trips, sweep_cost
+from bench.deployments import real_url, wire_targets
+from bench.report import Row, progress
+from bench.sizes import Sizes
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Results:
+    sizes: Sizes
+    targets: list[str]
+    round_trips: list[round_trips.RoundTrips]
+    commit_bytes: list[commit_bytes.CommitBytes]
+    sweep: sweep_cost.SweepCost
+    interpreter: interpreter_speed.InterpreterSpeed
+    end_to_end: list[end_to_end.EndToEnd]
+
+    def rows(self) -> list[Row]:
+        listed: list[Row] = []
+        for counted in self.round_trips:
+            listed += round_trips.rows(counted)
+        for sent in self.commit_bytes:
+            listed += commit_bytes.rows(sent)
+        listed += sweep_cost.rows(self.sweep)
+        listed += interpreter_speed.rows(self.interpreter)
+        listed += end_to_end.rows(self.end_to_end)
+        return listed
+
+
+def timed(label: str, work: Callable[[], T]) -> T:
+    progress(f"{label} ...")
+    started = time.perf_counter()
+    result = work()
+    progress(f"{label}: {time.perf_counter() - started:.1f} s")
+    return result
+
+
+def run(sizes: Sizes) -> Results:
+    with wire_targets() as targets:
+        counted = [
+            timed(f"1/5 round trips on the {t.label}", lambda t=t: round_trips.measure(t)) for t in targets
+        ]
+        sent = [
+            timed(
+                f"2/5 bytes per commit on the {t.label}",
+                lambda t=t: commit_bytes.measure(t, sizes.history_checkpoints),
+            )
+            for t in targets
+        ]
+        sweep = timed(
+            f"3/5 sweep cost over {sizes.sweep_executions:,} executions",
+            lambda: sweep_cost.measure(sizes.sweep_executions, sizes.sweep_due, real_url()),
+        )
+        interpreter = timed(
+            f"4/5 interpreter speed, {sizes.interpreter_runs:,} runs each",
+            lambda: interpreter_speed.measure(sizes.interpreter_runs),
+        )
+        backends = [(end_to_end.EMBEDDED_URL, end_to_end.EMBEDDED_LABEL)] + [
+            (t.url, t.label) for t in targets
+        ]
+        flows = [
+            timed(
+                f"5/5 end to end on {label}, {workers} worker(s)",
+                lambda url=url, label=label, workers=workers: end_to_end.measure(
+                    url, label, workers, sizes.end_to_end_runs
+                ),
+            )
+            for url, label in backends
+            for workers in sizes.end_to_end_workers
+        ]
+        labels = [end_to_end.EMBEDDED_LABEL] + [t.label for t in targets]
+    return Results(sizes, labels, counted, sent, sweep, interpreter, flows)
