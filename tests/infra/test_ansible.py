@@ -39,6 +39,7 @@ import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -955,3 +956,109 @@ def test_step_down_script_authenticates_and_steps_the_primary_down(tmp_path: Pat
     assert run.member["primary"] is False
     assert run.member["stepDown"] == {"replSetStepDown": 60, "secondaryCatchUpPeriodSecs": 30}
     assert [call["user"] for call in run.calls if call["command"] == "replSetStepDown"] == ["root"]
+
+
+def mongosh_tasks(tasks: list[dict[str, Any]]) -> Iterator[dict[str, str]]:
+    """The role's `command` tasks that run one of its scripts with a stdin, blocks included."""
+    for task in tasks:
+        for key in ("block", "rescue", "always"):
+            yield from mongosh_tasks(task.get(key) or [])
+        command = task.get("ansible.builtin.command")
+        if isinstance(command, dict) and "stdin" in command:
+            yield command
+
+
+def script_of(command: Mapping[str, str]) -> str:
+    match = re.search(r"'(\w+\.js)'", command["argv"])
+    assert match is not None, f"a mongosh task without a script: {command}"
+    return match.group(1)
+
+
+def script_did_its_job(script: str, result: ScriptRun) -> bool:
+    users = result.member["users"]
+    assert isinstance(users, dict)
+    match script:
+        case "initiate.js":
+            return result.member["config"] == {
+                "_id": "rs0",
+                "members": [{"_id": 0, "host": "mongo1.harel.example:27017"}],
+            }
+        case "root_user.js":
+            return bool(users["root"]["password"] == ROOT["password"])
+        case "app_user.js":
+            return bool(users["harel"] == user(APP["password"], READ_WRITE_HAREL))
+        case "members_healthy.js":
+            return json.loads(result.printed[0])["healthy"] is True
+        case "step_down.js":
+            return result.member["primary"] is False
+    raise AssertionError(f"no expectation for {script}")
+
+
+def stdin_expression(stdin: str) -> str:
+    match = re.fullmatch(r"\{\{(.*)\}\}", stdin.strip(), re.DOTALL)
+    assert match is not None, f"a stdin that is not one Jinja expression: {stdin}"
+    return match.group(1)
+
+
+@requires_node
+def test_every_mongodb_task_sends_its_script_the_input_it_reads(ansible: Ansible, tmp_path: Path) -> None:
+    """Renders the stdin of every mongosh task in the role, as Ansible does, and runs its script on it."""
+    commands = [
+        command
+        for task_file in ("replicaset.yml", "restart_member.yml")
+        for command in mongosh_tasks(yaml.safe_load((ROLES / "mongodb" / "tasks" / task_file).read_text()))
+    ]
+    scripts = [script_of(command) for command in commands]
+    # Each stdin is one Jinja expression; base64 keeps its rendering intact through the callback's output.
+    expressions = [stdin_expression(command["stdin"]) for command in commands]
+    role_vars = yaml.safe_load((ROLES / "mongodb" / "vars" / "main.yml").read_text())
+    sample = {
+        "mongodb_port": 27017,
+        "mongodb_replset_name": "rs0",
+        "mongodb_member_host": "mongo1.harel.example",
+        "mongodb_root_user": ROOT["user"],
+        "mongodb_root_password": ROOT["password"],
+        "mongodb_app_user": APP["user"],
+        "mongodb_app_password": APP["password"],
+        "mongodb_app_database": APP["database"],
+        "mongodb_wait_seconds": 6,
+        "mongodb_hosts_group": "mongodb",
+        "__mongodb_members": ["mongo1.harel.example:27017"],
+    }
+    playbook = tmp_path / "render.yml"
+    play = {
+        "name": "Render the stdin of the mongodb role's mongosh tasks",
+        "hosts": "all",
+        "gather_facts": False,
+        "vars": role_vars | sample,
+        "tasks": [
+            {
+                "name": f"Render {index}",
+                "ansible.builtin.debug": {"msg": "{{ (" + expression + ") | b64encode }}"},
+            }
+            for index, expression in enumerate(expressions)
+        ],
+    }
+    playbook.write_text(yaml.safe_dump([play], sort_keys=False))
+
+    run = ansible.playbook(playbook, local_inventory(tmp_path, "mongodb"), {})
+
+    assert run.returncode == 0, run.output
+    rendered = [base64.b64decode(text).decode() for text in re.findall(r"msg: (\S+)", run.output)]
+    assert sorted(set(scripts)) == [
+        "app_user.js",
+        "initiate.js",
+        "members_healthy.js",
+        "root_user.js",
+        "step_down.js",
+    ]
+    assert len(rendered) == len(scripts)
+    for script, stdin in zip(scripts, rendered, strict=True):
+        member = member_state(
+            setName=None if script == "initiate.js" else "rs0",
+            users={} if script in ("initiate.js", "root_user.js") else with_root(),
+            statuses=[HEALTHY],
+        )
+        result = run_mongosh_script(tmp_path, script, member, stdin)
+        assert result.ok, (script, result.error)
+        assert script_did_its_job(script, result), (script, result)
