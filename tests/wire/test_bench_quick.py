@@ -1,0 +1,165 @@
+"""The benchmarks' quick mode runs in the test command, so `make bench` keeps working.
+
+Counts are asserted (round trips, documents returned, bytes trends, events processed); timings never are.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from bench import end_to_end, interpreter_speed, round_trips, smoke_workload
+from bench.labels import CLIENT, Labelled, loop_of_current_thread
+from bench.report import render
+from bench.sizes import QUICK
+from bench.suite import Results, run
+from harel.smoke import REGIONS
+from tests.accounting import UNLABELLED, CommandAccounting
+from tests.conftest import REAL_MONGO_URL
+
+pytestmark = pytest.mark.wire
+
+# Bytes a partial update may vary by across the history: the version's decimal digits in the JSON snapshot.
+VERSION_DIGITS_SLACK = 16
+
+
+@pytest.fixture(scope="module")
+def results() -> Iterator[Results]:
+    yield run(QUICK)
+
+
+def test_the_hot_path_costs_four_round_trips_per_event_plus_one_counters_call_per_seq_commit(
+    results: Results,
+) -> None:
+    for counted in results.round_trips:
+        assert counted.passed, counted.failures
+        assert counted.processed == smoke_workload.EVENTS_PER_RUN
+        for phase in ("claim", "load_for_event", "commit", "ack"):
+            assert counted.commands[phase] == counted.processed, phase
+        # one counters call for each commit that emitted or spawned, none for the others
+        assert counted.commands["counters"] == counted.commits_with_seqs < counted.commands["commit"]
+        assert counted.hot_path <= counted.target_per_event * counted.processed
+        assert set(counted.commands) <= {*round_trips.HOT_PATH, *round_trips.REPORTED_ELSEWHERE}
+
+
+def test_the_relays_and_the_sweep_move_every_entry_and_timer_of_the_run(results: Results) -> None:
+    spawns, greetings, dones = len(REGIONS), len(REGIONS), len(REGIONS)
+    for counted in results.round_trips:
+        assert counted.relay_entries == spawns + greetings + dones
+        assert counted.timers_fired == smoke_workload.TIMERS_PER_RUN
+        assert counted.commands["relay"] >= 3 * counted.relay_entries
+
+
+def test_a_commit_sends_the_same_bytes_however_long_the_history_while_the_baseline_grows(
+    results: Results,
+) -> None:
+    for sent in results.commit_bytes:
+        points = sent.checkpoints
+        assert [p.events for p in points] == list(QUICK.history_checkpoints)
+        assert all(p.same_document for p in points)
+        ours = [p.ours for p in points]
+        assert max(ours) - min(ours) <= VERSION_DIGITS_SLACK
+        baseline = [p.baseline for p in points]
+        assert baseline == sorted(baseline) and len(set(baseline)) == len(baseline)
+        for point in points:
+            assert point.ours < point.document <= point.baseline
+
+
+def test_the_sweep_returns_the_due_documents_only_and_the_seed_scan_every_one(results: Results) -> None:
+    sweep = results.sweep
+    assert sweep.executions == QUICK.sweep_executions
+    assert sweep.ours_returned == sweep.due_found == QUICK.sweep_due
+    assert sweep.seed_returned == QUICK.sweep_executions
+    if REAL_MONGO_URL:
+        assert sweep.examined is not None
+        assert sweep.examined.ours == sweep.examined.ours_returned == QUICK.sweep_due
+        assert sweep.examined.seed == sweep.examined.seed_returned == QUICK.sweep_executions
+    else:
+        assert sweep.examined is None
+
+
+def test_both_interpreters_complete_every_run(results: Results) -> None:
+    speed = results.interpreter
+    # the parent's start, then per region the child's start, its event, its timer and its done
+    steps_per_run = 1 + 4 * len(interpreter_speed.REGIONS)
+    assert speed.harel.runs == speed.sismic.runs == QUICK.interpreter_runs
+    assert speed.harel.steps == steps_per_run * QUICK.interpreter_runs
+    assert speed.sismic.steps >= QUICK.interpreter_runs
+
+
+def test_end_to_end_processes_every_event_for_each_worker_count_and_backend(results: Results) -> None:
+    backends = {flow.backend for flow in results.end_to_end}
+    assert end_to_end.EMBEDDED_LABEL in backends
+    assert len(backends) == len(results.targets)
+    for backend in backends:
+        counts = [flow.workers for flow in results.end_to_end if flow.backend == backend]
+        assert counts == list(QUICK.end_to_end_workers)
+    for flow in results.end_to_end:
+        assert flow.failures == []
+        assert flow.events == QUICK.end_to_end_runs * smoke_workload.EVENTS_PER_RUN
+        assert len(flow.lateness) == QUICK.end_to_end_runs * smoke_workload.TIMERS_PER_RUN
+        assert min(flow.lateness) >= 0
+
+
+def test_the_table_names_machine_versions_and_every_benchmark(results: Results) -> None:
+    table = render(results.rows(), mode=QUICK.name, targets=results.targets)
+    for header in ("- date: ", "- machine: ", "cores", "python ", "pymongo ", "mongomock ", "harel "):
+        assert header in table
+    rows = table.splitlines()[table.splitlines().index("| # | figure | harel | baseline | note |") + 2 :]
+    assert {row.split("|")[1].strip() for row in rows} == {"1", "2", "3", "4", "5"}
+    assert len(rows) == len(results.rows())
+    assert "n/a (no server)" in table or REAL_MONGO_URL
+
+
+def test_a_nearest_rank_quantile_picks_a_measured_value() -> None:
+    flow = end_to_end.EndToEnd("b", 1, 1, 1, 1.0, [0.4, 0.1, 0.3, 0.2], [])
+    assert flow.lateness_quantile(0.5) == 0.2
+    assert flow.lateness_quantile(0.99) == 0.4
+
+
+def test_commands_map_to_the_phase_of_the_call_that_sent_them() -> None:
+    assert round_trips.category("consume:commit", "counters", "findAndModify") == "counters"
+    assert round_trips.category("consume:commit", "executions", "update") == "commit"
+    assert round_trips.category("consume:commit", "executions", "find") == "commit: conflict re-read"
+    assert round_trips.category("consume:next_visible_at", "queue", "find") == "idle"
+    assert round_trips.category("relay:send", "queue", "insert") == "relay"
+    assert round_trips.category(UNLABELLED, "queue", "aggregate") == "other"
+    assert round_trips.category(f"{CLIENT}:load", "executions", "find") is None
+
+
+class _Queue:
+    def claim(self) -> None:
+        return None
+
+    def send(self, target: str) -> str:
+        return f"sent to {target}"
+
+
+def test_labelled_calls_return_what_the_target_returns_and_count_none_results() -> None:
+    labelled = Labelled(_Queue(), CommandAccounting())
+    assert labelled.send("x") == "sent to x"
+    assert labelled.claim() is None
+    assert labelled.claim() is None
+    assert labelled.returned_none["claim"] == 2
+    assert labelled.returned_none["send"] == 0
+
+
+@pytest.mark.parametrize(
+    ("thread_name", "loop"),
+    [
+        ("harel-consumer-0", "consume"),
+        ("harel-consumer-3", "consume"),
+        ("harel-relay", "relay"),
+        ("harel-sweep", "sweep"),
+        ("harel-heartbeat", "heartbeat"),
+        ("MainThread", CLIENT),
+    ],
+)
+def test_the_loop_is_read_from_the_worker_thread_name(thread_name: str, loop: str) -> None:
+    seen: list[str] = []
+    thread = threading.Thread(target=lambda: seen.append(loop_of_current_thread()), name=thread_name)
+    thread.start()
+    thread.join()
+    assert seen == [loop]
