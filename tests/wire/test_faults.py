@@ -64,9 +64,10 @@ HOST_UNREACHABLE = 6  # retryable, but not a "not primary" error: the driver rai
 MAX_TIME_MS_EXPIRED = 50  # not retryable
 NOT_WRITABLE_PRIMARY = 10107
 APPLIED_THEN_LOST = "no server fail point applies a write and then drops the connection"
-# The tally execution's version after its creation (1) and its start event (2); one bump makes it 3.
-STARTED_VERSION = 2
 REDELIVERY_TIMEOUT = 10.0
+
+
+BUMP = "bump-1"
 
 
 @pytest.fixture
@@ -74,35 +75,59 @@ def tally() -> Tally:
     return tally_app()
 
 
-def unknown_outcomes(worker: Worker) -> float:
-    return worker.metrics.registry.get_sample_value("harel_unknown_commit_outcomes_total") or 0.0
+@dataclass
+class PendingBump:
+    """A started tally execution with one `bump` queued, the worker (its own clients) that will handle it,
+    the stored document before it does, and an accounting of that worker's commands from then on."""
+
+    seam: Seam
+    worker: Worker
+    execution_id: str
+    before: dict[str, Any]
+    accounting: CommandAccounting
+
+    def commits(self) -> tuple[int, int]:
+        """Commit updates sent since the bump was queued, and how many of them failed."""
+        updates = self.accounting.tally(collection="executions", command="update")
+        return updates.commands, updates.failures
+
+    def unknown_outcomes(self) -> float:
+        value = self.worker.metrics.registry.get_sample_value("harel_unknown_commit_outcomes_total")
+        return value or 0.0
+
+    def message(self, admin: MongoClient[Any], db_name: str) -> dict[str, Any]:
+        found = admin[db_name].queue.find_one({"_id": BUMP})
+        assert found is not None, "the bump's message is not queued"
+        return found
+
+    def assert_took_effect_once(self) -> None:
+        """One commit, one count, one trace step, one dedupe mark; the message is gone from the queue."""
+        exe = loaded(self.seam, self.execution_id)
+        assert exe.version == self.before["version"] + 1
+        assert exe.context["count"] == 1
+        assert handled_events(self.seam, self.execution_id).count(BUMP) == 1
+        document = self.seam.store.document(self.execution_id)
+        assert document is not None
+        assert document["processed"].count(BUMP) == 1
+        assert self.seam.transport.depth() == 0
+
+    def assert_untouched(self) -> None:
+        """The stored document is exactly as it was, and the message waits in the queue."""
+        assert self.seam.store.document(self.execution_id) == self.before
+        assert not self.seam.store.is_processed(self.execution_id, BUMP)
+        assert self.seam.transport.depth() == 1
 
 
-def assert_bumped_once(seam: Seam, execution_id: str, event_id: str) -> None:
-    """The bump took effect exactly once: one commit, one count, one trace step, one dedupe mark, and its
-    message is gone from the queue."""
-    exe = loaded(seam, execution_id)
-    assert exe.version == STARTED_VERSION + 1
-    assert exe.context["count"] == 1
-    assert handled_events(seam, execution_id).count(event_id) == 1
-    document = seam.store.document(execution_id)
-    assert document is not None
-    assert document["processed"].count(event_id) == 1
-    assert seam.transport.depth() == 0
-
-
-def assert_untouched(seam: Seam, execution_id: str, before: dict[str, Any], event_id: str) -> None:
-    """The failed attempt changed nothing: the stored document is exactly as it was, and the event's
-    message waits in the queue for its redelivery."""
-    assert seam.store.document(execution_id) == before
-    assert not seam.store.is_processed(execution_id, event_id)
-    assert seam.transport.depth() == 1
-
-
-def queued(admin: MongoClient[Any], replica_set: Deployment, event_id: str) -> dict[str, Any]:
-    message = admin[replica_set.db_name].queue.find_one({"_id": event_id})
-    assert message is not None, f"no queued message {event_id}"
-    return message
+def pending_bump(seams: Seams, tally: Tally, name: str, **config: Any) -> PendingBump:
+    accounting = CommandAccounting()
+    seam = seams.open(name, listeners=(accounting,))
+    worker = seam.worker(tally.app, **config)
+    execution_id = start_tally(seam, tally, worker)
+    bump(seam, tally, execution_id, BUMP)
+    before = seam.store.document(execution_id)
+    assert before is not None
+    accounting.clear()
+    return PendingBump(seam, worker, execution_id, before, accounting)
 
 
 # --- the reply of a commit lost after the server applied it ------------------------------------------
@@ -115,20 +140,14 @@ def test_commit_applied_then_connection_lost_is_answered_by_the_driver_retry(
     the connection before replying; PyMongo retried the same write (same session and txnNumber), and the
     server answered the retry with the recorded outcome instead of applying it again."""
     server = replica_set.require_fake(APPLIED_THEN_LOST)
-    accounting = CommandAccounting()
-    seam = seams.open("lost-reply", listeners=(accounting,))
-    worker = seam.worker(tally.app)
-    execution_id = start_tally(seam, tally, worker)
-    bump(seam, tally, execution_id, "bump-1")
-    accounting.clear()
-    server.fail_after_apply("update", app_name=seam.store_app)
+    pending = pending_bump(seams, tally, "lost-reply")
+    server.fail_after_apply("update", app_name=pending.seam.store_app)
 
-    assert worker.process_one()
+    assert pending.worker.process_one()
 
-    assert_bumped_once(seam, execution_id, "bump-1")
-    commits = accounting.tally(collection="executions", command="update")
-    assert (commits.commands, commits.failures) == (2, 1)
-    assert unknown_outcomes(worker) == 0
+    pending.assert_took_effect_once()
+    assert pending.commits() == (2, 1)
+    assert pending.unknown_outcomes() == 0
 
 
 def test_commit_applied_then_both_replies_lost_is_resolved_by_the_dedupe_mark(
@@ -139,21 +158,15 @@ def test_commit_applied_then_both_replies_lost_is_resolved_by_the_dedupe_mark(
     too: the outcome is unknown to the worker, which reads the dedupe mark, finds the commit there, and
     acks without committing again."""
     server = replica_set.require_fake(APPLIED_THEN_LOST)
-    accounting = CommandAccounting()
-    seam = seams.open("lost-replies", listeners=(accounting,))
-    worker = seam.worker(tally.app)
-    execution_id = start_tally(seam, tally, worker)
-    bump(seam, tally, execution_id, "bump-1")
-    accounting.clear()
-    server.fail_after_apply("update", times=2, app_name=seam.store_app)
+    pending = pending_bump(seams, tally, "lost-replies")
+    server.fail_after_apply("update", times=2, app_name=pending.seam.store_app)
 
-    assert worker.process_one()
+    assert pending.worker.process_one()
 
-    assert_bumped_once(seam, execution_id, "bump-1")
-    assert unknown_outcomes(worker) == 1
-    commits = accounting.tally(collection="executions", command="update")
-    assert (commits.commands, commits.failures) == (2, 2)  # no third commit: the mark said it was applied
-    assert worker.counters["processed"] == 2
+    pending.assert_took_effect_once()
+    assert pending.unknown_outcomes() == 1
+    assert pending.commits() == (2, 2)  # no third commit: the mark said it was applied
+    assert pending.worker.counters["processed"] == 2  # the start and the bump
 
 
 # --- the counters' findAndModify ------------------------------------------------------------------------
@@ -165,11 +178,7 @@ def test_counters_call_with_a_retryable_error_is_retried_and_draws_once(
     """Nothing lost, nothing doubled: the bump takes effect once and its outbox entry has seq 1. The
     counters' findAndModify failed with NotWritablePrimary (not executed) and PyMongo's retry drew the
     block: the counter moved by exactly one."""
-    accounting = CommandAccounting()
-    seam = seams.open("counters-retry", listeners=(accounting,))
-    worker = seam.worker(tally.app)
-    execution_id = start_tally(seam, tally, worker)
-    bump(seam, tally, execution_id, "bump-1")
+    pending = pending_bump(seams, tally, "counters-retry")
 
     with fail_command(
         admin,
@@ -177,15 +186,15 @@ def test_counters_call_with_a_retryable_error_is_retried_and_draws_once(
         failCommands=["findAndModify"],
         errorCode=NOT_WRITABLE_PRIMARY,
         errorLabels=RETRYABLE,
-        appName=seam.store_app,
+        appName=pending.seam.store_app,
     ):
-        assert worker.process_one()
+        assert pending.worker.process_one()
 
-    assert_bumped_once(seam, execution_id, "bump-1")
-    draws = accounting.tally(collection="counters", command="findAndModify")
+    pending.assert_took_effect_once()
+    draws = pending.accounting.tally(collection="counters", command="findAndModify")
     assert (draws.commands, draws.failures) == (2, 1)
     assert admin[replica_set.db_name].counters.find_one({"_id": "seq"}) == {"_id": "seq", "n": 1}
-    assert [entry.seq for entry in seam.store.pending_outbox()] == [1]
+    assert [entry.seq for entry in pending.seam.store.pending_outbox()] == [1]
 
 
 def test_counters_call_failing_fails_the_attempt_and_the_redelivery_takes_effect_once(
@@ -194,28 +203,23 @@ def test_counters_call_failing_fails_the_attempt_and_the_redelivery_takes_effect
     """Nothing lost: the counters' findAndModify failed with a non-retryable error, so the commit stopped
     before its update — the execution is untouched and the message is nacked, not dropped. It is
     redelivered after its backoff and takes effect once."""
-    seam = seams.open("counters-fail")
-    worker = seam.worker(tally.app)
-    execution_id = start_tally(seam, tally, worker)
-    bump(seam, tally, execution_id, "bump-1")
-    before = seam.store.document(execution_id)
-    assert before is not None
+    pending = pending_bump(seams, tally, "counters-fail")
 
     with fail_command(
         admin,
         {"times": 1},
         failCommands=["findAndModify"],
         errorCode=MAX_TIME_MS_EXPIRED,
-        appName=seam.store_app,
+        appName=pending.seam.store_app,
     ):
-        assert worker.process_one()
+        assert pending.worker.process_one()
 
-    assert_untouched(seam, execution_id, before, "bump-1")
-    message = queued(admin, replica_set, "bump-1")
+    pending.assert_untouched()
+    message = pending.message(admin, replica_set.db_name)
     assert message["attempts"] == 1
     assert message["last_error"].startswith("ExecutionTimeout")
-    process_until(worker, REDELIVERY_TIMEOUT, "the nacked bump's redelivery")
-    assert_bumped_once(seam, execution_id, "bump-1")
+    process_until(pending.worker, REDELIVERY_TIMEOUT, "the nacked bump's redelivery")
+    pending.assert_took_effect_once()
 
 
 # --- NotWritablePrimary and friends on the commit ---------------------------------------------------------
@@ -226,12 +230,7 @@ def test_not_writable_primary_is_retried_once_by_the_driver(
 ) -> None:
     """Nothing lost, nothing doubled: the commit's update failed with NotWritablePrimary and the
     RetryableWriteError label, PyMongo retried it once and the retry succeeded; the worker never saw it."""
-    accounting = CommandAccounting()
-    seam = seams.open("not-primary", listeners=(accounting,))
-    worker = seam.worker(tally.app)
-    execution_id = start_tally(seam, tally, worker)
-    bump(seam, tally, execution_id, "bump-1")
-    accounting.clear()
+    pending = pending_bump(seams, tally, "not-primary")
 
     with fail_command(
         admin,
@@ -239,14 +238,13 @@ def test_not_writable_primary_is_retried_once_by_the_driver(
         failCommands=["update"],
         errorCode=NOT_WRITABLE_PRIMARY,
         errorLabels=RETRYABLE,
-        appName=seam.store_app,
+        appName=pending.seam.store_app,
     ):
-        assert worker.process_one()
+        assert pending.worker.process_one()
 
-    assert_bumped_once(seam, execution_id, "bump-1")
-    commits = accounting.tally(collection="executions", command="update")
-    assert (commits.commands, commits.failures) == (2, 1)
-    assert unknown_outcomes(worker) == 0
+    pending.assert_took_effect_once()
+    assert pending.commits() == (2, 1)
+    assert pending.unknown_outcomes() == 0
 
 
 def test_both_attempts_failing_surfaces_the_error_and_the_redelivery_takes_effect_once(
@@ -255,14 +253,7 @@ def test_both_attempts_failing_surfaces_the_error_and_the_redelivery_takes_effec
     """Nothing lost: both the commit and PyMongo's retry failed (HostUnreachable, retryable). The error
     reached the worker, the execution is exactly as it was, and the message was nacked with the error;
     it is redelivered after its backoff and takes effect once."""
-    accounting = CommandAccounting()
-    seam = seams.open("both-fail", listeners=(accounting,))
-    worker = seam.worker(tally.app)
-    execution_id = start_tally(seam, tally, worker)
-    bump(seam, tally, execution_id, "bump-1")
-    before = seam.store.document(execution_id)
-    assert before is not None
-    accounting.clear()
+    pending = pending_bump(seams, tally, "both-fail")
 
     with fail_command(
         admin,
@@ -270,18 +261,18 @@ def test_both_attempts_failing_surfaces_the_error_and_the_redelivery_takes_effec
         failCommands=["update"],
         errorCode=HOST_UNREACHABLE,
         errorLabels=RETRYABLE,
-        appName=seam.store_app,
+        appName=pending.seam.store_app,
     ):
-        assert worker.process_one()
+        assert pending.worker.process_one()
 
-    commits = accounting.tally(collection="executions", command="update")
-    assert (commits.commands, commits.failures) == (2, 2)
-    assert_untouched(seam, execution_id, before, "bump-1")
-    message = queued(admin, replica_set, "bump-1")
+    assert pending.commits() == (2, 2)
+    pending.assert_untouched()
+    message = pending.message(admin, replica_set.db_name)
     assert message["attempts"] == 1
-    assert "HostUnreachable" in message["last_error"] or str(HOST_UNREACHABLE) in message["last_error"]
-    process_until(worker, REDELIVERY_TIMEOUT, "the nacked bump's redelivery")
-    assert_bumped_once(seam, execution_id, "bump-1")
+    assert message["last_error"].startswith("OperationFailure")
+    assert "HostUnreachable" in message["last_error"]
+    process_until(pending.worker, REDELIVERY_TIMEOUT, "the nacked bump's redelivery")
+    pending.assert_took_effect_once()
 
 
 def test_not_writable_primary_on_both_attempts_is_resolved_by_the_dedupe_mark(
@@ -290,12 +281,7 @@ def test_not_writable_primary_on_both_attempts_is_resolved_by_the_dedupe_mark(
     """Nothing lost, nothing doubled: both attempts of the commit failed with NotWritablePrimary, which
     the driver raises as a connection-class error, so the worker treats the outcome as unknown: it reads
     the dedupe mark, finds the commit absent, steps again and commits once."""
-    accounting = CommandAccounting()
-    seam = seams.open("not-primary-twice", listeners=(accounting,))
-    worker = seam.worker(tally.app)
-    execution_id = start_tally(seam, tally, worker)
-    bump(seam, tally, execution_id, "bump-1")
-    accounting.clear()
+    pending = pending_bump(seams, tally, "not-primary-twice")
 
     with fail_command(
         admin,
@@ -303,14 +289,13 @@ def test_not_writable_primary_on_both_attempts_is_resolved_by_the_dedupe_mark(
         failCommands=["update"],
         errorCode=NOT_WRITABLE_PRIMARY,
         errorLabels=RETRYABLE,
-        appName=seam.store_app,
+        appName=pending.seam.store_app,
     ):
-        assert worker.process_one()
+        assert pending.worker.process_one()
 
-    assert_bumped_once(seam, execution_id, "bump-1")
-    assert unknown_outcomes(worker) == 1
-    commits = accounting.tally(collection="executions", command="update")
-    assert (commits.commands, commits.failures) == (3, 2)
+    pending.assert_took_effect_once()
+    assert pending.unknown_outcomes() == 1
+    assert pending.commits() == (3, 2)
 
 
 def test_not_writable_primary_outlasting_the_attempts_nacks_with_that_error(
@@ -319,12 +304,7 @@ def test_not_writable_primary_outlasting_the_attempts_nacks_with_that_error(
     """Nothing lost: every attempt the worker makes fails with NotWritablePrimary (a primary that stays
     away). The execution is untouched, the message is nacked with the driver's error as its last error,
     and once the primary is back the redelivery takes effect once."""
-    seam = seams.open("not-primary-long")
-    worker = seam.worker(tally.app, conflict_retries=2)
-    execution_id = start_tally(seam, tally, worker)
-    bump(seam, tally, execution_id, "bump-1")
-    before = seam.store.document(execution_id)
-    assert before is not None
+    pending = pending_bump(seams, tally, "not-primary-long", conflict_retries=2)
 
     with fail_command(
         admin,
@@ -332,14 +312,14 @@ def test_not_writable_primary_outlasting_the_attempts_nacks_with_that_error(
         failCommands=["update"],
         errorCode=NOT_WRITABLE_PRIMARY,
         errorLabels=RETRYABLE,
-        appName=seam.store_app,
+        appName=pending.seam.store_app,
     ):
-        assert worker.process_one()
+        assert pending.worker.process_one()
 
-    assert_untouched(seam, execution_id, before, "bump-1")
-    assert queued(admin, replica_set, "bump-1")["last_error"].startswith("NotPrimaryError")
-    process_until(worker, REDELIVERY_TIMEOUT, "the nacked bump's redelivery")
-    assert_bumped_once(seam, execution_id, "bump-1")
+    pending.assert_untouched()
+    assert pending.message(admin, replica_set.db_name)["last_error"].startswith("NotPrimaryError")
+    process_until(pending.worker, REDELIVERY_TIMEOUT, "the nacked bump's redelivery")
+    pending.assert_took_effect_once()
 
 
 # --- a lease expiring while a slow action runs --------------------------------------------------------------
@@ -355,7 +335,7 @@ def test_lease_expiring_during_a_slow_action_is_absorbed_by_dedupe(seams: Seams)
     fast = fast_seam.worker(tally.app)
     slow = slow_seam.worker(tally.app, lease_seconds=0.3)
     execution_id = start_tally(fast_seam, tally, fast)
-    bump(fast_seam, tally, execution_id, "bump-1")
+    bump(fast_seam, tally, execution_id, BUMP)
 
     slow_run = threading.Thread(target=slow.process_one)
     slow_run.start()
@@ -365,8 +345,10 @@ def test_lease_expiring_during_a_slow_action_is_absorbed_by_dedupe(seams: Seams)
     finally:
         slow_run.join()
 
-    assert tally.calls == ["bump-1", "bump-1"]
-    assert_bumped_once(fast_seam, execution_id, "bump-1")
+    assert tally.calls == [BUMP, BUMP]
+    assert loaded(fast_seam, execution_id).context["count"] == 1
+    assert handled_events(fast_seam, execution_id).count(BUMP) == 1
+    assert fast_seam.transport.depth() == 0
     assert fast.counters["processed"] == 2  # the start and the bump
     assert slow.counters == {"processed": 0, "conflicts": 1, "redeliveries": 1, "dead_lettered": 0}
 
@@ -384,7 +366,7 @@ def test_relay_stopping_between_send_and_ack_outbox_resends_and_dedupe_absorbs_i
     seam = seams.open("relay")
     worker = seam.worker(tally.app)
     execution_id = start_tally(seam, tally, worker)
-    bump(seam, tally, execution_id, "bump-1")
+    bump(seam, tally, execution_id, BUMP)
     assert worker.process_one()
     [entry] = seam.store.pending_outbox()
 
