@@ -8,9 +8,11 @@
   and the unit; a second run changes nothing. From that virtualenv, `harel check` passes against the fake
   replica set, and the smoke role fails with the report while no worker runs and passes once one does;
 - the mongodb role's configuration (mongod.conf, keyfile) renders under a temporary directory, in check mode
-  first (nothing written), then for real, then in check mode again (nothing to change); its secrets are required.
+  first (nothing written), then for real, then in check mode again (nothing to change); its secrets are required;
+- the mongodb role's mongosh scripts run under Node.js against a double of mongosh and one member
+  (ansible_mongosh_double.js), fed with the stdin their tasks render.
 
-Installing packages, systemd and the replica-set steps of the mongodb role need root and a real MongoDB: they
+Installing packages, systemd and the replica-set tasks of the mongodb role need root and a real MongoDB: they
 are not run here (see the role's README for what check mode can and cannot show).
 Nothing is downloaded: pip installs the SDK's dependencies from wheels packed from this test environment.
 """
@@ -323,7 +325,9 @@ def worker_install(ansible: Ansible, fake_replica_set: FakeProcess) -> WorkerIns
         "worker_user": getpass.getuser(),
         "worker_group": current_group(),
         # The virtualenv is made from the interpreter this environment is based on, so the packed wheels fit.
-        "worker_python": sys._base_executable,
+        "worker_python": str(
+            Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        ),
         "worker_controller_python": sys.executable,
         "worker_wheel_build_isolation": False,
         "worker_pip_extra_args": f"--no-index --find-links {wheelhouse}",
