@@ -123,6 +123,7 @@ def ansible(tmp_path_factory: pytest.TempPathFactory) -> Ansible:
         # Nothing under the real home directory: Ansible's, ansible-lint's and pip's caches and temp files.
         "HOME": str(home),
         "XDG_CACHE_HOME": str(home / ".cache"),
+        "ANSIBLE_CONFIG": str(PLAYBOOKS / "ansible.cfg"),
         "ANSIBLE_HOME": str(home / ".ansible"),
         "ANSIBLE_LOCAL_TEMP": str(scratch / "local-tmp"),
         "ANSIBLE_REMOTE_TEMP": str(scratch / "remote-tmp"),
