@@ -100,10 +100,6 @@ class Seam:
     def store_app(self) -> str:
         return f"{self.name}-store"
 
-    @property
-    def queue_app(self) -> str:
-        return f"{self.name}-queue"
-
     def worker(self, app: App, **config: Any) -> Worker:
         return Worker(self.store, self.transport, app, config=WorkerConfig(**config), worker_id=self.name)
 
