@@ -44,7 +44,7 @@ test: $(STAMP) ## the whole test suite (what CI runs)
 lint: $(STAMP) ## ruff (lint + format check), ansible-lint, helm lint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	cd playbooks && ../$(BIN)/ansible-lint --profile production
+	cd playbooks && PATH="$(CURDIR)/$(BIN):$$PATH" ansible-lint --offline --profile production
 	$(BIN)/python -m tests.infra.helm_lint
 
 bench: $(STAMP) ## benchmarks; prints a table and writes bench/results/latest.md
