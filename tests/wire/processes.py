@@ -48,7 +48,12 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str, poll: f
 
 def clean_environment() -> dict[str, str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("HAREL_")}
-    return {**environment, "PYTHONUNBUFFERED": "1", "HAREL_LOG_FORMAT": "json"}
+    return {
+        **environment,
+        "PYTHONUNBUFFERED": "1",
+        "HAREL_LOG_FORMAT": "json",
+        "HAREL_HTTP_HOST": "127.0.0.1",
+    }
 
 
 @dataclass
@@ -109,9 +114,9 @@ class WorkerProcesses:
         return self._start([HAREL, "worker", "--url", url, *port, *arguments], http_port)
 
     def short_lease_worker(self, url: str, lease_seconds: float) -> WorkerProcess:
-        """The same worker process with a short lease (tests/wire/worker_process.py)."""
-        command = [sys.executable, "-m", "tests.wire.worker_process", "--url", url]
-        return self._start([*command, "--lease-seconds", str(lease_seconds)], None)
+        """`harel worker` with a short lease: a message it held when killed is claimable again soon."""
+        options = ["--lease-seconds", str(lease_seconds), "--drain-seconds", "2"]
+        return self._start([HAREL, "worker", "--url", url, "--http-port", "0", *options], None)
 
     def _start(self, command: list[str], http_port: int | None) -> WorkerProcess:
         log_path = self._log_dir / f"worker-{len(self._started)}.log"

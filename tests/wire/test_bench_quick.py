@@ -99,8 +99,9 @@ def test_end_to_end_processes_every_event_for_each_worker_count_and_backend(resu
     for flow in results.end_to_end:
         assert flow.failures == []
         assert flow.events == QUICK.end_to_end_runs * smoke_workload.EVENTS_PER_RUN
-        assert len(flow.lateness) == QUICK.end_to_end_runs * smoke_workload.TIMERS_PER_RUN
-        assert min(flow.lateness) >= 0
+        assert len(flow.burst_lateness) == QUICK.end_to_end_runs * smoke_workload.TIMERS_PER_RUN
+        assert len(flow.paced_lateness) == QUICK.end_to_end_paced_runs * smoke_workload.TIMERS_PER_RUN
+        assert min(flow.burst_lateness + flow.paced_lateness) >= 0
 
 
 def test_the_table_names_machine_versions_and_every_benchmark(results: Results) -> None:
@@ -114,9 +115,10 @@ def test_the_table_names_machine_versions_and_every_benchmark(results: Results) 
 
 
 def test_a_nearest_rank_quantile_picks_a_measured_value() -> None:
-    flow = end_to_end.EndToEnd("b", 1, 1, 1, 1.0, [0.4, 0.1, 0.3, 0.2], [])
-    assert flow.lateness_quantile(0.5) == 0.2
-    assert flow.lateness_quantile(0.99) == 0.4
+    samples = [0.4, 0.1, 0.3, 0.2]
+    assert end_to_end.quantile(samples, 0.5) == 0.2
+    assert end_to_end.quantile(samples, 0.99) == 0.4
+    assert end_to_end.quantile([0.7], 0.99) == 0.7
 
 
 def test_commands_map_to_the_phase_of_the_call_that_sent_them() -> None:

@@ -39,7 +39,12 @@ def free_port() -> int:
 class WorkerProcess:
     def __init__(self, url: str, *extra: str) -> None:
         self.port = free_port()
-        env = {**os.environ, "HAREL_LOG_FORMAT": "json", "HAREL_HTTP_PORT": str(self.port)}
+        env = {
+            **os.environ,
+            "HAREL_LOG_FORMAT": "json",
+            "HAREL_HTTP_PORT": str(self.port),
+            "HAREL_HTTP_HOST": "127.0.0.1",
+        }
         self.process = subprocess.Popen(
             [HAREL, "worker", "--url", url, "--drain-seconds", "3", *extra],
             env=env,

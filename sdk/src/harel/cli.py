@@ -54,6 +54,7 @@ from harel.model import Execution, ExecutionStatus
 from harel.serve import build_app, serve
 from harel.smoke import register_smoke, run_smoke
 from harel.smoke import render as render_smoke
+from harel.transport.base import DEFAULT_LEASE_SECONDS
 from harel.worker import Worker, WorkerConfig
 
 # With neither --url nor HAREL_MONGO_URL, commands run on the embedded default: the production MongoStore and
@@ -259,6 +260,17 @@ def _worker_arguments(parser: argparse.ArgumentParser) -> None:
         help="on SIGTERM, how long in-flight events may finish before they are released (env HAREL_DRAIN_SECONDS; default 20)",
     )
     parser.add_argument(
+        "--http-host",
+        default=os.environ.get("HAREL_HTTP_HOST", "0.0.0.0"),
+        help="address the HTTP endpoints listen on (env HAREL_HTTP_HOST; default 0.0.0.0, for probes from outside the container)",
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=_env_number("HAREL_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
+        help="how long a claimed event is reserved before another worker may take it (env HAREL_LEASE_SECONDS; default 30)",
+    )
+    parser.add_argument(
         "--no-trace", action="store_true", help="do not record execution traces (the smoke check needs them)"
     )
 
@@ -267,15 +279,21 @@ def run_worker(args: argparse.Namespace) -> int:
     configure_logging()
     if args.concurrency < 1:
         raise InvalidArgument("--concurrency", "must be at least 1")
+    if args.lease_seconds <= 0:
+        raise InvalidArgument("--lease-seconds", "must be positive")
     app = build_app(args.app, args.charts)
     config = WorkerConfig(
-        concurrency=args.concurrency, drain_seconds=args.drain_seconds, trace=not args.no_trace
+        concurrency=args.concurrency,
+        drain_seconds=args.drain_seconds,
+        lease_seconds=args.lease_seconds,
+        trace=not args.no_trace,
     )
     return serve(
         args.url,
         app,
         config,
         http_port=args.http_port or None,
+        http_host=args.http_host,
         allow_standalone=args.dev,
         deadline=args.deadline,
     )

@@ -51,6 +51,7 @@ def serve(
     config: WorkerConfig,
     *,
     http_port: int | None,
+    http_host: str = "0.0.0.0",
     allow_standalone: bool = False,
     deadline: float = 60.0,
 ) -> int:
@@ -72,7 +73,9 @@ def serve(
     health = None
     if http_port is not None:
         alive = lambda: readiness.worker is None or readiness.worker.alive()  # noqa: E731
-        health = HealthServer(http_port, alive=alive, ready=readiness, metrics=metrics.exposition)
+        health = HealthServer(
+            http_port, alive=alive, ready=readiness, metrics=metrics.exposition, host=http_host
+        )
         health.start()
     try:
         backend = open_backend(url, allow_standalone=allow_standalone, deadline=deadline)
