@@ -15,8 +15,9 @@ class Sizes:
     sweep_due: int
     # benchmark 4: runs of the parallel chart per interpreter
     interpreter_runs: int
-    # benchmark 5: smoke runs started at once, and the worker counts to try
+    # benchmark 5: smoke runs started at once, then runs started one at a time, and the worker counts
     end_to_end_runs: int
+    end_to_end_paced_runs: int
     end_to_end_workers: tuple[int, ...]
 
 
@@ -30,6 +31,7 @@ FULL = Sizes(
     sweep_due=10,
     interpreter_runs=2_000,
     end_to_end_runs=25,
+    end_to_end_paced_runs=10,
     end_to_end_workers=(1, 2, 4),
 )
 
@@ -40,5 +42,6 @@ QUICK = Sizes(
     sweep_due=10,
     interpreter_runs=30,
     end_to_end_runs=3,
+    end_to_end_paced_runs=2,
     end_to_end_workers=(1, 2, 4),
 )

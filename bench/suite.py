@@ -72,7 +72,7 @@ def run(sizes: Sizes) -> Results:
             timed(
                 f"5/5 end to end on {label}, {workers} worker(s)",
                 lambda url=url, label=label, workers=workers: end_to_end.measure(
-                    url, label, workers, sizes.end_to_end_runs
+                    url, label, workers, sizes.end_to_end_runs, sizes.end_to_end_paced_runs
                 ),
             )
             for url, label in backends
