@@ -38,15 +38,16 @@ def wire_targets() -> Iterator[list[Target]]:
     fake = start_fake_mongod_process()
     try:
         targets = [Target(FAKE_LABEL, fake.url, real=False)]
-        real_url = os.environ.get(REAL_MONGO_URL_VARIABLE)
-        if real_url:
-            targets.append(Target(REAL_LABEL, real_url, real=True))
+        real = real_url()
+        if real is not None:
+            targets.append(Target(REAL_LABEL, real, real=True))
         yield targets
     finally:
         fake.stop()
 
 
 def real_url() -> str | None:
+    """The real deployment to measure as well, from HAREL_TEST_MONGO_URL; None when unset or empty."""
     return os.environ.get(REAL_MONGO_URL_VARIABLE) or None
 
 

@@ -22,20 +22,19 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from bench import smoke_workload
 from bench.deployments import Target, client_for, scratch_database
 from bench.labels import CLIENT, Labelled
 from bench.report import Row
 from harel.app import App
 from harel.heartbeat import MongoHeartbeats
-from harel.smoke import check, gather, register_smoke, run_smoke
+from harel.smoke import check, gather, run_smoke
 from harel.store._documents import COUNTERS, EXECUTIONS
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
 from tests.accounting import UNLABELLED, CommandAccounting
 
-# The smoke chart's durable timers, short so the run is quick; the counts do not depend on them.
-TIMER_SECONDS = 0.05
 SMOKE_TIMEOUT = 60.0
 HOT_PATH = ("claim", "load_for_event", "commit", "counters", "ack")
 REPORTED_ELSEWHERE = ("relay", "sweep", "idle", "heartbeat", "other")
@@ -97,7 +96,7 @@ def measure(target: Target) -> RoundTrips:
         store.ensure_indexes()
         transport.ensure_indexes()
         app = App("bench")
-        chart_id = register_smoke(app, region_timer=TIMER_SECONDS, final_timer=TIMER_SECONDS)
+        chart_id = smoke_workload.register(app)
         labelled_transport = Labelled(transport, accounting)
         worker = Worker(
             Labelled(store, accounting),
@@ -123,12 +122,13 @@ def measure(target: Target) -> RoundTrips:
         commands["idle"] += empty_claims
         with accounting.phase(CLIENT):
             run = gather(store, report.root_id, SMOKE_TIMEOUT)
+        checked = check(run)
         relay_entries = accounting.tally(phase="relay:ack_outbox").commands
         relay_entries += accounting.tally(phase="relay:ack_spawn").commands
         return RoundTrips(
             target=target.label,
-            passed=check(run).passed,
-            failures=report.failures,
+            passed=checked.passed,
+            failures=checked.failures,
             processed=worker.counters["processed"],
             commits_with_seqs=sum(
                 1

@@ -49,7 +49,9 @@ def test_the_relays_and_the_sweep_move_every_entry_and_timer_of_the_run(results:
     for counted in results.round_trips:
         assert counted.relay_entries == spawns + greetings + dones
         assert counted.timers_fired == smoke_workload.TIMERS_PER_RUN
-        assert counted.commands["relay"] >= 3 * counted.relay_entries
+        # at the least, a spawn costs the child's insert, its start's send and the ack; an outbox entry
+        # its send and the ack (the finds that list them may serve several at once)
+        assert counted.commands["relay"] >= 3 * spawns + 2 * (greetings + dones)
 
 
 def test_a_commit_sends_the_same_bytes_however_long_the_history_while_the_baseline_grows(
