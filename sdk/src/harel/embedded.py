@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import mongomock
+from mongomock.aggregate import process_pipeline
 
 _CHAINED = {"sort", "skip", "limit", "batch_size", "max_time_ms", "hint", "collation"}
 
@@ -54,11 +55,20 @@ class _Collection:
                 result = attr(*args, **kwargs)
                 if name == "find":
                     return _Cursor(result, self._lock)
-                if name == "aggregate":
-                    return _Cursor(iter(list(result)), self._lock)
                 return result
 
         return locked
+
+    def aggregate(self, pipeline: list[dict[str, Any]], **options: Any) -> _Cursor:
+        """mongomock copies the whole collection before a pipeline's first stage; a leading `$match` is
+        answered by a find instead, so `load_for_event` costs a lookup, not a collection scan."""
+        with self._lock:
+            if pipeline and set(pipeline[0]) == {"$match"}:
+                matched = list(self._collection.find(pipeline[0]["$match"]))
+                result = process_pipeline(matched, self._collection.database, pipeline[1:], None)
+            else:
+                result = self._collection.aggregate(pipeline, **options)
+            return _Cursor(iter(list(result)), self._lock)
 
 
 class _Database:
