@@ -27,6 +27,8 @@ from harel.smoke import check, gather
 from harel.store.mongo import MongoStore
 from tests.fake_mongod.fixtures import FakeProcess
 
+pytestmark = pytest.mark.wire
+
 HAREL = str(Path(sys.executable).with_name("harel"))
 
 
