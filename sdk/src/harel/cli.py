@@ -355,6 +355,11 @@ def run_send(args: argparse.Namespace) -> int:
             data=data,
             event_id=args.event_id,
         )
+    except UnknownChart as error:
+        raise InvalidArgument(
+            "--charts/--app",
+            f"{error}; give the chart with --charts DIR or --app so the event name can be checked",
+        ) from None
     finally:
         backend.close()
     print(f"queued {event.name} ({event.id}) for {args.execution_id}")
