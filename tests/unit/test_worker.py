@@ -398,3 +398,34 @@ def test_conflict_retries_exhausted_fails_the_attempt(backend: Backend) -> None:
 
 def test_start_event_id_is_deterministic() -> None:
     assert start_event_id("abc") == "abc:start"
+
+
+def test_a_new_chart_version_does_not_strand_running_executions(backend: Backend) -> None:
+    clock = CLOCK
+    v1 = {
+        "id": "doc",
+        "version": 1,
+        "initial": "draft",
+        "states": {"draft": {"on": {"publish": "live"}}, "live": {}},
+    }
+    v2 = {
+        "id": "doc",
+        "version": 2,
+        "initial": "draft",
+        "states": {"draft": {"on": {"submit": "review"}}, "review": {"on": {"publish": "live"}}, "live": {}},
+    }
+    app = App("versions")
+    app.chart(v1)
+    w = worker(backend, app, clock)
+    start_execution(backend.store, backend.transport, app, "doc", execution_id="old")
+    pump(w)
+    app.chart(v2)  # deployed while "old" runs
+    start_execution(backend.store, backend.transport, app, "doc", execution_id="new")
+    pump(w)
+    assert backend.store.load("old").definition_version == 1
+    assert backend.store.load("new").definition_version == 2
+    backend.transport.send("old", Event(id="p-old", name="publish"))
+    backend.transport.send("new", Event(id="s-new", name="submit"))
+    pump(w)
+    assert backend.store.load("old").configuration == ["live"], "the old execution finishes on version 1"
+    assert backend.store.load("new").configuration == ["review"]
