@@ -100,6 +100,21 @@ class PendingBump:
         assert found is not None, "the bump's message is not queued"
         return found
 
+    def process_under_fault(
+        self, admin: MongoClient[Any], times: int, command: str, code: int, labels: list[str] | None = None
+    ) -> None:
+        """Handle the bump while the store's next `times` `command`s fail with `code` (and `labels`)."""
+        labels_option = {} if labels is None else {"errorLabels": labels}
+        with fail_command(
+            admin,
+            {"times": times},
+            failCommands=[command],
+            errorCode=code,
+            appName=self.seam.store_app,
+            **labels_option,
+        ):
+            assert self.worker.process_one()
+
     def assert_took_effect_once(self) -> None:
         """One commit, one count, one trace step, one dedupe mark; the message is gone from the queue."""
         exe = loaded(self.seam, self.execution_id)
@@ -180,15 +195,7 @@ def test_counters_call_with_a_retryable_error_is_retried_and_draws_once(
     block: the counter moved by exactly one."""
     pending = pending_bump(seams, tally, "counters-retry")
 
-    with fail_command(
-        admin,
-        {"times": 1},
-        failCommands=["findAndModify"],
-        errorCode=NOT_WRITABLE_PRIMARY,
-        errorLabels=RETRYABLE,
-        appName=pending.seam.store_app,
-    ):
-        assert pending.worker.process_one()
+    pending.process_under_fault(admin, 1, "findAndModify", NOT_WRITABLE_PRIMARY, RETRYABLE)
 
     pending.assert_took_effect_once()
     draws = pending.accounting.tally(collection="counters", command="findAndModify")
@@ -205,14 +212,7 @@ def test_counters_call_failing_fails_the_attempt_and_the_redelivery_takes_effect
     redelivered after its backoff and takes effect once."""
     pending = pending_bump(seams, tally, "counters-fail")
 
-    with fail_command(
-        admin,
-        {"times": 1},
-        failCommands=["findAndModify"],
-        errorCode=MAX_TIME_MS_EXPIRED,
-        appName=pending.seam.store_app,
-    ):
-        assert pending.worker.process_one()
+    pending.process_under_fault(admin, 1, "findAndModify", MAX_TIME_MS_EXPIRED)
 
     pending.assert_untouched()
     message = pending.message(admin, replica_set.db_name)
@@ -232,15 +232,7 @@ def test_not_writable_primary_is_retried_once_by_the_driver(
     RetryableWriteError label, PyMongo retried it once and the retry succeeded; the worker never saw it."""
     pending = pending_bump(seams, tally, "not-primary")
 
-    with fail_command(
-        admin,
-        {"times": 1},
-        failCommands=["update"],
-        errorCode=NOT_WRITABLE_PRIMARY,
-        errorLabels=RETRYABLE,
-        appName=pending.seam.store_app,
-    ):
-        assert pending.worker.process_one()
+    pending.process_under_fault(admin, 1, "update", NOT_WRITABLE_PRIMARY, RETRYABLE)
 
     pending.assert_took_effect_once()
     assert pending.commits() == (2, 1)
@@ -255,15 +247,7 @@ def test_both_attempts_failing_surfaces_the_error_and_the_redelivery_takes_effec
     it is redelivered after its backoff and takes effect once."""
     pending = pending_bump(seams, tally, "both-fail")
 
-    with fail_command(
-        admin,
-        {"times": 2},
-        failCommands=["update"],
-        errorCode=HOST_UNREACHABLE,
-        errorLabels=RETRYABLE,
-        appName=pending.seam.store_app,
-    ):
-        assert pending.worker.process_one()
+    pending.process_under_fault(admin, 2, "update", HOST_UNREACHABLE, RETRYABLE)
 
     assert pending.commits() == (2, 2)
     pending.assert_untouched()
@@ -283,15 +267,7 @@ def test_not_writable_primary_on_both_attempts_is_resolved_by_the_dedupe_mark(
     the dedupe mark, finds the commit absent, steps again and commits once."""
     pending = pending_bump(seams, tally, "not-primary-twice")
 
-    with fail_command(
-        admin,
-        {"times": 2},
-        failCommands=["update"],
-        errorCode=NOT_WRITABLE_PRIMARY,
-        errorLabels=RETRYABLE,
-        appName=pending.seam.store_app,
-    ):
-        assert pending.worker.process_one()
+    pending.process_under_fault(admin, 2, "update", NOT_WRITABLE_PRIMARY, RETRYABLE)
 
     pending.assert_took_effect_once()
     assert pending.unknown_outcomes() == 1
@@ -306,15 +282,9 @@ def test_not_writable_primary_outlasting_the_attempts_nacks_with_that_error(
     and once the primary is back the redelivery takes effect once."""
     pending = pending_bump(seams, tally, "not-primary-long", conflict_retries=2)
 
-    with fail_command(
-        admin,
-        {"times": 4},  # two worker attempts, each a commit and the driver's retry
-        failCommands=["update"],
-        errorCode=NOT_WRITABLE_PRIMARY,
-        errorLabels=RETRYABLE,
-        appName=pending.seam.store_app,
-    ):
-        assert pending.worker.process_one()
+    pending.process_under_fault(
+        admin, 4, "update", NOT_WRITABLE_PRIMARY, RETRYABLE
+    )  # two worker attempts, each a commit and the driver's retry
 
     pending.assert_untouched()
     assert pending.message(admin, replica_set.db_name)["last_error"].startswith("NotPrimaryError")
