@@ -65,8 +65,9 @@ def test_execution_commands_end_to_end(
     worker_processes.harel_worker(url, "--charts", str(charts), "--drain-seconds", "2")
     assert "active     open" in wait_for(url, "t-1", "active     open")
 
-    code, out, _ = harel(url, "send", "t-1", "assign", "--charts", str(charts), "--data", '{"to": "bob"}')
-    assert code == 0 and out.startswith("queued assign")
+    # no --charts: the chart comes from the catalog the worker published to
+    code, out, err = harel(url, "send", "t-1", "assign", "--data", '{"to": "bob"}')
+    assert code == 0 and out.startswith("queued assign"), err
     status = wait_for(url, "t-1", "active     working")
     assert "active     working" in status
     assert "timers     working  fires in" in status, "the durable timer is shown with its time to fire"
@@ -96,7 +97,7 @@ def test_bad_input_exit_codes(fake_rs: FakeDeployment, charts: Path) -> None:
     assert code == 2 and "--context: not valid JSON" in err
 
     code, _, err = harel(url, "send", "t-2", "assign")
-    assert code == 2 and "give the chart with --charts DIR or --app" in err
+    assert code == 2 and "no worker published it; give it with --charts DIR or --app" in err
 
     code, _, err = harel(url, "status", "nobody")
     assert code == 5 and "no execution with id 'nobody'" in err

@@ -30,6 +30,7 @@ from harel.errors import ChartError, UnknownAction, UnknownChart
 from harel.model import Event
 
 if TYPE_CHECKING:
+    from harel.catalog import Catalog
     from harel.chart import Chart
 
 
@@ -113,6 +114,7 @@ class App:
         self.name = name
         self.registry = Registry()
         self._charts: dict[tuple[str, int], Chart] = {}
+        self._catalog: Catalog | None = None
         self.action = self.registry.action
         self.guard = self.registry.guard
 
@@ -141,16 +143,21 @@ class App:
         return [self.chart(p) for p in paths]
 
     def get_chart(self, chart_id: str, version: int | None = None) -> Chart:
-        """The chart an execution pinned (`version` given), or the newest version for new executions."""
-        if version is not None:
-            try:
-                return self._charts[(chart_id, version)]
-            except KeyError:
-                raise UnknownChart(chart_id, version) from None
+        """The chart an execution pinned (`version` given), or the newest version for new executions.
+        Charts registered here come first; then the catalog, when one is attached (`use_catalog`)."""
         versions = [v for (cid, v) in self._charts if cid == chart_id]
-        if not versions:
-            raise UnknownChart(chart_id)
-        return self._charts[(chart_id, max(versions))]
+        key = (chart_id, version if version is not None else max(versions, default=0))
+        if key in self._charts:
+            return self._charts[key]
+        published = self._catalog.get(chart_id, version) if self._catalog is not None else None
+        if published is None:
+            raise UnknownChart(chart_id, version)
+        self._charts[(published.id, published.version)] = published
+        return published
+
+    def use_catalog(self, catalog: Catalog) -> None:
+        """Look up charts this App does not register in the catalog the workers publish to."""
+        self._catalog = catalog
 
     @property
     def charts(self) -> list[Chart]:

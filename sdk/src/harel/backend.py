@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from harel.catalog import Catalog, MemoryCatalog, MongoCatalog
 from harel.errors import InvalidURL
 from harel.heartbeat import Heartbeats, MemoryHeartbeats, MongoHeartbeats
 from harel.store.base import ExecutionStore
@@ -31,6 +32,7 @@ class Backend:
     store: ExecutionStore
     transport: Transport
     heartbeats: Heartbeats
+    catalog: Catalog
     client: Any | None = None
     report: Any | None = None
 
@@ -62,7 +64,7 @@ def open_backend(
     from harel.transport.mongo import MongoTransport
 
     if url.startswith("memory://"):
-        return Backend(url, MemoryStore(), MemoryTransport(), MemoryHeartbeats())
+        return Backend(url, MemoryStore(), MemoryTransport(), MemoryHeartbeats(), MemoryCatalog())
     if url.startswith("mongomock://"):
         from harel.embedded import EmbeddedClient
 
@@ -83,6 +85,7 @@ def open_backend(
         MongoStore(client, db_name),
         MongoTransport(client, db_name),
         MongoHeartbeats(client, db_name),
+        MongoCatalog(client, db_name),
         client,
         report,
     )

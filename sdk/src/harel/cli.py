@@ -192,7 +192,11 @@ def _app_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--app", metavar="PKG.MODULE:APP", help="a Python App with charts, actions and guards"
     )
-    parser.add_argument("--charts", metavar="DIR", help="a directory of YAML/JSON charts")
+    parser.add_argument(
+        "--charts",
+        metavar="DIR",
+        help="a directory of YAML/JSON charts (start and send also find the charts the workers published)",
+    )
 
 
 def _backend(args: argparse.Namespace) -> Backend:
@@ -303,7 +307,10 @@ def run_worker(args: argparse.Namespace) -> int:
 
 
 def _start_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("chart", help="the chart id to start (its newest registered version)")
+    parser.add_argument(
+        "chart",
+        help="the chart id to start: its newest version from --charts/--app, else the newest a worker published",
+    )
     parser.add_argument("--context", metavar="JSON", help="the initial context, a JSON object")
     parser.add_argument(
         "--id",
@@ -318,6 +325,7 @@ def run_start(args: argparse.Namespace) -> int:
     context = _json_argument("--context", args.context)
     app = build_app(args.app, args.charts)
     backend = _backend(args)
+    app.use_catalog(backend.catalog)
     try:
         exe, created = start_execution(
             backend.store, backend.transport, app, args.chart, context=context, execution_id=args.id
@@ -345,6 +353,7 @@ def run_send(args: argparse.Namespace) -> int:
     data = _json_argument("--data", args.data)
     app = build_app(args.app, args.charts)
     backend = _backend(args)
+    app.use_catalog(backend.catalog)
     try:
         event = send_event(
             backend.store,
@@ -358,7 +367,7 @@ def run_send(args: argparse.Namespace) -> int:
     except UnknownChart as error:
         raise InvalidArgument(
             "--charts/--app",
-            f"{error}; give the chart with --charts DIR or --app so the event name can be checked",
+            f"{error}, and no worker published it; give it with --charts DIR or --app so the event name can be checked",
         ) from None
     finally:
         backend.close()

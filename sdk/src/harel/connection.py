@@ -44,7 +44,7 @@ logger = logging.getLogger("harel.connection")
 DEFAULT_DB_NAME = "harel"
 # Every collection the store and the transport write; a non-simple collation on any of them would make two
 # different ids one key.
-STORE_COLLECTIONS = ("executions", "counters", "queue", "dead_letters", "workers")
+STORE_COLLECTIONS = ("executions", "counters", "queue", "dead_letters", "workers", "charts")
 
 MONGODB_SCHEMES = frozenset({"mongodb", "mongodb+srv"})
 EMBEDDED_SCHEMES = frozenset({"mongomock", "memory"})

@@ -79,6 +79,7 @@ def serve(
         health.start()
     try:
         backend = open_backend(url, allow_standalone=allow_standalone, deadline=deadline)
+        backend.catalog.publish(app.charts)
         if backend.report is not None:
             for finding in backend.report.findings:
                 if finding.status.value != "ok":
