@@ -515,13 +515,27 @@ def run_smoke_command(args: argparse.Namespace) -> int:
     if backend.embedded:  # nothing outside this process can serve an embedded backend: bring workers along
         in_process = _start_workers(backend, app, 3)
     try:
-        report = run_smoke(backend.store, backend.transport, app, chart_id=chart_id, timeout=args.timeout)
+        report = run_smoke(
+            backend.store,
+            backend.transport,
+            app,
+            chart_id=chart_id,
+            timeout=args.timeout,
+            on_progress=_smoke_progress,
+        )
     finally:
         for worker in in_process:
             worker.stop(drain_seconds=2)
         backend.close()
     print(report.to_json() if args.json else render_smoke(report))
     return Exit.OK if report.passed else Exit.FAILED
+
+
+def _smoke_progress(root: Execution, elapsed: float) -> None:
+    done = sum(1 for child in root.children.values() if child.done)
+    regions = f", regions done {done}/{len(root.children)}" if root.children else ""
+    active = ", ".join(root.configuration) or "starting"
+    print(f"smoke: +{elapsed:5.1f}s  {root.id} {root.status.value}: {active}{regions}", file=sys.stderr)
 
 
 def _start_workers(backend: Backend, app: App, count: int) -> list[Worker]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -304,12 +305,19 @@ def run_smoke(
     chart_id: str = SMOKE_CHART_ID,
     timeout: float = 60.0,
     poll: float = 0.1,
+    on_progress: Callable[[Execution, float], None] | None = None,
 ) -> SmokeReport:
-    """Start one smoke execution, wait for it to finish (or the timeout), and check it."""
+    """Start one smoke execution, wait for it to finish (or the timeout), and check it. `on_progress`
+    hears the root execution and the seconds elapsed whenever its version moves."""
     root, _ = start_execution(store, transport, app, chart_id, execution_id=f"smoke-{uuid.uuid4().hex[:12]}")
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    started = time.time()
+    seen = -1
+    while time.time() < started + timeout:
         current = store.load(root.id)
+        if current is not None and current.version != seen:
+            seen = current.version
+            if on_progress is not None:
+                on_progress(current, time.time() - started)
         if current is not None and current.status is not ExecutionStatus.RUNNING:
             break
         time.sleep(poll)
