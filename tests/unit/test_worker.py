@@ -429,3 +429,35 @@ def test_a_new_chart_version_does_not_strand_running_executions(backend: Backend
     pump(w)
     assert backend.store.load("old").configuration == ["live"], "the old execution finishes on version 1"
     assert backend.store.load("new").configuration == ["review"]
+
+
+def test_an_unreadable_message_does_not_stop_the_consumers() -> None:
+    """A queue document whose event cannot be parsed (only a MongoDB queue can hold one the transport did
+    not write) is logged and left to its lease; the consumer keeps running and other work completes."""
+    live_backend = open_backend("mongomock://")
+    live_backend.client["harel"]["queue"].insert_one(
+        {
+            "_id": "junk",
+            "target_id": "x",
+            "event": "{not json",
+            "visible_at": 0.0,
+            "attempts": 0,
+            "owner": None,
+            "lease_until": None,
+            "enqueued_at": 0.0,
+            "last_error": None,
+        }
+    )
+    app = make_app()
+    w = Worker(live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=1))
+    w.start()
+    try:
+        start_execution(live_backend.store, live_backend.transport, app, "loop", execution_id="after-junk")
+        deadline = time.time() + 10
+        while not live_backend.store.load("after-junk").started and time.time() < deadline:
+            time.sleep(0.02)
+        assert live_backend.store.load("after-junk").started
+        assert w.alive()
+    finally:
+        w.stop(drain_seconds=1)
+        live_backend.close()

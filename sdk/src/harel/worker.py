@@ -357,6 +357,10 @@ class Worker:
                     log.warning("store or queue unavailable", extra={"error": str(exc)})
                 self._connected = False
                 worked = False
+            except Exception:
+                # a message or document this worker cannot read must not stop its consumer: log, go on
+                log.exception("consumer failed; continuing")
+                worked = False
             if worked:
                 idle = 0.01
                 continue
@@ -380,6 +384,9 @@ class Worker:
             except PyMongoError as exc:
                 log.warning("relay failed, will retry", extra={"error": str(exc)})
                 moved = 0
+            except Exception:
+                log.exception("relay failed on an entry it cannot read; will retry")
+                moved = 0
             if moved:
                 idle = 0.01
                 continue
@@ -395,6 +402,9 @@ class Worker:
                 earliest = self.store.next_timer_at()
             except PyMongoError as exc:
                 log.warning("timer sweep failed, will retry", extra={"error": str(exc)})
+                fired, earliest = 0, None
+            except Exception:
+                log.exception("timer sweep failed; will retry")
                 fired, earliest = 0, None
             sleep = self.config.sweep_sleep_max if earliest is None else earliest - self.clock()
             if sleep <= 0 and not fired:
