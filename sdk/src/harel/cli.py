@@ -24,7 +24,7 @@ from pymongo.errors import PyMongoError
 
 from harel import __version__
 from harel.app import App
-from harel.backend import Backend, open_backend
+from harel.backend import Backend, is_embedded, open_backend
 from harel.client import cancel_execution, send_event, start_execution
 from harel.connection import (
     CheckReport,
@@ -286,6 +286,12 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.lease_seconds <= 0:
         raise InvalidArgument("--lease-seconds", "must be positive")
     app = build_app(args.app, args.charts)
+    if is_embedded(args.url):
+        logging.getLogger("harel.cli").warning(
+            "worker on %s: its store lives inside this process, so no other process can reach it; "
+            "give --url or HAREL_MONGO_URL a mongodb:// deployment (or use `harel demo`)",
+            args.url,
+        )
     config = WorkerConfig(
         concurrency=args.concurrency,
         drain_seconds=args.drain_seconds,
