@@ -450,12 +450,15 @@ def test_concurrent_async_commits_have_one_winner_per_version(replica_set: Deplo
 # --- the smoke workflow under each fault ----------------------------------------------------------------
 
 
+Arm = Callable[[MongoClient[Any], Deployment, str], AbstractContextManager[Any]]
+
+
 @dataclass(frozen=True)
 class SmokeFault:
     """A fault armed for the workers' store clients (`app`) while the smoke workflow runs."""
 
     name: str
-    arm: Callable[[MongoClient[Any], Deployment, str], AbstractContextManager[Any]]
+    arm: Arm
     caught: str | None  # the command whose failures show the fault struck; None for a delay
     lease_seconds: float = 30.0
     # A delay past the lease: another worker takes the message over and the late one finds the mark.
@@ -468,62 +471,36 @@ def _applied_then_lost(replica_set: Deployment, app: str) -> Iterator[None]:
     yield
 
 
+def failing(times: int, commands: list[str], **data: Any) -> Arm:
+    """Arm `failCommand` for the workers' store clients: the next `times` of `commands` fail with `data`."""
+    return lambda admin, _, app: fail_command(
+        admin, {"times": times}, failCommands=commands, appName=app, **data
+    )
+
+
 SMOKE_FAULTS = [
     SmokeFault(
         "not-writable-primary",
-        lambda admin, _, app: fail_command(
-            admin,
-            {"times": 4},
-            failCommands=["update"],
-            errorCode=NOT_WRITABLE_PRIMARY,
-            errorLabels=RETRYABLE,
-            appName=app,
-        ),
+        failing(4, ["update"], errorCode=NOT_WRITABLE_PRIMARY, errorLabels=RETRYABLE),
         "update",
     ),
     SmokeFault(
         "both-attempts-fail",
-        lambda admin, _, app: fail_command(
-            admin,
-            {"times": 4},
-            failCommands=["update"],
-            errorCode=HOST_UNREACHABLE,
-            errorLabels=RETRYABLE,
-            appName=app,
-        ),
+        failing(4, ["update"], errorCode=HOST_UNREACHABLE, errorLabels=RETRYABLE),
         "update",
     ),
     SmokeFault(
         "counters-find-and-modify",
-        lambda admin, _, app: fail_command(
-            admin,
-            {"times": 3},
-            failCommands=["findAndModify"],
-            errorCode=MAX_TIME_MS_EXPIRED,
-            appName=app,
-        ),
+        failing(3, ["findAndModify"], errorCode=MAX_TIME_MS_EXPIRED),
         "findAndModify",
     ),
-    SmokeFault(
-        "connection-closed",
-        lambda admin, _, app: fail_command(
-            admin, {"times": 4}, failCommands=["update", "insert"], closeConnection=True, appName=app
-        ),
-        "update",
-    ),
+    SmokeFault("connection-closed", failing(4, ["update", "insert"], closeConnection=True), "update"),
     SmokeFault(
         "applied-then-lost", lambda _, replica_set, app: _applied_then_lost(replica_set, app), "update"
     ),
     SmokeFault(
         "slow-load-past-the-lease",
-        lambda admin, _, app: fail_command(
-            admin,
-            {"times": 2},
-            failCommands=["aggregate"],
-            blockConnection=True,
-            blockTimeMS=1500,
-            appName=app,
-        ),
+        failing(2, ["aggregate"], blockConnection=True, blockTimeMS=1500),
         None,
         lease_seconds=0.3,
         redelivers=True,
