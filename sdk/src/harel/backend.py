@@ -9,21 +9,25 @@ The embedded schemes live and die with the process: they serve `harel demo`, tes
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
 from harel.catalog import Catalog, MemoryCatalog, MongoCatalog
-from harel.errors import InvalidURL
-from harel.heartbeat import Heartbeats, MemoryHeartbeats, MongoHeartbeats
+from harel.connection import CheckReport, check, connect, embedded_backend
+from harel.embedded import EmbeddedClient
+from harel.heartbeat import Heartbeats, MongoHeartbeats
 from harel.store.base import ExecutionStore
+from harel.store.memory import MemoryStore
+from harel.store.mongo import MongoStore
 from harel.transport.base import Transport
+from harel.transport.memory import MemoryTransport
+from harel.transport.mongo import MongoTransport
 
-log = logging.getLogger("harel.backend")
-
-DEPLOYMENT_SCHEMES = ("mongodb://", "mongodb+srv://")
-EMBEDDED_SCHEMES = ("mongomock://", "memory://")
 DEFAULT_URL = "mongomock://"
+
+
+def is_embedded(url: str) -> bool:
+    return embedded_backend(url) is not None
 
 
 @dataclass
@@ -31,22 +35,18 @@ class Backend:
     url: str
     store: ExecutionStore
     transport: Transport
-    heartbeats: Heartbeats
+    heartbeats: Heartbeats | None  # None in memory://: no other process could read them
     catalog: Catalog
     client: Any | None = None
-    report: Any | None = None
+    report: CheckReport | None = None
 
     @property
     def embedded(self) -> bool:
-        return self.url.startswith(EMBEDDED_SCHEMES)
+        return is_embedded(self.url)
 
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
-
-
-def is_embedded(url: str) -> bool:
-    return url.startswith(EMBEDDED_SCHEMES)
 
 
 def open_backend(
@@ -55,31 +55,19 @@ def open_backend(
     db_name: str = "harel",
     allow_standalone: bool = False,
     deadline: float = 60.0,
-    ensure_indexes: bool = True,
 ) -> Backend:
-    """Connect, run the start-up checks (refusing with DeploymentRefused on errors), and build the seams."""
-    from harel.store.memory import MemoryStore
-    from harel.store.mongo import MongoStore
-    from harel.transport.memory import MemoryTransport
-    from harel.transport.mongo import MongoTransport
-
-    if url.startswith("memory://"):
-        return Backend(url, MemoryStore(), MemoryTransport(), MemoryHeartbeats(), MemoryCatalog())
-    if url.startswith("mongomock://"):
-        from harel.embedded import EmbeddedClient
-
+    """Connect, run the start-up checks (refusing with DeploymentRefused on errors), create the indexes and
+    build the seams. A URL that names no backend raises InvalidURL (from `connect`)."""
+    kind = embedded_backend(url)
+    if kind == "memory":
+        return Backend(url, MemoryStore(), MemoryTransport(), None, MemoryCatalog())
+    report = None
+    if kind == "mongomock":
         client: Any = EmbeddedClient()
-        report = None
-    elif url.startswith(DEPLOYMENT_SCHEMES):
-        from harel.connection import check, connect
-
+    else:
         client = connect(url, deadline=deadline)
         report = check(client, allow_standalone=allow_standalone)
         report.raise_for_errors()
-    else:
-        from harel.connection import redact
-
-        raise InvalidURL(redact(url), "expected mongodb://, mongodb+srv://, mongomock:// or memory://")
     backend = Backend(
         url,
         MongoStore(client, db_name),
@@ -89,7 +77,6 @@ def open_backend(
         client,
         report,
     )
-    if ensure_indexes:
-        backend.store.ensure_indexes()
-        backend.transport.ensure_indexes()
+    backend.store.ensure_indexes()
+    backend.transport.ensure_indexes()
     return backend

@@ -24,7 +24,7 @@ from pymongo.errors import PyMongoError
 
 from harel import __version__
 from harel.app import App
-from harel.backend import Backend, is_embedded, open_backend
+from harel.backend import DEFAULT_URL, Backend, is_embedded, open_backend
 from harel.client import cancel_execution, send_event, start_execution
 from harel.connection import (
     CheckReport,
@@ -57,9 +57,6 @@ from harel.smoke import render as render_smoke
 from harel.transport.base import DEFAULT_LEASE_SECONDS
 from harel.worker import Worker, WorkerConfig
 
-# With neither --url nor HAREL_MONGO_URL, commands run on the embedded default: the production MongoStore and
-# MongoTransport on an in-process mongomock.
-DEFAULT_URL = "mongomock://"
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
 
@@ -200,9 +197,9 @@ def _app_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _backend(args: argparse.Namespace) -> Backend:
-    if args.url.startswith("mongomock://") and args.command not in ("worker", "smoke", "demo"):
+    if is_embedded(args.url) and args.command != "smoke":  # smoke brings its own in-process workers
         print(
-            "note: mongomock:// lives inside this one process; use `harel demo`, or a mongodb:// URL to reach workers",
+            f"note: {args.url} lives inside this one process; use `harel demo`, or a mongodb:// URL to reach workers",
             file=sys.stderr,
         )
     return open_backend(args.url, allow_standalone=args.dev, deadline=args.deadline)
@@ -569,7 +566,7 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    url = args.url if args.url.startswith(("mongomock://", "memory://")) else DEFAULT_URL
+    url = args.url if is_embedded(args.url) else DEFAULT_URL
     if args.workers < 1 or args.timer <= 0:
         raise InvalidArgument("--workers/--timer", "need at least one worker and a positive timer")
     logging.getLogger("harel").setLevel(logging.ERROR)
