@@ -9,10 +9,10 @@ from typing import Any
 
 from harel.app import App
 from harel.errors import StoreConflict, UnknownEvent, UnknownExecution
-from harel.model import CANCEL_EVENT, RESERVED_EVENT_PREFIX, START_EVENT, Event, Execution
+from harel.model import CANCEL_EVENT, RESERVED_EVENT_PREFIX, Event, Execution
 from harel.store.base import ExecutionStore
 from harel.transport.base import Transport
-from harel.worker import start_event_id
+from harel.worker import start_event
 
 
 def start_execution(
@@ -49,7 +49,7 @@ def start_execution(
         if existing is None:
             raise
         exe, created = existing, False
-    transport.send(exe.id, Event(id=start_event_id(exe.id), name=START_EVENT, created_at=now))
+    transport.send(exe.id, start_event(exe.id, now))
     return exe, created
 
 

@@ -67,6 +67,12 @@ def start_event_id(execution_id: str) -> str:
     return f"{execution_id}:start"
 
 
+def start_event(execution_id: str, now: float) -> Event:
+    """The event that enters an execution's initial state; its id is deterministic, so sending it twice
+    (a retried `harel start`, two spawn relays) takes effect once."""
+    return Event(id=start_event_id(execution_id), name=START_EVENT, created_at=now)
+
+
 def timer_event(due: DueTimer, now: float) -> Event:
     """The event a due timer becomes; its id is deterministic so concurrent sweeps send it once."""
     return Event(
@@ -266,9 +272,7 @@ class Worker:
                 self.store.commit(child)
             except StoreConflict:
                 log.debug("child already created", extra={"execution_id": spawn.child_id})
-            self.transport.send(
-                spawn.child_id, Event(id=start_event_id(spawn.child_id), name=START_EVENT, created_at=now)
-            )
+            self.transport.send(spawn.child_id, start_event(spawn.child_id, now))
             self.store.ack_spawn(spawn.seq)
             self.metrics.relayed.labels(kind="spawn").inc()
             moved += 1
