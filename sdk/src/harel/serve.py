@@ -10,6 +10,7 @@ from types import FrameType
 
 from harel.app import App, load_app
 from harel.backend import open_backend
+from harel.connection import Status
 from harel.health import HealthServer
 from harel.metrics import Metrics
 from harel.smoke import register_smoke
@@ -28,14 +29,18 @@ def build_app(app_spec: str | None = None, charts_dir: str | Path | None = None)
     return app
 
 
-class Readiness:
-    """/readyz: not ready while connecting and checking the deployment (a refused deployment never gets a
+class Probes:
+    """/healthz: alive while connecting, then while the worker's loops turn.
+    /readyz: not ready while connecting and checking the deployment (a refused deployment never gets a
     worker), while the store is unreachable, or while draining — so no traffic goes to a stopping pod."""
 
     def __init__(self) -> None:
         self.worker: Worker | None = None
 
-    def __call__(self) -> tuple[bool, str]:
+    def alive(self) -> bool:
+        return self.worker is None or self.worker.alive()
+
+    def ready(self) -> tuple[bool, str]:
         if self.worker is None:
             return False, "connecting and running the start-up checks"
         if self.worker.stopping:
@@ -61,7 +66,7 @@ def serve(
     when the start-up checks find errors — before any data is touched.
     """
     metrics = Metrics()
-    readiness = Readiness()
+    probes = Probes()
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -72,9 +77,8 @@ def serve(
     signal.signal(signal.SIGINT, on_signal)
     health = None
     if http_port is not None:
-        alive = lambda: readiness.worker is None or readiness.worker.alive()  # noqa: E731
         health = HealthServer(
-            http_port, alive=alive, ready=readiness, metrics=metrics.exposition, host=http_host
+            http_port, alive=probes.alive, ready=probes.ready, metrics=metrics.exposition, host=http_host
         )
         health.start()
     try:
@@ -82,7 +86,7 @@ def serve(
         backend.catalog.publish(app.charts)
         if backend.report is not None:
             for finding in backend.report.findings:
-                if finding.status.value != "ok":
+                if finding.status is not Status.OK:
                     log.warning(
                         "start-up check",
                         extra={
@@ -99,7 +103,7 @@ def serve(
             metrics=metrics,
             heartbeats=backend.heartbeats,
         )
-        readiness.worker = worker
+        probes.worker = worker
         worker.start()
         stop.wait()
         worker.stop()
