@@ -14,8 +14,8 @@ from typing import Any
 
 from harel.catalog import Catalog, MemoryCatalog, MongoCatalog
 from harel.connection import CheckReport, check, connect, embedded_backend
-from harel.embedded import EmbeddedClient
 from harel.heartbeat import Heartbeats, MongoHeartbeats
+from harel.local.embedded import EmbeddedClient
 from harel.store.base import ExecutionStore
 from harel.store.memory import MemoryStore
 from harel.store.mongo import MongoStore

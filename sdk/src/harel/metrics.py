@@ -1,16 +1,24 @@
-"""Prometheus metrics of a worker process (one registry per process, shared by its workers)."""
+"""Prometheus metrics of a worker process (one registry per process, shared by its workers).
+
+Two kinds: what this process did (counters and histograms, updated as it works) and what the database holds
+(gauges read from the deployment when `/metrics` is scraped, at most once per `STATS_TTL_SECONDS`, so an
+unscraped worker sends no statistics queries). Dashboards and alerts (`helm/`, `compose/`) use these names;
+a test fails when they name one that is not defined here.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+STATS_TTL_SECONDS = 15.0
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        # --- what this process did -----------------------------------------------------------------
         self.events = Counter(
             "harel_events_processed", "Events that took effect, by event name kind", ["kind"], registry=r
         )
@@ -19,7 +27,9 @@ class Metrics:
             "harel_store_conflicts", "Commits that lost the version CAS and were retried", registry=r
         )
         self.redeliveries = Counter(
-            "harel_redeliveries", "Deliveries of events already processed (deduped)", registry=r
+            "harel_redeliveries",
+            "Sends refused because the event was already in the target's mailbox or processed",
+            registry=r,
         )
         self.unknown_outcomes = Counter(
             "harel_unknown_commit_outcomes", "Commits whose reply was lost, resolved by reloading", registry=r
@@ -27,10 +37,25 @@ class Metrics:
         self.failures = Counter(
             "harel_event_failures", "Attempts that raised (action, guard, store)", registry=r
         )
-        self.dead_letters = Counter("harel_dead_letters", "Messages moved to dead_letters", registry=r)
+        self.dead_letters = Counter(
+            "harel_dead_letters",
+            "Events dead-lettered by this process (their execution waits for an operator)",
+            registry=r,
+        )
         self.relayed = Counter("harel_relayed", "Outbox events and spawns relayed", ["kind"], registry=r)
         self.timers_fired = Counter(
             "harel_timers_fired", "Due timers turned into events by the sweep", registry=r
+        )
+        self.lease_steals = Counter(
+            "harel_lease_steals",
+            "Claims that took over an execution whose previous lease had expired",
+            registry=r,
+        )
+        self.commands = Counter(
+            "harel_db_commands",
+            "Database commands this process sent, by the loop that sent them",
+            ["loop"],
+            registry=r,
         )
         self.relay_lag = Histogram(
             "harel_relay_lag_seconds",
@@ -40,17 +65,54 @@ class Metrics:
         )
         self.queue_wait = Histogram(
             "harel_queue_wait_seconds",
-            "From enqueue to claim of a message",
+            "From an event's arrival in its execution's mailbox to its step",
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.timer_lateness = Histogram(
             "harel_timer_lateness_seconds",
-            "From a timer's fire_at to its event taking effect",
+            "From a timer's fire_at to its event taking effect (server clock)",
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.inflight = Gauge("harel_inflight_messages", "Messages being processed now", registry=r)
+        self.step_seconds = Histogram(
+            "harel_step_seconds",
+            "Time to apply one event: actions, guards and the interpreter",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.leased = Gauge(
+            "harel_leased_executions", "Executions this process holds a lease on now", registry=r
+        )
+        self.ready = Gauge("harel_worker_ready", "1 while /readyz answers ready, else 0", registry=r)
+        # --- what the database holds (read on scrape) ------------------------------------------------
+        self.mailbox_events = Gauge(
+            "harel_mailbox_events", "Events waiting in executions' mailboxes (the queue depth)", registry=r
+        )
+        self.oldest_due_age = Gauge(
+            "harel_mailbox_oldest_due_age_seconds",
+            "How long the oldest due mailbox has waited for a worker (0 when none is due)",
+            registry=r,
+        )
+        self.executions = Gauge("harel_executions", "Executions by status", ["status"], registry=r)
+        self.parked = Gauge(
+            "harel_parked_executions",
+            "Executions whose head event was dead-lettered: they wait for `harel dead retry|drop`",
+            registry=r,
+        )
+        self.unserved = Gauge(
+            "harel_unserved_executions",
+            "Executions with due events whose chart version no live worker serves",
+            registry=r,
+        )
+        self.pending_relays = Gauge(
+            "harel_pending_relays", "Outbox events and spawns waiting to be relayed", ["kind"], registry=r
+        )
+        self.last_backup = Gauge(
+            "harel_last_backup_timestamp_seconds",
+            "When the last successful backup finished (epoch seconds; 0: none recorded)",
+            registry=r,
+        )
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -133,11 +133,11 @@ class Worker:
         self.metrics.queue_wait.observe(max(0.0, self.clock() - message.enqueued_at))
         with self._lock:
             self._inflight[threading.get_ident()] = message
-        self.metrics.inflight.inc()
+        self.metrics.leased.inc()
         try:
             self._handle(message)
         finally:
-            self.metrics.inflight.dec()
+            self.metrics.leased.dec()
             with self._lock:
                 self._inflight.pop(threading.get_ident(), None)
         return True

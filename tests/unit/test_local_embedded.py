@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import mongomock
 import pytest
 
-from harel.embedded import EmbeddedClient
 from harel.errors import StoreConflict
+from harel.local.embedded import EmbeddedClient
 from harel.model import Execution
 from harel.store.mongo import MongoStore
 

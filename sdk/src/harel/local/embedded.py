@@ -3,19 +3,60 @@
 mongomock executes an update's match and its write without a lock between them, so two threads could
 both win one version CAS — which a real server never allows. The embedded client therefore runs every
 collection operation under one process-wide lock (cursors are read whole under it), giving each command
-the single-document atomicity the store's correctness rests on.
+the single-document atomicity the store's correctness rests on. It also serves `$$NOW` from its own clock
+(`harel.local.now`), bound once per operation, as a server does.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import mongomock
 from mongomock.aggregate import process_pipeline
 
+from harel.local.now import bind_filter, bind_pipeline, bind_update, server_now
+
+Clock = Callable[[], float]
+
 _CHAINED = {"sort", "skip", "limit", "batch_size", "max_time_ms", "hint", "collation"}
+# Collection methods whose first argument is a query filter, and those whose second is an update.
+_FILTER_FIRST = frozenset(
+    {
+        "find",
+        "find_one",
+        "find_one_and_update",
+        "find_one_and_delete",
+        "find_one_and_replace",
+        "update_one",
+        "update_many",
+        "replace_one",
+        "delete_one",
+        "delete_many",
+        "count_documents",
+    }
+)
+_UPDATE_SECOND = frozenset({"find_one_and_update", "update_one", "update_many"})
+
+
+def _bound(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], clock: Clock) -> tuple[Any, ...]:
+    """The call's filter and update with `$$NOW` bound to this one instant (keyword forms included)."""
+    if name not in _FILTER_FIRST:
+        return args
+    now = server_now(clock())
+    listed = list(args)
+    if listed:
+        listed[0] = bind_filter(listed[0], now)
+    elif "filter" in kwargs:
+        kwargs["filter"] = bind_filter(kwargs["filter"], now)
+    if name in _UPDATE_SECOND:
+        if len(listed) > 1:
+            listed[1] = bind_update(listed[1], now)
+        elif "update" in kwargs:
+            kwargs["update"] = bind_update(kwargs["update"], now)
+    return tuple(listed)
 
 
 class _Cursor:
@@ -41,9 +82,10 @@ class _Cursor:
 
 
 class _Collection:
-    def __init__(self, collection: Any, lock: threading.RLock) -> None:
+    def __init__(self, collection: Any, lock: threading.RLock, clock: Clock) -> None:
         self._collection = collection
         self._lock = lock
+        self._clock = clock
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._collection, name)
@@ -52,6 +94,7 @@ class _Collection:
 
         def locked(*args: Any, **kwargs: Any) -> Any:
             with self._lock:
+                args = _bound(name, args, kwargs, self._clock)
                 result = attr(*args, **kwargs)
                 if name == "find":
                     return _Cursor(result, self._lock)
@@ -63,6 +106,7 @@ class _Collection:
         """mongomock copies the whole collection before a pipeline's first stage; a leading `$match` is
         answered by a find instead, so `load_for_event` costs a lookup, not a collection scan."""
         with self._lock:
+            pipeline = bind_pipeline(pipeline, server_now(self._clock()))
             if pipeline and set(pipeline[0]) == {"$match"}:
                 matched = list(self._collection.find(pipeline[0]["$match"]))
                 result = process_pipeline(matched, self._collection.database, pipeline[1:], None)
@@ -72,32 +116,35 @@ class _Collection:
 
 
 class _Database:
-    def __init__(self, database: Any, lock: threading.RLock) -> None:
+    def __init__(self, database: Any, lock: threading.RLock, clock: Clock) -> None:
         self._database = database
         self._lock = lock
+        self._clock = clock
 
     def __getitem__(self, name: str) -> _Collection:
-        return _Collection(self._database[name], self._lock)
+        return _Collection(self._database[name], self._lock, self._clock)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._database, name)
 
     def get_collection(self, name: str, **options: Any) -> _Collection:
-        return _Collection(self._database.get_collection(name, **options), self._lock)
+        return _Collection(self._database.get_collection(name, **options), self._lock, self._clock)
 
 
 class EmbeddedClient:
-    """A mongomock client whose every collection operation is serialized (see the module docstring)."""
+    """A mongomock client whose every collection operation is serialized and whose `$$NOW` is `clock()`
+    (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = time.time) -> None:
         self._client = mongomock.MongoClient()
         self._lock = threading.RLock()
+        self._clock = clock
 
     def __getitem__(self, name: str) -> _Database:
-        return _Database(self._client[name], self._lock)
+        return _Database(self._client[name], self._lock, self._clock)
 
     def get_database(self, name: str, **options: Any) -> _Database:
-        return _Database(self._client.get_database(name, **options), self._lock)
+        return _Database(self._client.get_database(name, **options), self._lock, self._clock)
 
     def close(self) -> None:
         """Nothing to close: the data lives as long as the process."""
