@@ -9,6 +9,8 @@ a store that is right on MongoDB would be wrong locally, or the reverse; these a
 - comparisons (`$eq`, `$ne`, `$lt`, `$lte`, `$gt`, `$gte`, `$cmp`) with a missing operand follow MongoDB's
   order (missing sorts below null and equals only missing); mongomock skipped the field or, in a `$expr`
   filter, raised KeyError. A boolean never equals a number (mongomock said `1 == true`);
+- an array literal's elements are expressions (`[{"id": "$x", "at": "$$NOW"}]`), evaluated as MongoDB does
+  (a missing element becomes null); mongomock returned the literal unevaluated;
 - `$in` with a missing first operand is false;
 - `{"$not": [expression]}` (the array form) negates the expression; mongomock negated the array;
 - `$add` of a date and milliseconds gives a date; `$toLong` of a date gives its epoch milliseconds;
@@ -54,6 +56,7 @@ def install() -> None:
         if _installed:
             return
         parser = aggregate._Parser
+        parser.parse = _array_literals(parser.parse)
         parser._handle_comparison_operator = _comparison(parser._handle_comparison_operator)
         parser._handle_set_operator = _set_operator(parser._handle_set_operator)
         parser._handle_boolean_operator = _boolean(parser._handle_boolean_operator)
@@ -70,6 +73,15 @@ def _operand(parser: Any, expression: Any) -> Any:
         return parser.parse(expression)
     except KeyError:
         return _MISSING
+
+
+def _array_literals(original: Callable[..., Any]) -> Callable[..., Any]:
+    def parse(self: Any, expression: Any) -> Any:
+        if isinstance(expression, list):
+            return [None if (value := _operand(self, item)) is _MISSING else value for item in expression]
+        return original(self, expression)
+
+    return parse
 
 
 def _comparison(original: Callable[..., Any]) -> Callable[..., Any]:

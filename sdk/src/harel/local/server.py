@@ -33,6 +33,7 @@ import contextlib
 import ipaddress
 import itertools
 import logging
+import os
 import signal
 import socket
 import sys
@@ -336,7 +337,7 @@ def _listen(host: str, port: int) -> socket.socket:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         return socket.create_server((host, port), family=family)
     except OSError as exc:
-        raise LocalServerError(address, exc.strerror or str(exc)) from exc
+        raise LocalServerError(address, os.strerror(exc.errno) if exc.errno else str(exc)) from exc
 
 
 def _advertised(host: str) -> str:
