@@ -54,7 +54,7 @@ from harel.local.retryable import RetryRecords
 from harel.local.topology import Topology
 from harel.local.wire import ConnectionClosed, ProtocolError, Request, encode_reply, read_request
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("harel.local.server")  # the same name when run as __main__
 
 Reply = dict[str, Any]
 
