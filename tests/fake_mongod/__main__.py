@@ -12,7 +12,8 @@ import argparse
 import logging
 import signal
 import sys
-import threading
+
+from harel.local.server import serve_until_signalled
 
 from .server import FakeMongod
 from .topology import Role
@@ -58,9 +59,6 @@ def main(argv: list[str] | None = None) -> int:
         print("--latency-ms must not be negative", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     server = FakeMongod(
         args.role,
         set_name=args.set_name,
@@ -70,14 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     ).start()
     signal.signal(signal.SIGUSR1, lambda *_: server.withhold_write_concern())
     signal.signal(signal.SIGUSR2, lambda *_: server.release_write_concern())
-    try:
+
+    def announce() -> None:
         if args.uninitialized:
             server.set_initialized(False)
         print(f"listening {server.host_port}", flush=True)
-        stop.wait()
-    finally:
-        server.stop()
-    return 0
+
+    return serve_until_signalled(server, announce)
 
 
 if __name__ == "__main__":

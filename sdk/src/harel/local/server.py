@@ -39,6 +39,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -397,14 +398,15 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     try:
         server = LocalServer(host=args.host, port=args.port, set_name=args.set_name, data=args.data).start()
     except (LocalServerError, LocalDataError) as exc:
         print(f"harel.local.server: {exc}", file=sys.stderr)
         return 2
+    return serve_until_signalled(server, lambda: _announce(server))
+
+
+def _announce(server: LocalServer) -> None:
     print(server.url, flush=True)
     log.warning(
         "a development server: one member, no authentication, no replication; never use it in production"
@@ -416,12 +418,20 @@ def main(argv: list[str] | None = None) -> int:
             "data kept in %s: saved shortly after changes and at stop; a crash loses the last changes",
             server.data,
         )
-    if not _is_loopback(args.host):
+    if not _is_loopback(server.host):
         log.warning(
             "listening on %s without authentication: anyone who reaches this port can read and change the data",
-            args.host,
+            server.host,
         )
+
+
+def serve_until_signalled(server: LocalServer, announce: Callable[[], None]) -> int:
+    """Run a started server until SIGTERM or SIGINT, after `announce()`; stop it cleanly. The exit code."""
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
     try:
+        announce()
         stop.wait()
     finally:
         server.stop()
