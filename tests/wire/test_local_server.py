@@ -27,6 +27,7 @@ from harel.local.persistence import COALESCE_SECONDS
 from harel.local.server import LocalServer
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS
 from tests.fake_mongod.raw_client import RawConnection
+from tests.wire.processes import WorkerProcesses, run_harel
 
 pytestmark = pytest.mark.wire
 
@@ -289,3 +290,21 @@ def test_command_line_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
     assert f"data file {corrupt}: not a harel.local snapshot" in bad_data.stderr
     assert "Traceback" not in in_use.stderr + bad_data.stderr
     assert corrupt.read_bytes() == b"not a snapshot"
+
+
+def test_a_worker_and_the_smoke_cli_in_other_processes_share_its_store(
+    worker_processes: WorkerProcesses, tmp_path: Path
+) -> None:
+    """What a development session looks like: the server in one process, a worker in another, and a
+    `harel` command in a third, all on the server's URL."""
+    process, url = start("--data", str(tmp_path / "dev.db"))
+    try:
+        worker = worker_processes.harel_worker(url, "--drain-seconds", "2")
+        with MongoClient(url, **CLIENT_OPTIONS) as client:
+            worker.wait_registered(client)
+        smoke = run_harel("smoke", "--url", url, "--timeout", "60")
+        assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+        assert "PASS" in smoke.stdout
+        assert worker.terminate() == 0
+    finally:
+        stop(process)
