@@ -182,6 +182,26 @@ def test_what_it_does_not_model_is_refused(local_server: LocalServer) -> None:
     assert unknown_parameter.value.code == 72
 
 
+class FailingServer(LocalServer):
+    """A server whose data commands hit an unexpected error."""
+
+    def _run(self, name: str, db: str, command: dict[str, Any]) -> dict[str, Any]:
+        if name == "insert":
+            raise RuntimeError("boom")
+        return super()._run(name, db, command)
+
+
+def test_an_unexpected_error_is_answered_and_the_server_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    with FailingServer(port=0) as server, MongoClient(server.url, **CLIENT_OPTIONS) as client:
+        with pytest.raises(OperationFailure) as failed:
+            client.harel.items.insert_one({"_id": 1})
+        assert client.harel.items.find_one() is None
+
+    assert failed.value.code == 1  # InternalError
+    assert "internal error in the local server: RuntimeError('boom')" in str(failed.value)
+    assert any(record.exc_info for record in caplog.records if record.name == "harel.local.server")
+
+
 # --- the process: python -m harel.local.server -------------------------------------------------------
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+from bson.errors import BSONError
 from pymongo.errors import OperationFailure
 
 from harel.errors import LocalDataError, LocalServerError
@@ -285,8 +286,12 @@ class LocalServer:
             return not_modelled(f"this use of {name}: {exc}").reply()
         except OperationFailure as exc:  # mongomock refusing a query, update or pipeline
             return CommandError(exc.code or 2, f"{name}: {exc}").reply()
-        except (ValueError, TypeError, KeyError, AssertionError) as exc:
+        except (ValueError, TypeError, KeyError, AssertionError, BSONError) as exc:
             return CommandError(2, f"{name}: {exc!r}").reply()
+        except Exception as exc:
+            # A server answers every command; the connection and the server go on.
+            log.exception("%s failed inside the local server", name)
+            return CommandError(1, f"{name}: internal error in the local server: {exc!r}").reply()
 
     def _run(self, name: str, db: str, command: dict[str, Any]) -> Reply:
         if name in RETRYABLE_WRITE_COMMANDS and "txnNumber" in command:
