@@ -234,3 +234,25 @@ class InvalidArgument(HarelError):
         self.name = name
         self.reason = reason
         super().__init__(f"{name}: {reason}")
+
+
+# --- local server ------------------------------------------------------------------------------------
+
+
+class LocalDataError(HarelError):
+    """The local server's data file cannot be used: unreadable, not a harel.local snapshot, or in use by
+    another server. The file is left exactly as it was."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"data file {path}: {reason}")
+
+
+class LocalServerError(HarelError):
+    """The local server cannot listen where it was asked to (the address is in use or not available)."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        self.address = address
+        self.reason = reason
+        super().__init__(f"cannot listen on {address}: {reason}")
