@@ -315,6 +315,8 @@ class FakeMongod:
             if db != "admin":
                 raise CommandError(13, "configureFailPoint may only be run against the admin database.")
             return self._fail_command.configure(command)
+        if name == "getParameter":
+            return topology.get_parameter(command)
         if name == "getDefaultRWConcern":
             return {**self._default_rw_concern, "ok": 1.0}
         if name == "setDefaultRWConcern":

@@ -12,7 +12,7 @@ from typing import Any
 
 from bson import Int64, ObjectId, Timestamp
 
-from .errors import CommandError
+from .errors import CommandError, not_modelled
 
 SERVER_VERSION = "8.0.4"
 MAX_WIRE_VERSION = 25  # MongoDB 8.0
@@ -191,6 +191,14 @@ class Topology:
             "storageEngines": ["wiredTiger"],
             "ok": 1.0,
         }
+
+    def get_parameter(self, command: dict[str, Any]) -> dict[str, Any]:
+        """`getParameter` for the feature compatibility version only: that of a fresh deployment of this
+        release (a mongos before 8.3 answers the same, from its own binary)."""
+        if "featureCompatibilityVersion" not in command:
+            raise not_modelled("getParameter for anything but featureCompatibilityVersion")
+        major, minor, _ = SERVER_VERSION.split(".")
+        return {"featureCompatibilityVersion": {"version": f"{major}.{minor}"}, "ok": 1.0}
 
     def server_status(self, connections: int) -> dict[str, Any]:
         uptime = time.monotonic() - self.started
