@@ -224,8 +224,18 @@ def test_a_member_with_an_untrusted_certificate_is_named_among_unreachable_ones(
         ),
         ("h:1: timed out", None),
         ("h:1: [Errno 104] Connection reset by peer", None),
+        ("mongo1:27017: [Errno -2] Name or service not known", None),
     ],
-    ids=["untrusted-ca", "client-cert-unknown", "client-cert-missing", "not-tls", "eof", "timeout", "reset"],
+    ids=[
+        "untrusted-ca",
+        "client-cert-unknown",
+        "client-cert-missing",
+        "not-tls",
+        "eof",
+        "timeout",
+        "reset",
+        "unresolved-name",
+    ],
 )
 def test_which_handshake_failures_are_permanent(text: str, failure: str | None) -> None:
     assert tls_failure(text) == failure
