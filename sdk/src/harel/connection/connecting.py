@@ -49,22 +49,22 @@ def _new_client(factory: type[Client], url: str, arguments: Mapping[str, Any]) -
         raise InvalidURL(redact(url), scrub(str(error), url)) from None
 
 
-def _server_errors(client: AnyClient, url: str) -> dict[str, str]:
-    """Each member's last error as the driver recorded it, password removed."""
+def _server_errors(client: AnyClient) -> dict[str, BaseException]:
+    """Each member's last error, as the driver recorded it."""
     return {
-        f"{host}:{port}": scrub(_DRIVER_TIMEOUTS.sub("", str(server.error)), url)
+        f"{host}:{port}": server.error
         for (host, port), server in client.topology_description.server_descriptions().items()
         if server.error is not None
     }
 
 
-def _failure_text(error: PyMongoError, server_errors: Mapping[str, str], url: str) -> str:
+def _failure_text(error: PyMongoError, server_errors: Mapping[str, BaseException], url: str) -> str:
     """One line on why an attempt failed: per server when nobody could be reached (PyMongo's own message
     carries a whole topology description)."""
-    text = _DRIVER_TIMEOUTS.sub("", str(error))
+    text = str(error)
     if isinstance(error, ConnectionFailure):
-        text = "; ".join(server_errors.values()) or text.split(", Timeout:", maxsplit=1)[0]
-    return scrub(text, url)
+        text = "; ".join(map(str, server_errors.values())) or text.split(", Timeout:", maxsplit=1)[0]
+    return scrub(_DRIVER_TIMEOUTS.sub("", text), url)
 
 
 @dataclass
@@ -120,7 +120,7 @@ class Patience:
     def after(self, client: AnyClient, error: PyMongoError, url: str) -> float | HarelError:
         """After a failed attempt: the pause before the next one, or the error to raise (the deployment
         rejects this client, or the deadline has passed)."""
-        server_errors = _server_errors(client, url)
+        server_errors = _server_errors(client)
         rejected = rejection(error, server_errors, client_settings(client), url)
         if rejected is not None:
             return rejected

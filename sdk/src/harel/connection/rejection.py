@@ -54,28 +54,42 @@ def tls_failure(text: str) -> str | None:
     return match["text"].strip() or match["reason"]
 
 
+def _authentication_failure(
+    error: BaseException, settings: ClientSettings, url: str
+) -> AuthenticationFailed | None:
+    if not isinstance(error, OperationFailure) or error.code not in AUTHENTICATION_CODES:
+        return None
+    details = error.details or {}
+    reason = details.get("errmsg") or str(error)
+    code_name = details.get("codeName")
+    return AuthenticationFailed(
+        settings.username,
+        settings.auth_source or "admin",
+        redact(url),
+        scrub(f"{reason} ({code_name})" if code_name else reason, url),
+    )
+
+
 def rejection(
     error: PyMongoError,
-    server_errors: Mapping[str, str],
+    server_errors: Mapping[str, BaseException],
     settings: ClientSettings,
     url: str,
 ) -> ConnectionRejected | None:
     """The named error when `error` (an attempt's failure) means the deployment rejects this client; None when
-    the deployment may still come up. `server_errors` maps each member the driver knows to its last error."""
-    if isinstance(error, OperationFailure) and error.code in AUTHENTICATION_CODES:
-        details = error.details or {}
-        reason = details.get("errmsg") or str(error)
-        code_name = details.get("codeName")
-        return AuthenticationFailed(
-            settings.username,
-            settings.auth_source or "admin",
-            redact(url),
-            scrub(f"{reason} ({code_name})" if code_name else reason, url),
-        )
-    if isinstance(error, ConnectionFailure):
-        failures = {host: tls_failure(text) for host, text in server_errors.items()}
-        hosts = sorted(host for host, failure in failures.items() if failure)
-        if hosts:
-            reasons = sorted({failures[host] for host in hosts if failures[host]})
-            return TLSFailed(hosts, scrub("; ".join(reasons), url), redact(url))
-    return None
+    the deployment may still come up. `server_errors` maps each member the driver knows to its last error:
+    when no member could be selected, the reason is there (a pool that failed to authenticate in the
+    background, a monitor whose handshake failed)."""
+    rejected = _authentication_failure(error, settings, url)
+    if rejected is not None or not isinstance(error, ConnectionFailure):
+        return rejected
+    for server_error in server_errors.values():
+        rejected = _authentication_failure(server_error, settings, url)
+        if rejected is not None:
+            return rejected
+    failures = {host: tls_failure(str(server_error)) for host, server_error in server_errors.items()}
+    hosts = sorted(host for host, failure in failures.items() if failure)
+    if not hosts:
+        return None
+    reasons = sorted({failure for failure in failures.values() if failure})
+    return TLSFailed(hosts, scrub("; ".join(reasons), url), redact(url))
