@@ -202,6 +202,12 @@ class UnsupportedServerError(DeploymentCheckError):
     check = "server version"
 
 
+class FeatureCompatibilityError(DeploymentCheckError):
+    """The binary is new enough, but its feature compatibility version keeps an older release's rules."""
+
+    check = "feature compatibility"
+
+
 class DeploymentRefused(HarelError):
     """Start-up refused: one or more deployment checks failed. `errors` holds every one of them."""
 
@@ -218,6 +224,46 @@ class ConnectionFailed(HarelError):
         self.waited = waited
         self.last_error = last_error
         super().__init__(f"could not reach {redacted_url} within {waited:.1f}s: {last_error}")
+
+
+class ConnectionRejected(HarelError):
+    """The deployment answered and rejected this client. Waiting cannot change that, so it is never retried."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        self.fix = fix
+        super().__init__(f"{message}. Fix: {fix}")
+
+
+class AuthenticationFailed(ConnectionRejected):
+    """The server refused the credentials. Names the user and the database that holds it, never the password."""
+
+    def __init__(self, user: str | None, database: str, redacted_url: str, reason: str) -> None:
+        self.user = user
+        self.database = database
+        self.url = redacted_url
+        self.reason = reason
+        who = f"user {user}" if user else "the client certificate's subject"
+        super().__init__(
+            f"authentication failed for {who} on DB {database} at {redacted_url}: {reason}",
+            "check the user name, the password and authSource in the URL (an @, :, / or % in the password "
+            "must be percent-encoded)",
+        )
+
+
+class TLSFailed(ConnectionRejected):
+    """The TLS handshake with a member failed for a reason a retry cannot change (its certificate, ours, the
+    protocol)."""
+
+    def __init__(self, hosts: list[str], reason: str, redacted_url: str) -> None:
+        self.hosts = hosts
+        self.reason = reason
+        self.url = redacted_url
+        super().__init__(
+            f"TLS handshake with {', '.join(hosts)} failed at {redacted_url}: {reason}",
+            "give the CA that signed the server's certificate with tlsCAFile=, connect by a host name the "
+            "certificate lists, and check the client certificate (tlsCertificateKeyFile=) if the server "
+            "requires one",
+        )
 
 
 class InvalidURL(HarelError):
