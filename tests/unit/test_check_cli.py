@@ -15,7 +15,10 @@ from typing import Any
 
 import pytest
 
-from harel import __version__, cli
+from harel import __version__
+from harel.cli import deployment as check_command
+from harel.cli import main, settings
+from harel.cli.exits import exit_code_for
 from harel.errors import (
     ChartError,
     ConnectionFailed,
@@ -57,14 +60,14 @@ def deployment(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[RecordedCl
             built.append(RecordedClient.for_url(url, scenario(name, **replace)))
             return built[-1]
 
-        monkeypatch.setattr(cli, "connect", fake_connect)
+        monkeypatch.setattr(check_command, "connect", fake_connect)
         return built
 
     return serve
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
+    code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -293,7 +296,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_each_error_maps_to_its_exit_code(error: Exception, code: int) -> None:
-    assert cli.exit_code_for(error) == code  # type: ignore[arg-type]
+    assert exit_code_for(error) == code  # type: ignore[arg-type]
 
 
 def test_a_refusal_is_printed_on_one_line(
@@ -301,12 +304,13 @@ def test_a_refusal_is_printed_on_one_line(
 ) -> None:
     refused = DeploymentRefused([WeakWriteConcernError("w=1", "w=majority", "set w=majority")])
 
-    def refuse(_: Any) -> int:
+    def refuse(*_: Any, **__: Any) -> Any:
         raise refused
 
-    monkeypatch.setattr(cli, "COMMANDS", (cli.Command("refuse", "always refuses", lambda _: None, refuse),))
+    monkeypatch.setattr(settings, "open_backend", refuse)
 
-    code, _, err = run(capsys, "refuse")
+    code, _, err = run(capsys, "status", "order-1", "--url", SET_URL)
 
     assert code == 4
     assert err.count("\n") == 1 and "write concern: found w=1" in err
+    assert err.startswith("harel status: refusing to start on this deployment:")

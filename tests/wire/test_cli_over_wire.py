@@ -58,9 +58,9 @@ def test_execution_commands_end_to_end(
     code, out, _ = harel(
         url, "start", "ticket", "--charts", str(charts), "--id", "t-1", "--context", '{"who": "ann"}'
     )
-    assert code == 0 and out.split("\t")[:2] == ["t-1", "started"]
+    assert code == 0 and out == "t-1 started (ticket v1)\n"
     code, out, _ = harel(url, "start", "ticket", "--charts", str(charts), "--id", "t-1")
-    assert code == 0 and out.split("\t")[:2] == ["t-1", "already exists"], "an id is an idempotency key"
+    assert code == 0 and out.startswith("t-1 already exists"), "an id is an idempotency key"
 
     worker_processes.harel_worker(url, "--charts", str(charts), "--drain-seconds", "2")
     assert "active     open" in wait_for(url, "t-1", "active     open")
@@ -84,27 +84,3 @@ def test_execution_commands_end_to_end(
     code, out, _ = harel(url, "status", "t-1", "--document")
     document = json.loads(out)
     assert document["_id"] == "t-1" and document["timers"] == {}, "cancel disarmed the timer"
-
-
-def test_bad_input_exit_codes(fake_rs: FakeDeployment, charts: Path) -> None:
-    url = fake_rs.url
-    assert harel(url, "start", "ticket", "--charts", str(charts), "--id", "t-2")[0] == 0
-
-    code, _, err = harel(url, "send", "t-2", "reopen", "--charts", str(charts))
-    assert code == 2 and "no transition on event 'reopen'" in err and "known: assign, resolve" in err
-
-    code, _, err = harel(url, "start", "ticket", "--charts", str(charts), "--context", "{bad")
-    assert code == 2 and "--context: not valid JSON" in err
-
-    code, _, err = harel(url, "send", "t-2", "assign")
-    assert code == 2 and "no worker published it; give it with --charts DIR or --app" in err
-
-    code, _, err = harel(url, "status", "nobody")
-    assert code == 5 and "no execution with id 'nobody'" in err
-
-    code, _, err = harel(url, "start", "nothing", "--charts", str(charts))
-    assert code == 2 and "no chart 'nothing'" in err
-
-    code, _, err = harel(url, "list", "--cursor", "garbage")
-    assert code == 2 and "invalid listing cursor" in err
-    assert len(err.strip().splitlines()) == 1, "errors are one line"
