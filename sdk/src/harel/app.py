@@ -205,7 +205,8 @@ def load_app(spec: str) -> App:
     if not isinstance(app, App):
         found = "nothing" if app is None else f"a {type(app).__name__}"
         raise InvalidArgument(
-            "--app", f"{module_name}.{attribute} is {found}, not a harel.app.App; name the App after the colon"
+            "--app",
+            f"{module_name}.{attribute} is {found}, not a harel.app.App; name the App after the colon",
         )
     return app
 
