@@ -133,10 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return Exit.USAGE
     except click.UsageError as error:
         path = error.ctx.command_path if error.ctx is not None else "harel"
-        hint = f"; see `{path} --help`"
-        return report(
-            called, as_json, type(error).__name__, error.format_message().rstrip(".") + hint, Exit.USAGE
-        )
+        message = f"{error.format_message()} (see `{path} --help`)"
+        return report(called, as_json, type(error).__name__, message, Exit.USAGE)
     except click.ClickException as error:
         return report(called, as_json, type(error).__name__, error.format_message(), Exit.USAGE)
     except click.Abort:
