@@ -50,7 +50,7 @@ smoke: $(STACK_STAMP) ## run the fork/join + durable-timer smoke workflow agains
 	$(HAREL_STACK) smoke
 
 demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK only)
-	$(BIN)/harel demo
+	@$(BIN)/harel demo
 
 test: $(STAMP) ## the whole test suite (what CI runs)
 	$(BIN)/python -m pytest
