@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pymongo.errors import AutoReconnect, DocumentTooLarge
 
 from harel.app import App
-from harel.cli import main, worker
+from harel.backend import open_backend
+from harel.cli import executions, main, settings, worker
 from harel.cli.exits import MEANING
 from harel.cli.main import harel
 from harel.cli.options import load_application
@@ -198,3 +200,51 @@ def test_a_usage_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert (code, out) == (2, "")
     assert err == "harel status: Missing argument 'ID'. (see `harel status --help`)\n"
+
+
+# --- failures that happen mid-command ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def in_process_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--url mongodb://...` answered by an in-process store, so a command runs without a server."""
+    monkeypatch.setattr(settings, "open_backend", lambda *_, **__: open_backend("mongomock://"))
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "said"),
+    [
+        (
+            AutoReconnect(
+                "db.example:27017: connection reset by hunter2, Timeout: 30s, Topology Description: ..."
+            ),
+            3,
+            "harel status: the deployment failed during the command: db.example:27017: connection reset by ***; run it again",
+        ),
+        (
+            DocumentTooLarge("BSON document too large (17000000 bytes)"),
+            2,
+            "harel status: a value cannot be stored: BSON document too large (17000000 bytes); keep large payloads out of events and contexts",
+        ),
+        (KeyboardInterrupt(), 130, "harel status: interrupted"),
+    ],
+    ids=["deployment-gone", "too-large", "ctrl-c"],
+)
+def test_a_failure_mid_command_is_one_line(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    in_process_deployment: None,
+    raised: BaseException,
+    code: int,
+    said: str,
+) -> None:
+    def fail(*_: Any) -> Any:
+        raise raised
+
+    monkeypatch.setattr(executions, "load", fail)
+
+    result, out, err = run(capsys, "status", "order-1", "--url", "mongodb://app:hunter2@db.example/harel")
+
+    assert (result, out) == (code, "")
+    assert err.strip() == said
+    assert "hunter2" not in err

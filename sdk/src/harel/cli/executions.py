@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any
 
@@ -84,16 +85,14 @@ def start(
 ) -> int:
     """Start an execution of CHART: its newest version from --charts/--app, else the newest version a
     worker published."""
-    backend = connection.open_shared("start")
-    app.use_catalog(backend.catalog)
-    try:
-        exe, created = start_execution(
-            backend.store, backend.transport, app, chart, context=context, execution_id=execution_id
-        )
-    except UnknownChart as error:
-        raise unpublished(error, "it can be started") from None
-    finally:
-        backend.close()
+    with closing(connection.open_shared("start")) as backend:
+        app.use_catalog(backend.catalog)
+        try:
+            exe, created = start_execution(
+                backend.store, backend.transport, app, chart, context=context, execution_id=execution_id
+            )
+        except UnknownChart as error:
+            raise unpublished(error, "it can be started") from None
     if out.json:
         out.document(
             {
@@ -142,17 +141,15 @@ def send(
     out: Output,
 ) -> int:
     """Send EVENT to the execution ID. The event name is checked against the chart the execution pinned."""
-    backend = connection.open_shared("send")
-    app.use_catalog(backend.catalog)
-    try:
-        load_running(backend, execution_id)
-        sent = send_event(
-            backend.store, backend.transport, app, execution_id, event, data=data, event_id=event_id
-        )
-    except UnknownChart as error:
-        raise unpublished(error, "the event name can be checked") from None
-    finally:
-        backend.close()
+    with closing(connection.open_shared("send")) as backend:
+        app.use_catalog(backend.catalog)
+        try:
+            load_running(backend, execution_id)
+            sent = send_event(
+                backend.store, backend.transport, app, execution_id, event, data=data, event_id=event_id
+            )
+        except UnknownChart as error:
+            raise unpublished(error, "the event name can be checked") from None
     if out.json:
         out.document(
             {"execution_id": execution_id, "event": sent.model_dump(mode="json"), "outcome": "queued"}
@@ -171,12 +168,9 @@ def send(
 @json_option
 def cancel(execution_id: str, connection: Connection, out: Output) -> int:
     """Cancel the execution ID: it stops, disarms its timers and cancels its children."""
-    backend = connection.open_shared("cancel")
-    try:
+    with closing(connection.open_shared("cancel")) as backend:
         load_running(backend, execution_id)
         sent = cancel_execution(backend.store, backend.transport, execution_id)
-    finally:
-        backend.close()
     if out.json:
         out.document({"execution_id": execution_id, "event_id": sent.id, "outcome": "queued"})
     else:
@@ -197,12 +191,9 @@ def cancel(execution_id: str, connection: Connection, out: Output) -> int:
 @json_option
 def status(execution_id: str, document: bool, connection: Connection, out: Output) -> int:
     """Show the execution ID: status, active states, children, timers with their time to fire."""
-    backend = connection.open_shared("status")
-    try:
+    with closing(connection.open_shared("status")) as backend:
         exe = load(backend, execution_id)
         stored = backend.store.document(execution_id) if document else None  # type: ignore[attr-defined]
-    finally:
-        backend.close()
     if stored is not None:
         out.document(stored)
     elif out.json:
@@ -264,15 +255,13 @@ def list_(
     out: Output,
 ) -> int:
     """List executions, a page at a time, filtered by status, chart or roots."""
-    backend = connection.open_shared("list")
-    try:
-        page = backend.store.list_executions(
-            status=status, definition_id=definition, roots_only=roots, limit=limit, cursor=cursor
-        )
-    except ValueError as error:
-        raise InvalidArgument("--cursor", f"{error}; use the cursor a previous page printed") from None
-    finally:
-        backend.close()
+    with closing(connection.open_shared("list")) as backend:
+        try:
+            page = backend.store.list_executions(
+                status=status, definition_id=definition, roots_only=roots, limit=limit, cursor=cursor
+            )
+        except ValueError as error:
+            raise InvalidArgument("--cursor", f"{error}; use the cursor a previous page printed") from None
     if out.json:
         out.document(page.model_dump(mode="json"))
         return Exit.OK
@@ -310,12 +299,9 @@ def list_view(page: ExecutionPage) -> RenderableType:
 @json_option
 def trace(execution_id: str, connection: Connection, out: Output) -> int:
     """Show the steps the execution ID recorded: each event, the states before and after."""
-    backend = connection.open_shared("trace")
-    try:
+    with closing(connection.open_shared("trace")) as backend:
         load(backend, execution_id)
         steps = backend.store.read_trace(execution_id)
-    finally:
-        backend.close()
     if out.json:
         out.document(steps)
     else:

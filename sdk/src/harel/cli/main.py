@@ -145,7 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = f"a value cannot be stored: {error}; keep large payloads out of events and contexts"
         return report(called, as_json, type(error).__name__, message, Exit.USAGE)
     except PyMongoError as error:
-        message = f"the deployment failed during the command: {scrub(str(error), called.url)}; run it again"
+        said = str(error).split(", Timeout:", maxsplit=1)[0]  # PyMongo appends the whole topology
+        message = f"the deployment failed during the command: {scrub(said, called.url)}; run it again"
         return report(called, as_json, type(error).__name__, message, Exit.UNREACHABLE)
     except BrokenPipeError:  # `harel list | head`: the reader has gone, and so may we
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
