@@ -3,6 +3,7 @@ comes from, and how long a worker waits for it. Failures as processes: tests/wir
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,13 @@ def test_a_failure_mid_command_is_one_line(
     assert (result, out) == (code, "")
     assert err.strip() == said
     assert "hunter2" not in err
+
+
+def test_demo_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "demo", "--timer", "0.1", "--json")
+
+    document = json.loads(out)
+    assert code == 0
+    assert document["report"]["passed"] is True
+    assert document["workers"] == 3 and document["processed"] >= 14, "14 events, each processed at least once"
+    assert document["document"]["_id"] == document["report"]["root_id"]
