@@ -171,8 +171,9 @@ def make_demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     (scratch / "wheels").mkdir()
     wheelhouse = fill_wheelhouse(scratch / "wheels", runtime_dependencies("harel") | build)
     venv = scratch / ".venv"
+    outside_make = {k: v for k, v in clean_environment().items() if not k.startswith(("MAKE", "MFLAGS"))}
     environment = {
-        **clean_environment(),
+        **outside_make,  # when the suite runs under `make test`: this make is not a sub-make of it
         **offline_pip(wheelhouse),
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
     }

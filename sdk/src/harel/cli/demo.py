@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 import click
@@ -121,7 +120,6 @@ def demo(workers: int, timer: float, timeout: float, url: str | None, out: Outpu
             f"harel demo runs in this process on mongomock:// or memory://, not {url.split('://')[0]}://; "
             "to run the workflow through a deployment's workers, use `harel smoke --url URL`",
         )
-    logging.getLogger("harel").setLevel(logging.ERROR)
     app = App("demo")
     chart_id = register_smoke(app, region_timer=timer, final_timer=timer)
     backend = open_backend(url)

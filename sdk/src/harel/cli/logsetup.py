@@ -1,7 +1,7 @@
 """Log lines on stderr: HAREL_LOG_LEVEL and HAREL_LOG_FORMAT, checked before anything is logged.
 
-The worker logs at INFO by default, in JSON lines unless stderr is a terminal; the other commands log only
-warnings, as text. Either variable overrides that for every command.
+By default the worker logs at INFO, in JSON lines unless stderr is a terminal; the demo only errors (its own
+output tells the story); the other commands warnings, as text. Either variable overrides that.
 """
 
 from __future__ import annotations
@@ -16,16 +16,20 @@ LEVEL_VARIABLE = "HAREL_LOG_LEVEL"
 FORMAT_VARIABLE = "HAREL_LOG_FORMAT"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FORMATS = ("text", "json")
+DEFAULT_LEVELS = {"worker": "INFO", "demo": "ERROR"}
+DEFAULT_LEVEL = "WARNING"
 
 
-def configure(*, default_level: str, default_format: str | None = None, json_lines: bool = False) -> None:
-    """`default_format` None: JSON lines unless stderr is a terminal. `json_lines` (--json) forces JSON."""
-    level = os.environ.get(LEVEL_VARIABLE, "").strip().upper() or default_level
+def configure(command: str, *, json_lines: bool = False) -> None:
+    """Logging for `harel COMMAND`. Like `logging.basicConfig`, it leaves a setup already in place (a
+    program's that runs `main`, a test's) as it is, unless `json_lines` (--json) asks for JSON lines."""
+    level = os.environ.get(LEVEL_VARIABLE, "").strip().upper() or DEFAULT_LEVELS.get(command, DEFAULT_LEVEL)
     if level not in LEVELS:
         raise InvalidArgument(
             LEVEL_VARIABLE, f"{level.lower()!r} is not a level: use one of {', '.join(LEVELS)}"
         )
-    fmt = os.environ.get(FORMAT_VARIABLE, "").strip().lower() or default_format
+    fmt = os.environ.get(FORMAT_VARIABLE, "").strip().lower() or (None if command == "worker" else "text")
     if fmt is not None and fmt not in FORMATS:
         raise InvalidArgument(FORMAT_VARIABLE, f"{fmt!r} is not a format: use text or json")
-    configure_logging("json" if json_lines else fmt, logging.getLevelName(level))
+    if json_lines or not logging.getLogger().handlers:
+        configure_logging("json" if json_lines else fmt, logging.getLevelName(level))

@@ -46,7 +46,7 @@ ROOT_EPILOG = "\n".join(
         f"  {URL_FILE_VARIABLE:<22} a file holding the URL, read when neither is given",
         f"  {DEADLINE_VARIABLE:<22} seconds to wait for the deployment (--deadline; 0: indefinitely)",
         f"  {DEV_VARIABLE:<22} 1: accept a standalone server, loudly (--dev)",
-        f"  {LEVEL_VARIABLE:<22} DEBUG, INFO, WARNING, ERROR (worker: INFO, others: WARNING)",
+        f"  {LEVEL_VARIABLE:<22} DEBUG, INFO, WARNING, ERROR (worker: INFO, demo: ERROR, others: WARNING)",
         f"  {FORMAT_VARIABLE:<22} text or json (worker: json unless stderr is a terminal)",
         "  NO_COLOR               set: no colour, even on a terminal",
         "",
@@ -88,7 +88,7 @@ def harel(ctx: click.Context, url: str | None, dev: bool) -> None:
     assert called is not None, "main() passes an Invocation"
     called.command = ctx.invoked_subcommand or ""
     pass_connection_to_root(url, dev)
-    configure(default_level="WARNING", default_format="text")
+    configure(called.command)
 
 
 for _module in (worker, executions, demo, deployment):

@@ -35,7 +35,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass
 class Invocation:
-    """What the error handler needs to know about the command that failed."""
+    """One run of `harel`: the command and its URL (for the error line) and the options given before the
+    command's name."""
 
     command: str = ""
     url: str = ""

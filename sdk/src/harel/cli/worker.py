@@ -88,7 +88,8 @@ def worker(
     """Run a worker: claim events for the App's charts, step them, relay, fire timers, until SIGTERM; then
     drain. Logs go to stderr (HAREL_LOG_LEVEL, HAREL_LOG_FORMAT). With --deadline 0 it waits for the
     deployment indefinitely, /readyz answering "not ready" meanwhile."""
-    configure(default_level="INFO", json_lines=out.json)
+    if out.json:
+        configure("worker", json_lines=True)
     if connection.embedded:
         log.warning(
             "worker on %s: its store lives inside this process, so no other process can reach it; "
