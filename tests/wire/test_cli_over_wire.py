@@ -233,3 +233,15 @@ def test_colour_on_a_terminal_unless_no_color(fake_rs: FakeDeployment, charts: P
     assert f"{cyan}running" in coloured, "a running execution's status is cyan on a terminal"
     assert COLOUR.search(plain) is None and "running" in plain, "NO_COLOR: bold and dim only"
     assert "\x1b[" not in piped.stdout and "t-c  running" in piped.stdout, "plain text into a pipe"
+
+
+def test_log_level_and_format_come_from_the_environment(fake_rs: FakeDeployment) -> None:
+    quiet = run_harel("list", "--url", fake_rs.url, environment={"HAREL_LOG_FORMAT": "text"})
+    verbose = run_harel(
+        "list", "--url", fake_rs.url, environment={"HAREL_LOG_LEVEL": "debug", "HAREL_LOG_FORMAT": "json"}
+    )
+
+    assert (quiet.returncode, quiet.stderr) == (0, "no executions match\n"), "warnings only, by default"
+    assert verbose.returncode == 0
+    lines = [json.loads(line) for line in verbose.stderr.splitlines() if line.startswith("{")]
+    assert lines and {line["level"] for line in lines} >= {"debug"}
