@@ -173,9 +173,10 @@ def test_list_prints_a_header_and_keeps_the_filters_in_its_hint(
     header, rule, *rows = out.splitlines()
     assert header.split() == ["id", "status", "chart", "active", "updated"]
     assert set(rule) == {"-", " "}
-    assert [row.split()[:3] for row in rows] == [["t-2", "running", "ticket"], ["t-1", "running", "ticket"]], (
-        "newest first"
-    )
+    assert [row.split()[:3] for row in rows] == [
+        ["t-2", "running", "ticket"],
+        ["t-1", "running", "ticket"],
+    ], "newest first"
     hint = err.strip()
     assert hint.startswith(
         "more: harel list --status running --definition ticket --roots --limit 2 --cursor "
