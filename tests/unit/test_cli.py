@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from pymongo.errors import AutoReconnect, DocumentTooLarge
 
 from harel.app import App
 from harel.backend import open_backend
-from harel.cli import executions, main, settings, worker
+from harel.cli import main, observe, settings, worker
 from harel.cli.exits import MEANING
 from harel.cli.main import harel
 from harel.cli.options import load_application
@@ -57,11 +58,18 @@ def test_help_lists_the_exit_codes_and_the_environment(capsys: pytest.CaptureFix
     assert 'eval "$(harel --completion bash)"' in out
 
 
-@pytest.mark.parametrize("command", sorted(harel.commands))
+COMMAND_LINES = sorted(
+    [name] if not isinstance(command, click.Group) else [name, sub]
+    for name, command in harel.commands.items()
+    for sub in (command.commands if isinstance(command, click.Group) else [None])
+)
+
+
+@pytest.mark.parametrize("command", COMMAND_LINES, ids=" ".join)
 def test_every_command_has_json_and_lists_its_exit_codes(
-    capsys: pytest.CaptureFixture[str], command: str
+    capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:
-    code, out, _ = run(capsys, command, "--help")
+    code, out, _ = run(capsys, *command, "--help")
 
     assert code == 0
     assert "--json" in out
@@ -80,7 +88,11 @@ def test_the_commands_that_exist_are_kept() -> None:
         "smoke",
         "demo",
         "check",
+        "dev",
+        "dead",
     }
+    dead = harel.commands["dead"]
+    assert isinstance(dead, click.Group) and set(dead.commands) == {"list", "retry", "drop"}
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
@@ -116,13 +128,14 @@ def test_the_url_comes_from_the_option_the_variable_the_file_then_the_default(tm
     secret.write_text("mongodb://from-file/harel\n")
     both = {"HAREL_MONGO_URL": "mongodb://from-variable/", "HAREL_MONGO_URL_FILE": str(secret)}
 
-    assert resolve_url("mongodb://from-option/", both) == ("mongodb://from-option/", "--url")
-    assert resolve_url(None, both) == ("mongodb://from-variable/", "HAREL_MONGO_URL")
-    assert resolve_url(None, {"HAREL_MONGO_URL_FILE": str(secret)}) == (
+    assert resolve_url("mongodb://from-option/", both, tmp_path) == ("mongodb://from-option/", "--url", None)
+    assert resolve_url(None, both, tmp_path) == ("mongodb://from-variable/", "HAREL_MONGO_URL", None)
+    assert resolve_url(None, {"HAREL_MONGO_URL_FILE": str(secret)}, tmp_path) == (
         "mongodb://from-file/harel",
         "HAREL_MONGO_URL_FILE",
+        None,
     )
-    assert resolve_url(None, {}) == ("mongomock://", "default")
+    assert resolve_url(None, {}, tmp_path) == ("mongomock://", "default", None)
 
 
 def test_an_unreadable_or_empty_url_file_is_named(tmp_path: Path) -> None:
@@ -130,17 +143,17 @@ def test_an_unreadable_or_empty_url_file_is_named(tmp_path: Path) -> None:
     empty.write_text("\n")
 
     with pytest.raises(InvalidArgument, match=r"HAREL_MONGO_URL_FILE: cannot read .*/missing \(No such file"):
-        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(tmp_path / "missing")})
+        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(tmp_path / "missing")}, tmp_path)
     with pytest.raises(InvalidArgument, match="is empty"):
-        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(empty)})
+        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(empty)}, tmp_path)
     with pytest.raises(InvalidArgument, match="cannot read"):
-        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(tmp_path)})  # a folder
+        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(tmp_path)}, tmp_path)  # a folder
 
 
 def test_deadline_zero_waits_indefinitely() -> None:
-    assert resolve(None, False, None, {}).deadline == DEFAULT_DEADLINE
-    assert resolve(None, False, 5.0, {}).deadline == 5.0
-    assert resolve(None, False, 0.0, {}).deadline is None
+    assert resolve(None, False, None, {}, Path("/")).deadline == DEFAULT_DEADLINE
+    assert resolve(None, False, 5.0, {}, Path("/")).deadline == 5.0
+    assert resolve(None, False, 0.0, {}, Path("/")).deadline is None
 
 
 @pytest.mark.parametrize(
@@ -242,7 +255,7 @@ def test_a_failure_mid_command_is_one_line(
     def fail(*_: Any) -> Any:
         raise raised
 
-    monkeypatch.setattr(executions, "load", fail)
+    monkeypatch.setattr(observe, "look", fail)
 
     result, out, err = run(capsys, "status", "order-1", "--url", "mongodb://app:hunter2@db.example/harel")
 

@@ -108,21 +108,24 @@ class WorkerProcesses:
         self._log_dir = log_dir
         self._started: list[WorkerProcess] = []
 
-    def harel_worker(self, url: str, *arguments: str, http_port: int | None = None) -> WorkerProcess:
-        """`harel worker --url URL --http-port PORT ARGUMENTS...` (port 0: no HTTP endpoints)."""
+    def harel_worker(
+        self, url: str, *arguments: str, http_port: int | None = None, cwd: Path = REPOSITORY_ROOT
+    ) -> WorkerProcess:
+        """`harel worker --url URL --http-port PORT ARGUMENTS...` (port 0: no HTTP endpoints), run in `cwd`
+        (where `--app` imports from)."""
         port = ["--http-port", str(http_port or 0)]
-        return self._start([HAREL, "worker", "--url", url, *port, *arguments], http_port)
+        return self._start([HAREL, "worker", "--url", url, *port, *arguments], http_port, cwd)
 
     def short_lease_worker(self, url: str, lease_seconds: float) -> WorkerProcess:
         """`harel worker` with a short lease: a message it held when killed is claimable again soon."""
         options = ["--lease-seconds", str(lease_seconds), "--drain-seconds", "2"]
         return self._start([HAREL, "worker", "--url", url, "--http-port", "0", *options], None)
 
-    def _start(self, command: list[str], http_port: int | None) -> WorkerProcess:
+    def _start(self, command: list[str], http_port: int | None, cwd: Path = REPOSITORY_ROOT) -> WorkerProcess:
         log_path = self._log_dir / f"worker-{len(self._started)}.log"
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                command, cwd=REPOSITORY_ROOT, env=clean_environment(), stdout=log, stderr=subprocess.STDOUT
+                command, cwd=cwd, env=clean_environment(), stdout=log, stderr=subprocess.STDOUT
             )
         worker = WorkerProcess(process, log_path, http_port)
         self._started.append(worker)

@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from harel.chart import Chart
 from harel.errors import (
@@ -36,6 +36,20 @@ FIRST_PAUSE = 0.05
 LONGEST_PAUSE = 0.5
 
 
+class StartOptions(TypedDict, total=False):
+    """What a client may give `start`: the initial context and the execution's id (an idempotency key)."""
+
+    context: Mapping[str, Any] | None
+    execution_id: str | None
+
+
+class SendOptions(TypedDict, total=False):
+    """What a client may give `send`: the event's data and its id (sending an id again takes effect once)."""
+
+    data: Mapping[str, Any] | None
+    event_id: str | None
+
+
 def known_chart(chart: Chart | None, chart_id: str, version: int | None = None) -> Chart:
     if chart is None:
         raise UnknownChart(chart_id, version)
@@ -43,7 +57,10 @@ def known_chart(chart: Chart | None, chart_id: str, version: int | None = None) 
 
 
 def new_execution(
-    chart: Chart, context: Mapping[str, Any] | None, execution_id: str | None, now: float
+    chart: Chart,
+    now: float,
+    context: Mapping[str, Any] | None = None,
+    execution_id: str | None = None,
 ) -> tuple[Execution, list[Event]]:
     """A version-0 execution of `chart` and the events to create it with (its start)."""
     exe = Execution(
@@ -75,7 +92,9 @@ def finished(exe: Execution) -> bool:
     return exe.status in TERMINAL_STATUSES
 
 
-def user_event(chart: Chart, name: str, data: Mapping[str, Any] | None, event_id: str | None) -> Event:
+def user_event(
+    chart: Chart, name: str, data: Mapping[str, Any] | None = None, event_id: str | None = None
+) -> Event:
     """A user event, refused here (UnknownEvent) when no state of the pinned chart handles its name."""
     known = sorted(chart.event_names())
     if name.startswith(RESERVED_EVENT_PREFIX) or name not in known:

@@ -17,10 +17,10 @@ Workers are separate processes (`harel worker`); a client never steps an executi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any, Self
+from typing import Self, Unpack
 
 from harel import _client
+from harel._client import SendOptions, StartOptions
 from harel.aio_store.mongo import AsyncMongoStore
 from harel.app import App
 from harel.catalog import AsyncMongoCatalog
@@ -79,29 +79,20 @@ class Client:
             chart = self.app.adopt(await self.catalog.get(chart_id, version))
         return _client.known_chart(chart, chart_id, version)
 
-    async def start(
-        self, chart_id: str, *, context: Mapping[str, Any] | None = None, execution_id: str | None = None
-    ) -> Execution:
+    async def start(self, chart_id: str, **options: Unpack[StartOptions]) -> Execution:
         """A new execution of the chart's newest version (or the existing one with `execution_id`)."""
         now = self.transport.clock.now()
-        exe, events = _client.new_execution(await self._chart(chart_id), context, execution_id, now)
+        exe, events = _client.new_execution(await self._chart(chart_id), now, **options)
         if await self.store.create(exe, events, now=now):
             return exe
         return _client.found(await self.store.load(exe.id), exe.id)
 
-    async def send(
-        self,
-        execution_id: str,
-        name: str,
-        *,
-        data: Mapping[str, Any] | None = None,
-        event_id: str | None = None,
-    ) -> Event:
+    async def send(self, execution_id: str, name: str, **options: Unpack[SendOptions]) -> Event:
         """Put a user event in the execution's mailbox; refused for unknown or finished executions and for
         event names the pinned chart does not handle. Sending an event id again takes effect once."""
         exe = _client.running(await self.store.load(execution_id), execution_id)
         chart = await self._chart(exe.definition_id, exe.definition_version)
-        event = _client.user_event(chart, name, data, event_id)
+        event = _client.user_event(chart, name, **options)
         return _client.delivered(await self.transport.send(execution_id, event), execution_id, event)
 
     async def cancel(self, execution_id: str) -> Event:

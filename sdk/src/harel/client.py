@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack
 
 from harel import _client
+from harel._client import SendOptions, StartOptions
 from harel.app import App
 from harel.backend import Backend, open_backend
 from harel.model import Event, Execution
@@ -38,7 +39,7 @@ def start_execution(
     existing execution. Returns the execution and whether this call created it.
     """
     now = transport.clock.now() if now is None else now
-    exe, events = _client.new_execution(app.get_chart(chart_id), context, execution_id, now)
+    exe, events = _client.new_execution(app.get_chart(chart_id), now, context, execution_id)
     if store.create(exe, events, now=now):
         return exe, True
     return _client.found(store.load(exe.id), exe.id), False
@@ -118,26 +119,13 @@ class Client:
         client._backend = backend
         return client
 
-    def start(
-        self, chart_id: str, *, context: Mapping[str, Any] | None = None, execution_id: str | None = None
-    ) -> Execution:
+    def start(self, chart_id: str, **options: Unpack[StartOptions]) -> Execution:
         """A new execution of the chart's newest version (or the existing one with `execution_id`)."""
-        exe, _ = start_execution(
-            self.store, self.transport, self.app, chart_id, context=context, execution_id=execution_id
-        )
+        exe, _ = start_execution(self.store, self.transport, self.app, chart_id, **options)
         return exe
 
-    def send(
-        self,
-        execution_id: str,
-        name: str,
-        *,
-        data: Mapping[str, Any] | None = None,
-        event_id: str | None = None,
-    ) -> Event:
-        return send_event(
-            self.store, self.transport, self.app, execution_id, name, data=data, event_id=event_id
-        )
+    def send(self, execution_id: str, name: str, **options: Unpack[SendOptions]) -> Event:
+        return send_event(self.store, self.transport, self.app, execution_id, name, **options)
 
     def cancel(self, execution_id: str) -> Event:
         return cancel_execution(self.store, self.transport, execution_id)

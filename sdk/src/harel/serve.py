@@ -9,7 +9,7 @@ from pathlib import Path
 from types import FrameType
 
 from harel.app import App, load_app
-from harel.backend import open_backend
+from harel.backend import Backend, open_backend
 from harel.connection import Status
 from harel.health import HealthServer
 from harel.metrics import Metrics
@@ -50,6 +50,29 @@ class Probes:
         return True, "ready"
 
 
+def stop_on_signals() -> threading.Event:
+    """An event SIGTERM and SIGINT set (instead of killing the process), for a graceful drain."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal received, draining", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
+def start_worker(backend: Backend, app: App, config: WorkerConfig, metrics: Metrics) -> Worker:
+    """Publish the App's charts to the deployment's catalog, then start a worker on it."""
+    backend.catalog.publish(app.charts)
+    worker = Worker(
+        backend.store, backend.transport, app, config=config, metrics=metrics, heartbeats=backend.heartbeats
+    )
+    worker.start()
+    return worker
+
+
 def serve(
     url: str,
     app: App,
@@ -68,14 +91,7 @@ def serve(
     """
     metrics = Metrics()
     probes = Probes()
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal received, draining", extra={"signal": signal.Signals(signum).name})
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     health = None
     if http_port is not None:
         health = HealthServer(
@@ -84,7 +100,6 @@ def serve(
         health.start()
     try:
         backend = open_backend(url, allow_standalone=allow_standalone, deadline=deadline)
-        backend.catalog.publish(app.charts)
         if backend.report is not None:
             for finding in backend.report.findings:
                 if finding.status is not Status.OK:
@@ -96,18 +111,9 @@ def serve(
                             "found": finding.found,
                         },
                     )
-        worker = Worker(
-            backend.store,
-            backend.transport,
-            app,
-            config=config,
-            metrics=metrics,
-            heartbeats=backend.heartbeats,
-        )
-        probes.worker = worker
-        worker.start()
+        probes.worker = start_worker(backend, app, config, metrics)
         stop.wait()
-        worker.stop()
+        probes.worker.stop()
         backend.close()
     finally:
         if health is not None:

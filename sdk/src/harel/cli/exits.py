@@ -15,10 +15,14 @@ from harel.errors import (
     HarelError,
     InvalidArgument,
     InvalidURL,
+    LocalDataError,
+    LocalServerError,
+    NotParked,
     UnknownAction,
     UnknownChart,
     UnknownEvent,
     UnknownExecution,
+    WaitTimedOut,
 )
 
 
@@ -29,17 +33,20 @@ class Exit(IntEnum):
     UNREACHABLE = 3
     REFUSED = 4
     NOT_FOUND = 5
+    TIMED_OUT = 6
     INTERRUPTED = 130
 
 
 MEANING: dict[Exit, str] = {
     Exit.OK: "ok",
-    Exit.FAILED: "the operation ran and failed (smoke failed, check found errors)",
+    Exit.FAILED: "the operation ran and failed (smoke or check failed; what --wait, --watch or --follow "
+    "waited for failed, was cancelled, ignored or dead-lettered)",
     Exit.USAGE: "bad input: a bad option, URL, JSON, chart, app or event, a finished execution",
     Exit.UNREACHABLE: "the deployment did not answer before the deadline, or stopped answering",
     Exit.REFUSED: "refused by the start-up checks (`harel check` shows why), or the deployment rejected the "
     "client (authentication, TLS)",
     Exit.NOT_FOUND: "no such execution",
+    Exit.TIMED_OUT: "gave up waiting after --timeout; what it waited for goes on",
     Exit.INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -54,6 +61,10 @@ EXIT_CODES: tuple[tuple[type[HarelError], Exit], ...] = (
     (ExecutionTooLarge, Exit.USAGE),
     (ExecutionFinished, Exit.USAGE),
     (EndpointUnavailable, Exit.USAGE),
+    (LocalServerError, Exit.USAGE),
+    (LocalDataError, Exit.USAGE),
+    (NotParked, Exit.USAGE),
+    (WaitTimedOut, Exit.TIMED_OUT),
     (ConnectionFailed, Exit.UNREACHABLE),
     (DeploymentRefused, Exit.REFUSED),
     (ConnectionRejected, Exit.REFUSED),

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from rich.text import Text
 
 from harel.app import App
-from harel.cli.output import Output
+from harel.cli.output import Output, make_console
 from harel.cli.settings import (
     DEADLINE_VARIABLE,
     DEV_VARIABLE,
@@ -29,6 +30,7 @@ from harel.cli.settings import (
     resolve,
 )
 from harel.serve import build_app
+from harel.worker import WorkerConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,6 +44,7 @@ class Invocation:
     url: str = ""
     root_url: str | None = None
     root_dev: bool = False
+    as_json: bool = False
 
 
 def invocation() -> Invocation:
@@ -138,7 +141,8 @@ url_option = click.option(
     "--url",
     metavar="URL",
     help=f"mongodb://, mongodb+srv://, mongomock:// or memory:// [env var: {URL_VARIABLE}, else the file "
-    f"{URL_FILE_VARIABLE} names; default: mongomock://]",
+    f"{URL_FILE_VARIABLE} names, else the store of a running `harel dev` (.harel/dev.json here or above); "
+    "default: mongomock://]",
 )
 dev_option = click.option(
     "--dev",
@@ -149,6 +153,43 @@ dev_option = click.option(
 )
 
 
+concurrency_option = click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    metavar="N",
+    default=2,
+    show_default=True,
+    envvar="HAREL_CONCURRENCY",
+    show_envvar=True,
+    help="events handled at once",
+)
+
+
+def async_timeout_option(function: F) -> F:
+    return click.option(
+        "--async-timeout",
+        type=POSITIVE_SECONDS,
+        default=WorkerConfig.async_timeout_seconds,
+        show_default=True,
+        envvar="HAREL_ASYNC_TIMEOUT",
+        show_envvar=True,
+        help="seconds an `async def` action or guard may run; one that runs longer is cancelled and the "
+        "attempt fails (it is retried)",
+    )(function)
+
+
+def worker_config(*, async_timeout: float, **settings: Any) -> WorkerConfig:
+    """The worker's settings, refused where they contradict each other."""
+    config = WorkerConfig(async_timeout_seconds=async_timeout, **settings)
+    if config.async_timeout_seconds >= config.lease_seconds / 2:
+        raise click.UsageError(
+            f"--async-timeout {config.async_timeout_seconds:g} must be under half of --lease-seconds "
+            f"({config.lease_seconds:g}): a step that outlives its lease is applied again by another worker; "
+            "shorten the one or lengthen the other"
+        )
+    return config
+
+
 def connection_options(function: F) -> F:
     """`--url`, `--dev`, `--deadline`, resolved into one `connection: Connection` argument."""
 
@@ -157,6 +198,10 @@ def connection_options(function: F) -> F:
         called = invocation()
         connection = resolve(url or called.root_url, dev or called.root_dev, deadline)
         called.url = connection.url
+        if connection.dev_store is not None and not called.as_json:
+            running = connection.dev_store
+            note = f"harel: using the store of harel dev (pid {running.pid}): {running.url}"
+            make_console(stderr=True).print(Text(note, style="dim"), soft_wrap=True)
         return function(*args, connection=connection, **kwargs)
 
     deadline_option = click.option(
