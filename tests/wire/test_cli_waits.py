@@ -32,6 +32,7 @@ from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
 from tests.fake_mongod.fixtures import FakeDeployment
 from tests.wire.processes import HAREL, clean_environment, run_harel, wait_until
+from tests.wire.test_cli_over_wire import on_a_terminal
 
 pytestmark = pytest.mark.wire
 
@@ -339,3 +340,20 @@ def test_trace_follow_exits_1_when_the_execution_is_cancelled(running: Running) 
 
     assert code == 1
     assert out.splitlines()[-1].split()[2:4] == ["harel.cancel", "open"]
+
+
+def test_status_watch_on_a_terminal_redraws_in_place(running: Running) -> None:
+    started(running, "t-l")
+
+    def move_on() -> None:
+        time.sleep(2.0)
+        for event in ("assign", "resolve"):
+            harel(running, "send", "t-l", event, "--wait")
+
+    mover = threading.Thread(target=move_on)
+    mover.start()
+    seen = on_a_terminal("status", "t-l", "--watch", "--url", running.url, environment={"NO_COLOR": "1"})
+    mover.join()
+
+    assert "\x1b[2K" in seen or "\x1b[1A" in seen, "the view is redrawn over itself, not printed again"
+    assert "completed" in seen.rsplit("execution", 1)[-1], "the last drawing shows how it ended"

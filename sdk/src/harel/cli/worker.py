@@ -98,7 +98,7 @@ def worker(
     if connection.embedded:
         log.warning(
             "worker on %s: its store lives inside this process, so no other process can reach it; "
-            "give --url or HAREL_MONGO_URL a mongodb:// deployment (or use `harel demo`)",
+            "give --url or HAREL_MONGO_URL a mongodb:// deployment, or run `harel dev` for a local one",
             connection.url,
         )
     config = worker_config(
