@@ -353,7 +353,9 @@ class Worker:
         now = self.clock.now()
         if work.spawns:
             existed = self.store.create_children(work.spawns, now=now)
-            for child_id in existed:
+            for child_id in existed:  # another relay created it first: a repeated delivery, absorbed
+                self._count("redeliveries")
+                self.metrics.redeliveries.inc()
                 log.info(
                     "child already created", extra={"execution_id": work.execution_id, "child_id": child_id}
                 )

@@ -37,7 +37,7 @@ from harel.errors import (
 DEFAULT_DB_NAME = "harel"
 # Every collection the store and the transport write; a non-simple collation on any of them would make two
 # different ids one key.
-STORE_COLLECTIONS = ("executions", "counters", "queue", "dead_letters", "workers", "charts")
+STORE_COLLECTIONS = ("executions", "counters", "workers", "charts")
 
 # 5.0 is the first release in which majority read concern cannot be switched off (5.0 removed
 # enableMajorityReadConcern=false) and in which getDefaultRWConcern says where the default write concern comes
