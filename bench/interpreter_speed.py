@@ -152,7 +152,9 @@ def harel_run(chart: Chart, index: int) -> int:
             entry = SpawnEntry(0, exe.id, child_id, root_path, seed)
             executions[child_id] = ChildSeed.model_validate(seed).to_execution(entry, now)
             inbox.append((child_id, Event(id=f"{child_id}:start", name=START_EVENT)))
-        inbox.extend((receiver, emitted) for receiver, emitted in result.emits if receiver is not None)
+        for receiver, emitted in result.emits:
+            if receiver is not None:
+                inbox.append((receiver, emitted))
         if event.name == START_EVENT and exe.root_path is not None:
             go = f"go_{exe.root_path.rsplit('.', 1)[-1]}"
             inbox.append((exe.id, Event(id=f"{exe.id}:{go}", name=go)))

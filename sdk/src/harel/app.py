@@ -23,7 +23,6 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from harel.errors import ChartError, UnknownAction, UnknownChart
@@ -101,10 +100,6 @@ class Registry:
 
 
 EMPTY_REGISTRY = Registry()
-
-
-def read_only(context: dict[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(context)
 
 
 class App:
