@@ -492,3 +492,145 @@ def test_unreadable_sources(tmp_path: Path) -> None:
     assert problems_of("charts/order") == [
         "chart text: a chart is a mapping, got str; a file path must end in .yaml, .yml or .json"
     ]
+
+
+# --- alternatives, always, results, duplicate keys -----------------------------------------------------
+
+
+def test_an_event_may_list_guarded_alternatives_in_document_order() -> None:
+    chart = load_chart(
+        chart_dict(
+            {
+                "a": {"on": {"go": [{"target": "b", "guard": "g"}, "c", None, {"actions": ["log"]}]}},
+                "b": {},
+                "c": {},
+            }
+        )
+    )
+    assert chart.node("a").on["go"] == (
+        Edge("a", "b", "g"),
+        Edge("a", "c"),
+        Edge("a", None),
+        Edge("a", None, None, ("log",)),
+    )
+    assert problems_of(chart_dict({"a": {"on": {"go": []}}})) == [
+        "states.a.on.go: an empty list; give at least one transition"
+    ]
+
+
+def test_problems_inside_a_list_of_alternatives_name_the_alternative() -> None:
+    problems = problems_of(
+        chart_dict(
+            {"a": {"on": {"go": [{"target": "b", "guard": "g"}, {"target": "zz"}, {"tagret": "b"}]}}, "b": {}}
+        )
+    )
+    assert problems == ["states.a.on.go.2.tagret: unknown key"]
+    assert problems_of(chart_dict({"a": {"on": {"go": [{"target": "b", "guard": "g"}, "zz"]}}, "b": {}})) == [
+        "states.a.on.go.1: no state named 'zz'"
+    ]
+
+
+def test_always_holds_eventless_alternatives_and_on_done_takes_guards() -> None:
+    chart = load_chart(
+        chart_dict(
+            {
+                "a": {"always": [{"target": "b", "guard": "ready"}, {"actions": ["wait"], "guard": "slow"}]},
+                "b": {
+                    "initial": "c",
+                    "states": {"c": {"final": True}},
+                    "on_done": [{"target": "a", "guard": "again"}, "d"],
+                },
+                "d": {"always": "a"},
+            }
+        )
+    )
+    assert chart.node("a").always == (Edge("a", "b", "ready"), Edge("a", None, "slow", ("wait",)))
+    assert chart.node("b").on_done == (Edge("b", "a", "again"), Edge("b", "d"))
+    assert chart.node("d").always == (Edge("d", "a"),)
+    assert problems_of(chart_dict({"a": {"always": {"actions": ["spin"]}}})) == [
+        "states.a.always: an eventless transition with neither guard nor target would fire forever; "
+        "give it a guard or a target"
+    ]
+    assert problems_of(chart_dict({"a": {"on": {"x": "b"}}, "b": {"final": True, "always": "a"}})) == [
+        "states.b: a final state has no transitions or children; remove always"
+    ]
+
+
+def test_a_final_state_may_carry_a_json_result_and_exit_actions() -> None:
+    chart = load_chart(
+        chart_dict(
+            {"a": {"on": {"x": "b"}}, "b": {"final": True, "result": {"vote": [1, "yes"]}, "exit": ["bye"]}}
+        )
+    )
+    assert chart.node("b").result == {"vote": [1, "yes"]}
+    assert chart.node("b").exit == ("bye",)
+    assert problems_of(chart_dict({"a": {"result": 1}})) == [
+        "states.a.result: only a final state has a result"
+    ]
+    assert problems_of(chart_dict({"a": {"final": True, "result": {"x": [float("nan")]}}})) == [
+        "states.a.result.x.0: nan is not a JSON number (JSON has no NaN or Infinity)"
+    ]
+
+
+DUPLICATE_YAML = """\
+id: t
+version: 1
+initial: a
+states:
+  a:
+    on:
+      go: {target: b, guard: g}
+      go: c
+  b: {}
+  a: {}
+  c: {}
+"""
+
+
+def test_duplicate_keys_in_yaml_are_refused_with_their_path_and_lines(tmp_path: Path) -> None:
+    expected = [
+        "states.a.on.go: duplicate key 'go' (line 8; first given on line 7)",
+        "states.a: duplicate key 'a' (line 10; first given on line 5)",
+    ]
+    assert problems_of(DUPLICATE_YAML) == [f"chart text: {p}" for p in expected]
+    (tmp_path / "dup.yaml").write_text(DUPLICATE_YAML)
+    assert problems_of(tmp_path / "dup.yaml") == [f"{tmp_path / 'dup.yaml'}: {p}" for p in expected]
+
+
+def test_duplicate_keys_in_json_are_refused_with_their_path(tmp_path: Path) -> None:
+    text = (
+        '{"id": "t", "version": 1, "initial": "a", "states": {'
+        '"a": {"on": {"go": {"target": "b", "guard": "g"}, "go": "c"}}, "b": {}, "a": {}, "c": {}}}'
+    )
+    expected = ["states.a.on.go: duplicate key 'go'", "states.a: duplicate key 'a'"]
+    assert problems_of(text) == [f"chart text: {p}" for p in expected]
+    (tmp_path / "dup.json").write_text(text)
+    assert problems_of(tmp_path / "dup.json") == [f"{tmp_path / 'dup.json'}: {p}" for p in expected]
+
+
+def test_yaml_merge_keys_may_override_and_json_refuses_nan(tmp_path: Path) -> None:
+    chart = load_chart(
+        "id: t\nversion: 1\ninitial: a\nstates:\n"
+        "  base: &base {on: {go: b}}\n  a: {<<: *base, on: {go: c}}\n  b: {}\n  c: {}\n"
+    )
+    assert chart.node("a").on["go"][0].target == "c"
+    (tmp_path / "nan.json").write_text(
+        '{"id": "t", "version": 1, "initial": "a", "states": {"a": {}}, "x": NaN}'
+    )
+    assert problems_of(tmp_path / "nan.json") == [
+        f"{tmp_path / 'nan.json'}: not valid JSON (NaN is not JSON)"
+    ]
+
+
+def test_regions_know_the_events_handled_inside_them_and_where_they_start() -> None:
+    chart = load_chart(ORDER_YAML)
+    assert chart.region("fulfilling.payment").handles == frozenset({"charged"})
+    assert chart.region("fulfilling.shipping").handles == frozenset()
+    assert chart.start_states() == ("placed",)
+    assert chart.start_states("fulfilling.payment") == ("fulfilling.payment.charging",)
+    charging = chart.node("fulfilling.payment.charging")
+    assert charging.chain == ("fulfilling.payment.charging",)
+    assert chart.node("placed").handlers == {
+        "approve": (Edge("placed", "fulfilling", "order_is_valid"),),
+        "reject": (Edge("placed", "rejected"),),
+    }
