@@ -65,7 +65,7 @@ def play(harel: HarelRun, sismic: SismicRun, script: Script) -> None:
         assert comparable(ours) == comparable(theirs), describe(op, ours, theirs)
 
 
-@pytest.mark.semantics("sem-differential")
+@pytest.mark.semantics("sem-differential", "sem-diff-region-entry-order")
 @pytest.mark.parametrize("runs", [(n, f) for n in AGREEMENTS for f in FORMATS], indirect=True, ids="-".join)
 def test_harel_agrees_with_sismic(runs: tuple[HarelRun, SismicRun]) -> None:
     harel, sismic = runs

@@ -634,3 +634,16 @@ def test_regions_know_the_events_handled_inside_them_and_where_they_start() -> N
         "approve": (Edge("placed", "fulfilling", "order_is_valid"),),
         "reject": (Edge("placed", "rejected"),),
     }
+
+
+@pytest.mark.semantics("sem-diff-unsupported")
+def test_what_harel_does_not_support_is_refused_at_load() -> None:
+    assert problems_of(chart_dict({"a": {"type": "history"}})) == ["states.a.type: unknown key"]
+    assert problems_of(chart_dict({"a": {"on": {"go": {"target": "b", "delay": "1s"}}}, "b": {}})) == [
+        "states.a.on.go.delay: unknown key"
+    ]
+    assert problems_of(chart_dict({"a": {"after": {"1s": "a", "2s": "a"}}}))[0].startswith(
+        "states.a.after: a state has at most one timer"
+    )
+    leaving = chart_dict({"p": {"parallel": {"r": region({"x": {"on": {"out": "q"}}})}}, "q": {}})
+    assert "cannot be left from the inside" in problems_of(leaving)[0]

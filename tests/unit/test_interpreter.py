@@ -215,7 +215,7 @@ def exe_chart(exe: Execution) -> Chart:
 # --- start, entry and exit ------------------------------------------------------------------------------
 
 
-@pytest.mark.semantics("sem-start", "sem-timers-armed")
+@pytest.mark.semantics("sem-start", "sem-timers-armed", "sem-trace")
 def test_start_enters_the_initial_configuration_outer_to_inner_and_arms_timers() -> None:
     calls: list[tuple[str, str]] = []
     exe = new_execution(NESTED)
@@ -375,7 +375,7 @@ def test_the_same_inputs_give_an_equal_step_and_the_input_is_not_touched() -> No
     assert first.execution.children is not exe.children
 
 
-@pytest.mark.semantics("sem-ignored")
+@pytest.mark.semantics("sem-ignored", "sem-trace")
 def test_an_unknown_event_is_ignored_traced_and_changes_nothing_else() -> None:
     exe = started(NESTED)
     result = run(NESTED, exe, "nobody-listens", 9.0)
@@ -693,7 +693,9 @@ def test_context_updates_merge_shallowly_and_later_actions_see_them() -> None:
     assert result.execution.context == {"a": {"x": 1}, "b": 2}
 
 
-@pytest.mark.semantics("sem-sends", "sem-ids-deterministic", "sem-rtc-internal-first")
+@pytest.mark.semantics(
+    "sem-sends", "sem-ids-deterministic", "sem-rtc-internal-first", "sem-diff-sends-external"
+)
 def test_sends_go_to_parent_self_sibling_or_any_id_with_numbered_ids() -> None:
     sends = [Send("up", to="parent"), Send("me", to="self"), Send("side", to="sibling:other", data={"k": 1})]
     result = acting(

@@ -293,3 +293,16 @@ def test_children_run_the_chart_version_their_parent_pinned() -> None:
     assert {(seed["definition_id"], seed["definition_version"]) for _, _, seed in forked.spawns} == {
         ("review", 1)
     }
+
+
+@pytest.mark.semantics("sem-rtc-internal-first", "sem-region-forward")
+def test_an_event_the_parent_sends_itself_and_does_not_handle_goes_to_its_regions() -> None:
+    registry = review_registry()
+    registry.actions["noted"] = lambda ctx: ActionResult(send=[Send("approve", to="self")])
+    world = submitted(registry=registry, takes_notes=True)
+    world.send("r1", "note")
+    step_of_note = next(s for s in world.traces["r1"] if s["event"] == "note")
+    assert step_of_note["internal"] == [
+        {"event": "approve", "id": "r1@2#0", "disposition": "forwarded", "forwarded_to": [ALICE, BOB]}
+    ]
+    assert world.executions[ALICE].configuration == ["reviewing.alice.yes"]

@@ -400,6 +400,7 @@ def test_start_event_id_is_deterministic() -> None:
     assert start_event_id("abc") == "abc:start"
 
 
+@pytest.mark.semantics("sem-versions-pinned")
 def test_a_new_chart_version_does_not_strand_running_executions(backend: Backend) -> None:
     clock = CLOCK
     v1 = {
