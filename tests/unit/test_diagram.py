@@ -181,3 +181,11 @@ def test_mermaid_keeps_statement_separators_out_of_labels() -> None:
         }
     )
     assert "s0 --> s1 : go / x,y1" in render_mermaid(chart)
+
+
+def test_the_readme_shows_the_order_chart_as_render_mermaid_draws_it() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    chart_text = re.search(r"```yaml\n(# charts/order\.yaml\n.*?)```", readme, flags=re.DOTALL)
+    drawn = re.search(r"```mermaid\n(.*?)```", readme, flags=re.DOTALL)
+    assert chart_text is not None and drawn is not None
+    assert drawn.group(1) == render_mermaid(load_chart(chart_text.group(1)))
