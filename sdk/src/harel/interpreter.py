@@ -60,7 +60,7 @@ MAX_INTERNAL = 1000  # events sent to self processed in one step before it fails
 Disposition = Literal["handled", "forwarded", "ignored"]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Step:
     """What one event did: the new execution (same `version`: the store bumps it) and what to commit with it.
 
@@ -75,7 +75,7 @@ class Step:
     timers: list[TimerOp]
     handled: bool
     disposition: Disposition
-    forwarded_to: list[str]
+    forwarded_to: tuple[str, ...]
     record: Callable[[], dict[str, Any]] = field(repr=False)
     _trace: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -200,11 +200,11 @@ class _Run:
         self.timer_ops: list[TimerOp] = []
         self.actions: list[str] = []
         self.transitions: list[dict[str, str | None]] = []
-        self.internal: deque[Event] = deque()
+        self.internal: deque[Event] | None = None  # events sent to self: created by the first one
         self.internal_trace: list[dict[str, Any]] = []
         self.minted = 0  # event ids minted so far: emitted and internal events share the numbering
         self.disposition: Disposition = "ignored"
-        self.forwarded_to: list[str] = []
+        self.forwarded_to: tuple[str, ...] = ()
         self.reason: str | None = None
 
     # --- dispatch ----------------------------------------------------------------------------------
@@ -247,27 +247,27 @@ class _Run:
         self.status = ExecutionStatus.CANCELLED
         self.disposition = "handled"
 
-    def _deliver(self, event: Event) -> tuple[Disposition, list[str], str | None]:
+    def _deliver(self, event: Event) -> tuple[Disposition, tuple[str, ...], str | None]:
         """Offer a user event to the active states; else forward it to the regions that handle it."""
         assert self.leaf is not None
         alternatives = self.nodes[self.leaf].handlers.get(event.name, ())
         edge = self._first_enabled(alternatives) if alternatives else None
         if edge is not None:
             self._take(edge, f"on:{event.name}")
-            return "handled", [], None
-        forwarded = [
+            return "handled", (), None
+        forwarded = tuple(
             child
             for child, ref in self.children.items()
             if not ref.done and event.name in self.nodes[ref.root_path].handles
-        ]
+        )
         for child in forwarded:
             self._emit(child, event.name, event.data)
         if forwarded:
             return "forwarded", forwarded, None
         if alternatives:
             refused = ", ".join(f"guard {edge.guard!r} on {edge.source!r}" for edge in alternatives)
-            return "ignored", [], f"no enabled transition for {event.name!r}: {refused} returned false"
-        return "ignored", [], f"no active state handles {event.name!r}"
+            return "ignored", (), f"no enabled transition for {event.name!r}: {refused} returned false"
+        return "ignored", (), f"no active state handles {event.name!r}"
 
     def _timers(self) -> None:
         """Fire the received timer and every other armed timer due at or before it, in `fire_at` order,
@@ -356,7 +356,7 @@ class _Run:
             disposition, forwarded, reason = self._deliver(event)
             record["disposition"] = disposition
             if forwarded:
-                record["forwarded_to"] = forwarded
+                record["forwarded_to"] = list(forwarded)
             if reason is not None:
                 record["reason"] = reason
             self._eventless()
@@ -381,17 +381,21 @@ class _Run:
         if edge.target is None:
             self._run_actions(edge.actions, edge.source)
             return
+        nodes = self.nodes
         if self.leaf is not None:
-            for path in reversed(self.nodes[self.leaf].chain):
-                node = self.nodes[path]
-                if node.depth <= edge.exit_depth:
+            depth = edge.exit_depth
+            for path in reversed(nodes[self.leaf].chain):
+                node = nodes[path]
+                if node.depth <= depth:
                     break
                 self._exit_state(node)
         if edge.actions:
             self._run_actions(edge.actions, edge.source)
         for path in edge.enter:
-            self._enter_state(self.nodes[path])
-        self._arrive(self.nodes[edge.enter[-1]])
+            node = nodes[path]
+            if node.entry or node.after is not None:
+                self._enter_state(node)
+        self._arrive(node)
 
     def _arrive(self, node: Node) -> None:
         """The entered leaf becomes the configuration; a parallel state forks, a final state completes."""
@@ -563,6 +567,8 @@ class _Run:
 
     def _send(self, to: str, name: str, data: dict[str, Any]) -> None:
         if to in ("self", self.exe.id):
+            if self.internal is None:
+                self.internal = deque()
             self.internal.append(self._mint(name, data))
         elif to == "parent":
             if self.exe.parent_id is None:
@@ -625,20 +631,22 @@ class _Run:
             "event": self.received.name,
             "event_id": self.received.id,
             "at": self.now,
-            "from": list(self.exe.configuration),
+            "from": self.exe.configuration,
             "to": [] if self.leaf is None else [self.leaf],
             "handled": handled,
             "disposition": self.disposition,
-            "forwarded_to": self.forwarded_to,
+            "forwarded_to": list(self.forwarded_to),
             "reason": None if handled else self.reason,
             "transitions": self.transitions,
             "actions": self.actions,
             "internal": self.internal_trace,
-            "timers": [{"op": op.action, "path": op.path, "fire_at": op.fire_at} for op in self.timer_ops],
-            "emits": [
-                {"target": target, "event": event.name, "id": event.id} for target, event in self.emits
-            ],
-            "spawns": [child for child, _, _ in self.spawns],
+            "timers": [{"op": op.action, "path": op.path, "fire_at": op.fire_at} for op in self.timer_ops]
+            if self.timer_ops
+            else [],
+            "emits": [{"target": target, "event": e.name, "id": e.id} for target, e in self.emits]
+            if self.emits
+            else [],
+            "spawns": [child for child, _, _ in self.spawns] if self.spawns else [],
             "status": str(self.status),
         }
         if self.received.name == TIMER_EVENT:
