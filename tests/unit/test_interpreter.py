@@ -736,3 +736,34 @@ def test_failing_unknown_and_malformed_actions_raise_out_of_step() -> None:
         step(ACTING, exe, event("bad"), 1.0)
     with pytest.raises(UnknownAction, match="no guard named 'allow' is registered"):
         step(NESTED, committed(run(NESTED, started(NESTED), "next", 1.0)), event("stay"), 2.0)
+
+
+@pytest.mark.semantics("sem-step-pure")
+def test_the_models_a_step_builds_are_equal_to_validated_ones() -> None:
+    parent, forked = in_split()
+    joined = step(
+        FORK,
+        committed(step(FORK, parent, done("root/split.left@4"), 20.0, registry=make_registry())),
+        done("root/split.right@4"),
+        21.0,
+        registry=make_registry(),
+    )
+    left = run(FORK, child_of(parent, forked.spawns[0]), START_EVENT, 12.0)
+    for result in (forked, joined, left):
+        built = result.execution
+        assert Execution.model_validate_json(built.model_dump_json()) == built
+        assert built.model_copy() == built and built.model_fields_set >= {"configuration", "updated_at"}
+        for ref in built.children.values():
+            assert ChildRef.model_validate(ref.model_dump()) == ref
+        for _, emitted in result.emits:
+            assert Event.model_validate_json(emitted.model_dump_json()) == emitted
+    before = started(FORK).model_copy(update={"version": 4, "id": "root"})
+    after = run(FORK, before, "go", 10.0).execution
+    changed = {
+        "configuration": ["split"],
+        "updated_at": 10.0,
+        "context": after.context,
+        "children": after.children,
+    }
+    assert after == before.model_copy(update=changed)
+    assert after.model_fields_set == before.model_copy(update=changed).model_fields_set
