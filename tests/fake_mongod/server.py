@@ -19,6 +19,8 @@ from typing import Any, Self
 
 from mockupdb import OP_MSG_FLAGS, Request, bind_tcp_socket, mock_server_receive_request
 
+from harel.local.now import bind_command, server_now
+
 from .after_apply import AfterApplyFaults
 from .engine import Engine
 from .errors import RETRYABLE_WRITE_CODES, RETRYABLE_WRITE_LABEL, CommandError, not_modelled
@@ -282,6 +284,7 @@ class FakeMongod:
     def _execute_locked(self, name: str, db: str, command: dict[str, Any]) -> dict[str, Any]:
         handler = self._handlers.get(name)
         if handler is not None:
+            command = bind_command(name, command, server_now(time.time()))
             if name in RETRYABLE_WRITE_COMMANDS and "txnNumber" in command:
                 return self._retryable_write(name, db, command)
             return handler(db, command)

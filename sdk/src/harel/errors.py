@@ -23,6 +23,22 @@ class StoreConflict(HarelError):
         )
 
 
+class LeaseLost(StoreConflict):
+    """A claim's commit found the execution at the version it expected but leased to someone else: the lease
+    expired while the steps ran, and the new holder will apply the events. Nothing was written."""
+
+    def __init__(self, execution_id: str, version: int, holder: str | None) -> None:
+        HarelError.__init__(
+            self,
+            f"execution {execution_id!r}: the lease expired before the commit "
+            f"({'now held by ' + holder if holder else 'released'}); the events are left to the next holder",
+        )
+        self.execution_id = execution_id
+        self.expected = version
+        self.found = version
+        self.holder = holder
+
+
 class ExecutionTooLarge(HarelError):
     """A commit would push the execution's document past what MongoDB can store (16 MiB)."""
 
@@ -34,6 +50,40 @@ class ExecutionTooLarge(HarelError):
             f"execution {execution_id!r}: document would be about {size} bytes, over the {limit}-byte "
             "limit; keep large payloads out of the execution context (store a reference instead)"
         )
+
+
+class StepTooLarge(HarelError):
+    """One step emitted and spawned more entries than an execution numbers per step."""
+
+    def __init__(self, execution_id: str, count: int, limit: int) -> None:
+        self.execution_id = execution_id
+        self.count = count
+        self.limit = limit
+        super().__init__(
+            f"execution {execution_id!r}: one step emitted and spawned {count} entries, more than the {limit} "
+            "a step may; split the work over several steps"
+        )
+
+
+class MailboxFull(HarelError):
+    """An execution's mailbox is at its size limit: the sender should send again later."""
+
+    def __init__(self, execution_id: str, limit: int) -> None:
+        self.execution_id = execution_id
+        self.limit = limit
+        super().__init__(
+            f"execution {execution_id!r}: its mailbox holds {limit} bytes of pending events, its limit; "
+            "send again once its workers have caught up"
+        )
+
+
+class ExecutionFinished(HarelError):
+    """An event or a cancel for an execution that has already completed, failed or been cancelled."""
+
+    def __init__(self, execution_id: str, status: str) -> None:
+        self.execution_id = execution_id
+        self.status = status
+        super().__init__(f"execution {execution_id!r} is already {status}; it takes no more events")
 
 
 class UnknownExecution(HarelError):

@@ -72,3 +72,32 @@ def bind_pipeline(pipeline: Any, now: datetime) -> Any:
         else bind_expression(stage, now)
         for stage in pipeline
     ]
+
+
+def bind_command(name: str, command: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """A database command with `$$NOW` bound wherever MongoDB evaluates it, for a server that executes
+    commands on mongomock (`find`, `findAndModify`, `update`, `delete`, `aggregate`, `count`, `distinct`)."""
+    bound = dict(command)
+    if name in ("find", "count", "distinct") and "filter" in bound:
+        bound["filter"] = bind_filter(bound["filter"], now)
+    if name in ("count", "distinct") and "query" in bound:
+        bound["query"] = bind_filter(bound["query"], now)
+    if name in ("findAndModify", "findandmodify"):
+        if "query" in bound:
+            bound["query"] = bind_filter(bound["query"], now)
+        if "update" in bound:
+            bound["update"] = bind_update(bound["update"], now)
+    if name == "update":
+        bound["updates"] = [
+            {
+                **statement,
+                "q": bind_filter(statement.get("q"), now),
+                "u": bind_update(statement.get("u"), now),
+            }
+            for statement in bound.get("updates", [])
+        ]
+    if name == "delete":
+        bound["deletes"] = [{**s, "q": bind_filter(s.get("q"), now)} for s in bound.get("deletes", [])]
+    if name == "aggregate":
+        bound["pipeline"] = bind_pipeline(bound.get("pipeline"), now)
+    return bound
