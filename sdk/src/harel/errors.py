@@ -77,19 +77,19 @@ class MailboxFull(HarelError):
         )
 
 
-class ExecutionFinished(HarelError):
-    """An event or a cancel for an execution that has already completed, failed or been cancelled."""
-
-    def __init__(self, execution_id: str, status: str) -> None:
-        self.execution_id = execution_id
-        self.status = status
-        super().__init__(f"execution {execution_id!r} is already {status}; it takes no more events")
-
-
 class UnknownExecution(HarelError):
     def __init__(self, execution_id: str) -> None:
         self.execution_id = execution_id
         super().__init__(f"no execution with id {execution_id!r}")
+
+
+class ExecutionFinished(HarelError):
+    """An event or a cancel for an execution that has already finished: nothing would handle it."""
+
+    def __init__(self, execution_id: str, status: str) -> None:
+        self.execution_id = execution_id
+        self.status = status
+        super().__init__(f"execution {execution_id!r} has finished ({status}): it takes no more events")
 
 
 # --- charts and events -------------------------------------------------------------------------------
@@ -237,6 +237,12 @@ class UnsupportedServerError(DeploymentCheckError):
     check = "server version"
 
 
+class FeatureCompatibilityError(DeploymentCheckError):
+    """The binary is new enough, but its feature compatibility version keeps an older release's rules."""
+
+    check = "feature compatibility"
+
+
 class DeploymentRefused(HarelError):
     """Start-up refused: one or more deployment checks failed. `errors` holds every one of them."""
 
@@ -255,11 +261,64 @@ class ConnectionFailed(HarelError):
         super().__init__(f"could not reach {redacted_url} within {waited:.1f}s: {last_error}")
 
 
+class ConnectionRejected(HarelError):
+    """The deployment answered and rejected this client. Waiting cannot change that, so it is never retried."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        self.fix = fix
+        super().__init__(f"{message}. Fix: {fix}")
+
+
+class AuthenticationFailed(ConnectionRejected):
+    """The server refused the credentials. Names the user and the database that holds it, never the password."""
+
+    def __init__(self, user: str | None, database: str, redacted_url: str, reason: str) -> None:
+        self.user = user
+        self.database = database
+        self.url = redacted_url
+        self.reason = reason
+        who = f"user {user}" if user else "the client certificate's subject"
+        super().__init__(
+            f"authentication failed for {who} on DB {database} at {redacted_url}: {reason}",
+            "check the user name, the password and authSource in the URL (an @, :, / or % in the password "
+            "must be percent-encoded)",
+        )
+
+
+class TLSFailed(ConnectionRejected):
+    """The TLS handshake with a member failed for a reason a retry cannot change (its certificate, ours, the
+    protocol)."""
+
+    def __init__(self, hosts: list[str], reason: str, redacted_url: str) -> None:
+        self.hosts = hosts
+        self.reason = reason
+        self.url = redacted_url
+        super().__init__(
+            f"TLS handshake with {', '.join(hosts)} failed at {redacted_url}: {reason}",
+            "give the CA that signed the server's certificate with tlsCAFile=, connect by a host name the "
+            "certificate lists, and check the client certificate (tlsCertificateKeyFile=) if the server "
+            "requires one",
+        )
+
+
 class InvalidURL(HarelError):
     def __init__(self, redacted_url: str, reason: str) -> None:
         self.url = redacted_url
         self.reason = reason
         super().__init__(f"invalid store URL {redacted_url}: {reason}")
+
+
+class EndpointUnavailable(HarelError):
+    """The worker's HTTP endpoints (/healthz, /readyz, /metrics) cannot listen where they were told to."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        self.host = host
+        self.port = port
+        self.reason = reason
+        super().__init__(
+            f"cannot listen on {host}:{port} for /healthz, /readyz and /metrics ({reason}); stop what holds "
+            "the port or choose another with --http-port / HAREL_HTTP_PORT (0 turns the endpoints off)"
+        )
 
 
 class InvalidArgument(HarelError):
@@ -269,3 +328,25 @@ class InvalidArgument(HarelError):
         self.name = name
         self.reason = reason
         super().__init__(f"{name}: {reason}")
+
+
+# --- local server ------------------------------------------------------------------------------------
+
+
+class LocalDataError(HarelError):
+    """The local server's data file cannot be used: unreadable, not a harel.local snapshot, or in use by
+    another server. The file is left exactly as it was."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"data file {path}: {reason}")
+
+
+class LocalServerError(HarelError):
+    """The local server cannot listen where it was asked to (the address is in use or not available)."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        self.address = address
+        self.reason = reason
+        super().__init__(f"cannot listen on {address}: {reason}")
