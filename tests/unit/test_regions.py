@@ -306,3 +306,12 @@ def test_an_event_the_parent_sends_itself_and_does_not_handle_goes_to_its_region
         {"event": "approve", "id": "r1@2#0", "disposition": "forwarded", "forwarded_to": [ALICE, BOB]}
     ]
     assert world.executions[ALICE].configuration == ["reviewing.alice.yes"]
+
+
+@pytest.mark.semantics("sem-region-results")
+def test_region_results_are_listed_in_the_chart_order_whatever_order_the_dones_arrive_in() -> None:
+    world = submitted()
+    world.send("r1", "close")  # audit first
+    world.send(BOB, "approve")
+    world.send(ALICE, "reject")
+    assert list(world.executions["r1"].context["regions"]) == ["alice", "bob", "audit"]

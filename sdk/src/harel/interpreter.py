@@ -317,9 +317,9 @@ class _Run:
             return
         children = self._own_children()
         children[child] = _construct(ChildRef, {"root_path": ref.root_path, "fork": ref.fork, "done": True})
-        region = ref.root_path.rsplit(".", 1)[-1]
         self._record_region(
-            region,
+            self.nodes[ref.fork],
+            ref.root_path,
             {
                 "state": data.get("state"),
                 "status": data.get("status", str(ExecutionStatus.COMPLETED)),
@@ -513,11 +513,15 @@ class _Run:
             self.owned.add("context")
         self.context.update(updates)
 
-    def _record_region(self, region: str, record: dict[str, Any]) -> None:
+    def _record_region(self, parallel: Node, region: str, record: dict[str, Any]) -> None:
+        """Record a region's result under its name; the parallel state's regions are kept in the chart's
+        order, whatever order their dones arrive in, so the stored context does not depend on timing."""
         results = self.context.get(REGIONS_KEY)
         merged = dict(results) if isinstance(results, Mapping) else {}
-        merged[region] = record
-        self._write_context({REGIONS_KEY: merged})
+        merged[region.rsplit(".", 1)[-1]] = record
+        names = [path.rsplit(".", 1)[-1] for path in parallel.children]
+        ordered = {name: merged.pop(name) for name in names if name in merged}
+        self._write_context({REGIONS_KEY: {**ordered, **merged}})
 
     # --- user code ---------------------------------------------------------------------------------
 
