@@ -540,6 +540,7 @@ def test_a_worker_claims_only_its_own_charts(backend: Deployment) -> None:
     assert backend.store.load("bill-1").started
 
 
+@pytest.mark.semantics("sem-versions-pinned")
 def test_a_new_chart_version_does_not_strand_running_executions(backend: Deployment) -> None:
     v1 = {
         "id": "doc",
