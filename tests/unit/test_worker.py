@@ -633,3 +633,18 @@ def test_a_timer_event_is_never_early_on_the_deployments_clock(backend: Deployme
     pump(w)
     [step] = [s for s in backend.store.read_trace("t1") if s["event"] == TIMER_EVENT]
     assert step["handled"] and step["at"] >= fire_at
+
+
+def test_a_client_refuses_ids_and_contexts_the_store_would_misread(backend: Deployment) -> None:
+    from harel.errors import InvalidContext, InvalidExecutionId
+
+    app = make_app()
+    for reserved in ("", "order-1/fulfilling.payment@3"):
+        with pytest.raises(InvalidExecutionId):
+            start_execution(backend.store, backend.transport, app, "loop", execution_id=reserved)
+    with pytest.raises(InvalidContext, match="total"):
+        start_execution(backend.store, backend.transport, app, "loop", context={"total": float("nan")})
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="fine")
+    with pytest.raises(InvalidContext, match="amount"):
+        send_event(backend.store, backend.transport, app, "fine", "bump", data={"amount": float("inf")})
+    assert backend.store.list_executions().items[0].id == "fine", "nothing else was created"
