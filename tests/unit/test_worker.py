@@ -648,3 +648,20 @@ def test_a_client_refuses_ids_and_contexts_the_store_would_misread(backend: Depl
     with pytest.raises(InvalidContext, match="amount"):
         send_event(backend.store, backend.transport, app, "fine", "bump", data={"amount": float("inf")})
     assert backend.store.list_executions().items[0].id == "fine", "nothing else was created"
+
+
+def test_a_heartbeat_is_on_the_servers_clock_and_expires() -> None:
+    from harel.heartbeat import EXPIRE_SECONDS
+
+    server = Clock()
+    client = EmbeddedClient(server)
+    beats = MongoHeartbeats(client)
+    beats.ensure_indexes()
+    assert beats.beat("w-1", {"charts": ["loop@1"]}, {"processed": 3}) == server.now
+    stored = client["harel"]["workers"].find_one({"_id": "w-1"})
+    assert stored["beat_at"] == server.now and stored["charts"] == ["loop@1"]
+    ttl = client["harel"]["workers"].index_information()["last_beat_ttl"]
+    assert ttl["expireAfterSeconds"] == EXPIRE_SECONDS and ttl["key"] == [("last_beat", 1)]
+    assert beats.served_charts(server.now, 5.0) == {"loop@1"}
+    server.now += 16.0  # more than three beats missed: no longer live
+    assert beats.served_charts(server.now, 5.0) == set()

@@ -564,9 +564,12 @@ class Worker:
         }
         while not self._halt.is_set():
             try:
-                self.heartbeats.beat(self.id, info, dict(self.counters))
+                server_time = self.heartbeats.beat(self.id, info, dict(self.counters))
             except PyMongoError as exc:
                 log.warning("heartbeat failed", extra={"error": str(exc)})
+            else:
+                if server_time is not None:  # the deployment's time, for the estimate's next anchor
+                    self.clock.observe(server_time)
             self._halt.wait(self.config.heartbeat_seconds)
 
     def _count(self, name: str) -> None:
