@@ -396,9 +396,7 @@ def test_backup_to_s3_uploads_between_dump_and_record(chart: helm_python.Chart) 
     }
     assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["key"] == "secret-access-key"
     assert "emptyDir" in {v["name"]: v for v in pod["spec"]["volumes"]}["backups"]
-    files = [m for m in manifests if m.kind == "ConfigMap" and m.name == f"{FULLNAME}-mongodb-ops"][0].doc[
-        "data"
-    ]
+    files = only(manifests, "ConfigMap", f"{FULLNAME}-mongodb-ops").doc["data"]
     settings = settings_file(files["backup.env"])
     assert settings["HAREL_BACKUP_S3_BUCKET"] == "harel-backups"
     assert settings["HAREL_BACKUP_S3_ENDPOINT"] == "https://minio.example.invalid:9000"
@@ -429,7 +427,10 @@ def test_backup_settings_file_parses_in_bash(chart: helm_python.Chart, tmp_path:
     ("values", "field"),
     [
         ({"backup": {"enabled": True, "target": "s3"}}, "/backup/s3/bucket"),
-        ({"backup": {"enabled": True, "target": "s3", "s3": {"bucket": "b-ok"}}}, "/backup/s3/existingSecret"),
+        (
+            {"backup": {"enabled": True, "target": "s3", "s3": {"bucket": "b-ok"}}},
+            "/backup/s3/existingSecret",
+        ),
         ({"backup": {"enabled": True, "target": "tape"}}, "/backup/target"),
         ({"backup": {"keep": 0}}, "/backup/keep"),
         ({"backup": {"schedule": "daily"}}, "/backup/schedule"),
