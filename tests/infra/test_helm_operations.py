@@ -50,7 +50,6 @@ MEMBERS = [
     f"{FULLNAME}-mongodb-{i}.{FULLNAME}-mongodb-headless.{NAMESPACE}.svc.cluster.local:27017"
     for i in range(3)
 ]
-OPS_DIR = "/var/run/harel/ops"
 
 
 @pytest.fixture(scope="module")
@@ -177,19 +176,22 @@ def test_ops_passwords_are_generated_once_and_kept(chart: helm_python.Chart) -> 
 def ops_users_scenario(
     chart: helm_python.Chart, values: dict[str, Any]
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    files = only(render(chart, values), "ConfigMap", f"{FULLNAME}-mongodb-ops").doc["data"]
-    return files, json.loads(files["ops-users.json"])
+    """The script the Job runs, and its settings (the Job's HAREL_OPS_USERS)."""
+    manifests = render(chart, values)
+    files = only(manifests, "ConfigMap", f"{FULLNAME}-mongodb-ops").doc["data"]
+    job = only(manifests, "Job", f"{FULLNAME}-mongodb-ops-users")
+    return files, json.loads(env_of(container(job, "ops-users"))["HAREL_OPS_USERS"]["value"])
 
 
 def run_ops_users(
-    tmp_path: Path, files: dict[str, str], env: dict[str, str], cluster: dict[str, Any]
+    tmp_path: Path,
+    files: dict[str, str],
+    config: dict[str, Any],
+    env: dict[str, str],
+    cluster: dict[str, Any],
 ) -> ScriptRun:
     assert NODE is not None
-    scenario = {
-        "files": {f"{OPS_DIR}/{name}": text for name, text in files.items()},
-        "env": {"HAREL_OPS_USERS_CONFIG": f"{OPS_DIR}/ops-users.json", **env},
-        "cluster": cluster,
-    }
+    scenario = {"files": {}, "env": {"HAREL_OPS_USERS": json.dumps(config), **env}, "cluster": cluster}
     scenario_file = tmp_path / f"scenario-{secrets.token_hex(4)}.json"
     scenario_file.write_text(json.dumps(scenario))
     script = tmp_path / "ops-users.js"
@@ -235,7 +237,7 @@ def test_ops_users_script_creates_least_privilege_users_once(
         "HAREL_BACKUP_PASSWORD": backup,
     }
 
-    first = run_ops_users(tmp_path, files, env, initiated_cluster(config, root))
+    first = run_ops_users(tmp_path, files, config, env, initiated_cluster(config, root))
 
     assert first.ok, first.error
     # It waited for the election (two polls without a primary) instead of failing.
@@ -267,7 +269,7 @@ def test_ops_users_script_creates_least_privilege_users_once(
     assert all(call["body"]["writeConcern"] == {"w": "majority"} for call in writes)
 
     # A second run (every upgrade) changes nothing but resets the passwords to the Secret's.
-    second = run_ops_users(tmp_path, files, env, first.cluster)
+    second = run_ops_users(tmp_path, files, config, env, first.cluster)
     assert second.ok, second.error
     assert not {"createUser", "createRole"} & set(second.commands())
     assert second.cluster["users"] == first.cluster["users"]
@@ -285,6 +287,7 @@ def test_ops_users_script_makes_only_the_users_the_release_runs(
     run = run_ops_users(
         tmp_path,
         files,
+        config,
         {"HAREL_MONGO_ROOT_PASSWORD": root, "HAREL_MONITOR_PASSWORD": secrets.token_hex(16)},
         initiated_cluster(config, root),
     )
@@ -307,7 +310,7 @@ def test_ops_users_script_gives_up_at_its_deadline_without_a_primary(
         "HAREL_MONITOR_PASSWORD": "m" * 8,
         "HAREL_BACKUP_PASSWORD": "b" * 8,
     }
-    run = run_ops_users(tmp_path, files, env, cluster)
+    run = run_ops_users(tmp_path, files, config, env, cluster)
     assert not run.ok
     assert run.error is not None and f"gave up after {config['deadlineSeconds']}s" in run.error
     assert run.cluster["users"] == {}

@@ -6,28 +6,15 @@
 // Idempotent: every run ends with exactly these roles and the given passwords, so it runs after every
 // install and upgrade (and after a restore, which brings back the users of the backup's time).
 //
-// Runs as `mongosh --nodb --quiet --norc ops-users.js` in every deployment mode. Settings come from the
-// JSON file named by HAREL_OPS_USERS_CONFIG:
+// Runs as `mongosh --nodb --quiet --norc ops-users.js` in every deployment mode. Settings come as JSON in the
+// environment variable HAREL_OPS_USERS:
 //   {hosts: ["host:port", ...], replicaSetName, rootUsername, database, tlsCAFile: path|null,
 //    deadlineSeconds, monitor: {username}|null, backup: {username}|null}
 // and passwords from the environment (HAREL_MONGO_ROOT_PASSWORD, HAREL_MONITOR_PASSWORD,
 // HAREL_BACKUP_PASSWORD), never from the command line.
 
-const fs = require('fs');
-
 const RETRY_PAUSE_MS = 3000;
 const STATUS_ROLE = 'harelBackupStatus';
-
-const config = JSON.parse(fs.readFileSync(process.env.HAREL_OPS_USERS_CONFIG, 'utf8'));
-const rootPassword = process.env.HAREL_MONGO_ROOT_PASSWORD;
-if (!rootPassword) {
-  throw new Error('HAREL_MONGO_ROOT_PASSWORD must be set');
-}
-const deadline = Date.now() + config.deadlineSeconds * 1000;
-
-function log(message) {
-  print(`ops-users: ${message}`);
-}
 
 function requiredEnv(name) {
   const value = process.env[name];
@@ -35,6 +22,14 @@ function requiredEnv(name) {
     throw new Error(`${name} must be set`);
   }
   return value;
+}
+
+const config = JSON.parse(requiredEnv('HAREL_OPS_USERS'));
+const rootPassword = requiredEnv('HAREL_MONGO_ROOT_PASSWORD');
+const deadline = Date.now() + config.deadlineSeconds * 1000;
+
+function log(message) {
+  print(`ops-users: ${message}`);
 }
 
 function primaryUrl() {

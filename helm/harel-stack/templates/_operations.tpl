@@ -36,7 +36,7 @@ Day-2 operations of the chart's MongoDB: the exporter, the backups, and the two 
 {{- end }}
 
 {{/*
-Settings of ops-users.js, as JSON: which users to make, and how to reach the primary.
+Settings of ops-users.js (its HAREL_OPS_USERS), as JSON: which users to make, and how to reach the primary.
 */}}
 {{- define "harel-stack.ops.usersConfig" -}}
 {{- $config := dict
@@ -49,7 +49,7 @@ Settings of ops-users.js, as JSON: which users to make, and how to reach the pri
   "monitor" (ternary (dict "username" .Values.mongodbExporter.username) nil .Values.mongodbExporter.enabled)
   "backup" (ternary (dict "username" .Values.backup.username) nil .Values.backup.enabled)
 }}
-{{- toPrettyJson $config }}
+{{- toJson $config }}
 {{- end }}
 
 {{/*
