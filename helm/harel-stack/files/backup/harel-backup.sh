@@ -6,6 +6,7 @@
 #   Ansible  a systemd timer on a member: `run`
 #
 #   harel-backup.sh dump|upload-s3|record|run
+#   harel-backup.sh restore ARCHIVE     mongorestore --oplogReplay --drop of ARCHIVE, as HAREL_RESTORE_USER
 #
 # Settings come from the environment, after the KEY=value lines of the file $HAREL_BACKUP_SETTINGS if set:
 #   HAREL_BACKUP_HOSTS        host:port,... of the members          HAREL_BACKUP_REPLICA_SET  replica-set name
@@ -27,7 +28,7 @@ if [[ -n "${HAREL_BACKUP_SETTINGS:-}" ]]; then
   # shellcheck source=/dev/null
   . "${HAREL_BACKUP_SETTINGS}"
 fi
-: "${HAREL_BACKUP_DIR:?HAREL_BACKUP_DIR must be set}"
+: "${HAREL_BACKUP_DIR:=/backups}"
 : "${HAREL_BACKUP_KEEP:=7}"
 : "${HAREL_BACKUP_DATABASE:=harel}"
 state="${HAREL_BACKUP_DIR}/.harel-backup-run"
@@ -86,14 +87,15 @@ yaml_quoted() {
   printf "'%s'" "${1//\'/\'\'}"
 }
 
-mongodump_config() {
-  local uri="mongodb://${HAREL_BACKUP_USER}@${HAREL_BACKUP_HOSTS}/?replicaSet=${HAREL_BACKUP_REPLICA_SET}&authSource=admin"
+# A mongodump/mongorestore --config file for user $1 with password $2: the tools read the password from it, so
+# it never appears on a command line.
+tool_config() {
+  local uri="mongodb://${1}@${HAREL_BACKUP_HOSTS}/?replicaSet=${HAREL_BACKUP_REPLICA_SET}&authSource=admin"
   if [[ -n "${HAREL_BACKUP_TLS_CA:-}" ]]; then
     uri+="&tls=true&tlsCAFile=${HAREL_BACKUP_TLS_CA}"
   fi
-  # mongodump reads the password from this file: it never appears on a command line.
   printf 'uri: %s\n' "$(yaml_quoted "${uri}")"
-  printf 'password: %s\n' "$(yaml_quoted "${HAREL_BACKUP_PASSWORD}")"
+  printf 'password: %s\n' "$(yaml_quoted "${2}")"
 }
 
 dump() {
@@ -109,7 +111,7 @@ dump() {
   local config messages
   config="$(mktemp)"
   messages="$(mktemp)"
-  mongodump_config >"${config}"
+  tool_config "${HAREL_BACKUP_USER}" "${HAREL_BACKUP_PASSWORD}" >"${config}"
   log "dumping ${HAREL_BACKUP_HOSTS} (replica set ${HAREL_BACKUP_REPLICA_SET}) with its oplog to ${HAREL_RUN_ARCHIVE}"
   if mongodump --config="${config}" --archive="${partial}" --gzip --oplog 2>"${messages}"; then
     mv "${partial}" "${HAREL_BACKUP_DIR}/${HAREL_RUN_ARCHIVE}"
@@ -188,6 +190,30 @@ record() {
   log "run ${HAREL_RUN_ID} succeeded: ${HAREL_RUN_ARCHIVE}, ${HAREL_RUN_BYTES} bytes, ${HAREL_RUN_KEPT} archive(s) kept"
 }
 
+# Restores the whole archive: every database as it was when the dump ended (the oplog it captured is replayed
+# up to its last entry), each collection dropped first. --oplogReplay restores everything or nothing: mongorestore
+# refuses it with a namespace filter.
+restore() {
+  local archive="$1"
+  : "${HAREL_RESTORE_USER:?HAREL_RESTORE_USER must be set}"
+  : "${HAREL_RESTORE_PASSWORD:?HAREL_RESTORE_PASSWORD must be set}"
+  if [[ ! -r "${archive}" ]]; then
+    log "cannot read ${archive}"
+    exit 2
+  fi
+  local config
+  config="$(mktemp)"
+  tool_config "${HAREL_RESTORE_USER}" "${HAREL_RESTORE_PASSWORD}" >"${config}"
+  log "restoring ${archive} into ${HAREL_BACKUP_HOSTS} (replica set ${HAREL_BACKUP_REPLICA_SET}), oplog replayed"
+  if ! mongorestore --config="${config}" --archive="${archive}" --gzip --oplogReplay --drop; then
+    rm -f -- "${config}"
+    log "restore failed: see mongorestore's messages above"
+    exit 1
+  fi
+  rm -f -- "${config}"
+  log "restored ${archive}"
+}
+
 case "${1:-}" in
   dump) dump ;;
   upload-s3) upload_s3 ;;
@@ -196,8 +222,11 @@ case "${1:-}" in
     dump
     record
     ;;
+  restore)
+    restore "${2:?usage: harel-backup.sh restore ARCHIVE}"
+    ;;
   *)
-    echo "usage: harel-backup.sh dump|upload-s3|record|run" >&2
+    echo "usage: harel-backup.sh dump|upload-s3|record|run|restore ARCHIVE" >&2
     exit 2
     ;;
 esac
