@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 HAREL_STACK := $(BIN)/harel-stack
 
 .DEFAULT_GOAL := help
-.PHONY: help venv up down status logs smoke demo test lint bench
+.PHONY: help venv up down status logs smoke demo test lint bench backup restore
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -34,6 +34,12 @@ logs: $(STAMP) ## follow the logs of the local stack (SERVICE=worker for one ser
 
 smoke: $(STAMP) ## run the fork/join + durable-timer smoke workflow against the local stack
 	$(HAREL_STACK) smoke
+
+backup: $(STAMP) ## back up the local stack (mongodump with its oplog) into compose/backups
+	$(HAREL_STACK) backup
+
+restore: $(STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to confirm): workers paused, oplog replayed
+	$(HAREL_STACK) restore "$(FILE)" $(if $(YES),--yes,)
 
 demo: $(STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock://
 	$(BIN)/harel demo
