@@ -98,7 +98,9 @@ def test_make_targets_exist() -> None:
         )
         assert dry.returncode == 0, dry.stderr
     restore = next(w for w in targets if w[1] == "restore")
-    dry = subprocess.run(["make", "-n", "-C", str(REPOSITORY), *restore[1:]], capture_output=True, text=True)
+    dry = subprocess.run(
+        ["make", "-n", "-C", str(REPOSITORY), *restore[1:]], capture_output=True, text=True, check=False
+    )
     assert re.search(
         r"harel-stack restore \"compose/backups/harel-\d{8}T\d{6}Z\.archive\.gz\" --yes", dry.stdout
     )
@@ -166,7 +168,7 @@ def test_the_restore_pod_validates_and_names_what_the_chart_renders(chart: helm_
     [apply] = [c for c in ALL if c.heredoc and c.words[:3] == ["kubectl", "-n", NAMESPACE]]
     pod = yaml.safe_load(apply.heredoc or "")
     kubernetes_validate.validate(pod, kube_version(), strict=True)
-    values = list(helm_values())[0][1]
+    values = next(helm_values())[1]
     objects = {(doc["kind"], doc["metadata"]["name"]): doc for doc in rendered(chart, values)}
     volumes = {volume["name"]: volume for volume in pod["spec"]["volumes"]}
     scripts = objects[("ConfigMap", volumes["scripts"]["configMap"]["name"])]
@@ -186,7 +188,7 @@ def test_the_restore_pod_validates_and_names_what_the_chart_renders(chart: helm_
 
 
 def test_kubectl_commands_name_the_charts_objects(chart: helm_python.Chart) -> None:
-    values = list(helm_values())[0][1]
+    values = next(helm_values())[1]
     names = {(doc["kind"].lower(), doc["metadata"]["name"]) for doc in rendered(chart, values)}
     assert ("cronjob", f"{RELEASE}-backup") in names
     assert ("deployment", f"{RELEASE}-worker") in names
