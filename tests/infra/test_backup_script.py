@@ -266,6 +266,11 @@ def test_an_s3_target_uploads_prunes_the_bucket_and_clears_the_scratch_space(
     for day in range(1, 5):
         (bucket / f"harel-2024120{day}T030000Z.archive.gz").write_bytes(b"old")
 
+    # As the Helm CronJob runs it: the password from a mounted file.
+    password_file = backups.tmp / "backup-password"
+    password_file.write_text(backups.env["HAREL_BACKUP_PASSWORD"] + "\n")
+    s3["HAREL_BACKUP_PASSWORD_FILE"] = str(password_file)
+    s3["HAREL_BACKUP_PASSWORD"] = ""
     for step in ("dump", "upload-s3", "record"):
         completed = backups.run(step, **s3)
         assert completed.returncode == 0, f"{step}: {completed.stderr}"
@@ -278,6 +283,10 @@ def test_an_s3_target_uploads_prunes_the_bucket_and_clears_the_scratch_space(
         call["argv"][:2] == ["--endpoint-url", s3["HAREL_BACKUP_S3_ENDPOINT"]]
         for call in backups.tool_calls("aws")
     )
+    [dump] = backups.tool_calls("mongodump")
+    assert "password: 'it''s-a-secret-xxxxxxxxxxxx'\n" in dump["config"]
+    [record] = backups.recorded()
+    assert record["url"].startswith("mongodb://harel-backup:it's-a-secret-")
     replay(backups, status_db)
     [status] = parse_statuses(status_db[BACKUPS_COLLECTION].find())[0]
     assert status.last_attempt.target == "s3://harel-backups/prod/harel"

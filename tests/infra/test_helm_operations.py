@@ -142,10 +142,26 @@ def test_ops_users_job_runs_after_the_init_job(chart: helm_python.Chart) -> None
     users = only(manifests, "Job", f"{FULLNAME}-mongodb-ops-users")
     assert users.annotations["helm.sh/hook"] == init.annotations["helm.sh/hook"]
     assert int(users.annotations["helm.sh/hook-weight"]) > int(init.annotations["helm.sh/hook-weight"])
-    env = env_of(container(users, "ops-users"))
-    assert env["HAREL_MONGO_ROOT_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "root-password"
-    assert env["HAREL_MONITOR_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "monitor-password"
-    assert env["HAREL_BACKUP_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "backup-password"
+    main = container(users, "ops-users")
+    env = env_of(main)
+    # Passwords reach the script as files from the Secrets, never as environment values.
+    assert not [name for name in env if name.endswith("PASSWORD")]
+    files = {name: item["value"] for name, item in env.items() if name.endswith("_FILE")}
+    assert files == {
+        "HAREL_MONGO_ROOT_PASSWORD_FILE": "/var/run/harel/auth/root-password",
+        "HAREL_MONITOR_PASSWORD_FILE": "/var/run/harel/ops-auth/monitor-password",
+        "HAREL_BACKUP_PASSWORD_FILE": "/var/run/harel/ops-auth/backup-password",
+    }
+    volumes = {v["name"]: v for v in pod_spec(users)["volumes"]}
+    assert volumes["root-auth"]["secret"] == {
+        "secretName": f"{FULLNAME}-mongodb-auth",
+        "items": [{"key": "root-password", "path": "root-password"}],
+        "defaultMode": 0o440,
+    }
+    assert volumes["ops-auth"]["secret"]["secretName"] == f"{FULLNAME}-mongodb-ops-auth"
+    mounts = {m["name"]: m for m in main["volumeMounts"]}
+    assert mounts["root-auth"]["mountPath"] == "/var/run/harel/auth" and mounts["root-auth"]["readOnly"]
+    assert mounts["ops-auth"]["mountPath"] == "/var/run/harel/ops-auth"
     assert pod_labels(users)["harel-stack/mongodb-client"] == "true"
 
 
@@ -358,13 +374,20 @@ def test_backup_cronjob_dumps_then_records_on_a_kept_volume(chart: helm_python.C
         command = step(pod, name)["command"]
         assert command == ["/bin/bash", "/var/run/harel/backup/harel-backup.sh", name]
         assert step(pod, name)["image"] == "mongo:8.0"
-        assert env_of(step(pod, name))["HAREL_BACKUP_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-            "name": f"{FULLNAME}-mongodb-ops-auth",
-            "key": "backup-password",
-        }
+        assert (
+            env_of(step(pod, name))["HAREL_BACKUP_PASSWORD_FILE"]["value"]
+            == "/var/run/harel/ops-auth/backup-password"
+        )
+        mounts = {m["name"]: m["mountPath"] for m in step(pod, name)["volumeMounts"]}
+        assert mounts["ops-auth"] == "/var/run/harel/ops-auth"
     assert pod["metadata"]["labels"]["harel-stack/mongodb-client"] == "true"
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert volumes["backups"]["persistentVolumeClaim"]["claimName"] == f"{FULLNAME}-backup"
+    assert volumes["ops-auth"]["secret"] == {
+        "secretName": f"{FULLNAME}-mongodb-ops-auth",
+        "items": [{"key": "backup-password", "path": "backup-password"}],
+        "defaultMode": 0o440,
+    }
     claim = only(manifests, "PersistentVolumeClaim", f"{FULLNAME}-backup")
     assert claim.annotations["helm.sh/resource-policy"] == "keep"
     assert claim.doc["spec"]["resources"]["requests"]["storage"] == "20Gi"

@@ -175,9 +175,12 @@ def test_the_restore_pod_validates_and_names_what_the_chart_renders(chart: helm_
     assert {"harel-backup.sh", "backup.env"} <= set(scripts["data"])
     assert ("PersistentVolumeClaim", volumes["backups"]["persistentVolumeClaim"]["claimName"]) in objects
     env = {item["name"]: item for item in pod["spec"]["containers"][0]["env"]}
-    reference = env["HAREL_RESTORE_PASSWORD"]["valueFrom"]["secretKeyRef"]
-    secret = objects[("Secret", reference["name"])]
-    assert reference["key"] in secret["data"]
+    assert not [name for name in env if name.endswith("PASSWORD")], "passwords as files only"
+    [item] = volumes["root-auth"]["secret"]["items"]
+    secret = objects[("Secret", volumes["root-auth"]["secret"]["secretName"])]
+    assert item["key"] in secret["data"]
+    mounts = {m["name"]: m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert env["HAREL_RESTORE_PASSWORD_FILE"]["value"] == f"{mounts['root-auth']}/{item['path']}"
     assert env["HAREL_BACKUP_SETTINGS"]["value"] == "/var/run/harel/backup/backup.env"
     # The NetworkPolicy in front of MongoDB lets it in.
     policy = objects[("NetworkPolicy", f"{RELEASE}-mongodb")]

@@ -10,8 +10,11 @@
 // environment variable HAREL_OPS_USERS:
 //   {hosts: ["host:port", ...], replicaSetName, rootUsername, database, tlsCAFile: path|null,
 //    deadlineSeconds, monitor: {username}|null, backup: {username}|null}
-// and passwords from the environment (HAREL_MONGO_ROOT_PASSWORD, HAREL_MONITOR_PASSWORD,
-// HAREL_BACKUP_PASSWORD), never from the command line.
+// and passwords from files named by HAREL_MONGO_ROOT_PASSWORD_FILE, HAREL_MONITOR_PASSWORD_FILE and
+// HAREL_BACKUP_PASSWORD_FILE (mounted secrets), or else from the variables without _FILE; never from the
+// command line.
+
+const fs = require('fs');
 
 const RETRY_PAUSE_MS = 3000;
 const STATUS_ROLE = 'harelBackupStatus';
@@ -24,8 +27,14 @@ function requiredEnv(name) {
   return value;
 }
 
+// A secret from the file <name>_FILE names, else from <name> itself.
+function secret(name) {
+  const file = process.env[`${name}_FILE`];
+  return file ? fs.readFileSync(file, 'utf8').trim() : requiredEnv(name);
+}
+
 const config = JSON.parse(requiredEnv('HAREL_OPS_USERS'));
-const rootPassword = requiredEnv('HAREL_MONGO_ROOT_PASSWORD');
+const rootPassword = secret('HAREL_MONGO_ROOT_PASSWORD');
 const deadline = Date.now() + config.deadlineSeconds * 1000;
 
 function log(message) {
@@ -95,14 +104,14 @@ function ensureUser(admin, username, password, roles) {
 const primary = connectToPrimary();
 const admin = primary.getDB('admin');
 if (config.monitor) {
-  ensureUser(admin, config.monitor.username, requiredEnv('HAREL_MONITOR_PASSWORD'), [
+  ensureUser(admin, config.monitor.username, secret('HAREL_MONITOR_PASSWORD'), [
     { role: 'clusterMonitor', db: 'admin' },
     { role: 'read', db: 'local' },
   ]);
 }
 if (config.backup) {
   ensureStatusRole(admin);
-  ensureUser(admin, config.backup.username, requiredEnv('HAREL_BACKUP_PASSWORD'), [
+  ensureUser(admin, config.backup.username, secret('HAREL_BACKUP_PASSWORD'), [
     { role: 'backup', db: 'admin' },
     { role: STATUS_ROLE, db: 'admin' },
   ]);

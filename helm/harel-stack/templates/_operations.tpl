@@ -101,18 +101,15 @@ AWS_REGION={{ .Values.backup.s3.region | quote }}
 {{- end }}
 
 {{/*
-What every step of the backup pod shares: its settings file, the backup user's password, a writable HOME.
+What every step of the backup pod shares: its settings file, the backup user's password (a file), a writable HOME.
 */}}
 {{- define "harel-stack.backup.env" -}}
 - name: HOME
   value: /tmp
 - name: HAREL_BACKUP_SETTINGS
   value: /var/run/harel/backup/backup.env
-- name: HAREL_BACKUP_PASSWORD
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "harel-stack.ops.authSecretName" . }}
-      key: backup-password
+- name: HAREL_BACKUP_PASSWORD_FILE
+  value: /var/run/harel/ops-auth/backup-password
 {{- end }}
 
 {{- define "harel-stack.backup.volumeMounts" -}}
@@ -123,6 +120,9 @@ What every step of the backup pod shares: its settings file, the backup user's p
   mountPath: /backups
 - name: tmp
   mountPath: /tmp
+- name: ops-auth
+  mountPath: /var/run/harel/ops-auth
+  readOnly: true
 {{- if .Values.tls.enabled }}
 - name: tls-secret
   mountPath: /var/run/harel/tls-secret

@@ -1,5 +1,5 @@
 // A stand-in for `mongosh --nodb --quiet --norc <script>` that runs a script under Node.js with the mongosh
-// globals record-backup.js uses (Mongo, print, process.env) and writes every command it sends, with the URL it
+// globals record-backup.js uses (Mongo, print, process.env, require('fs')) and writes every command it sends, with the URL it
 // connected to, as JSON lines to $FAKE_MONGOSH_LOG. It is a test double, not MongoDB: each command is
 // answered {ok: 1}; the test replays the recorded commands against the fake replica set.
 //
@@ -30,6 +30,7 @@ class Mongo {
 try {
   vm.runInNewContext(fs.readFileSync(script, 'utf8'), {
     Mongo,
+    require,
     print: (...parts) => process.stdout.write(`${parts.join(' ')}\n`),
     process: { env: process.env },
     Date,

@@ -10,13 +10,15 @@
 #
 # Settings come from the environment, after the KEY=value lines of the file $HAREL_BACKUP_SETTINGS if set:
 #   HAREL_BACKUP_HOSTS        host:port,... of the members          HAREL_BACKUP_REPLICA_SET  replica-set name
-#   HAREL_BACKUP_USER         the backup user                       HAREL_BACKUP_PASSWORD     its password (a secret)
+#   HAREL_BACKUP_USER         the backup user                       HAREL_BACKUP_PASSWORD_FILE  file with its password
 #   HAREL_BACKUP_TLS_CA       CA file when members require TLS      HAREL_BACKUP_DATABASE     where the status lives
 #   HAREL_BACKUP_DIR          where archives are written            HAREL_BACKUP_KEEP         archives to keep
 #   HAREL_BACKUP_JOB          this job's name in the status          HAREL_BACKUP_TARGET       where, as recorded
 #   HAREL_BACKUP_S3_BUCKET    set: archives go to S3 (upload-s3); empty: they stay in HAREL_BACKUP_DIR
 #   HAREL_BACKUP_S3_PREFIX, HAREL_BACKUP_S3_ENDPOINT (empty: AWS itself); the aws CLI reads its credentials
 #   (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION) from the environment.
+# Each password comes from the file its *_FILE variable names (a mounted secret), else from the variable without
+# _FILE (HAREL_BACKUP_PASSWORD, HAREL_RESTORE_PASSWORD); it never appears on a command line.
 #
 # A step that fails records why instead of stopping the chain, so `record` always runs and the status document
 # always says what happened; `record` (and `run`) then exit 1 for a failed run, so the job shows as failed too.
@@ -38,6 +40,16 @@ archive_pattern='^harel-[0-9]{8}T[0-9]{6}Z\.archive\.gz$'
 
 log() {
   echo "harel-backup: $*" >&2
+}
+
+# A secret's value: the content of the file ${1}_FILE names, else the variable $1.
+secret() {
+  local file_variable="${1}_FILE"
+  if [[ -n "${!file_variable:-}" ]]; then
+    cat -- "${!file_variable}"
+  else
+    printf '%s' "${!1:-}"
+  fi
 }
 
 save_state() {
@@ -87,8 +99,7 @@ yaml_quoted() {
   printf "'%s'" "${1//\'/\'\'}"
 }
 
-# A mongodump/mongorestore --config file for user $1 with password $2: the tools read the password from it, so
-# it never appears on a command line.
+# A mongodump/mongorestore --config file for user $1 with password $2: the tools read the password from it.
 tool_config() {
   local uri="mongodb://${1}@${HAREL_BACKUP_HOSTS}/?replicaSet=${HAREL_BACKUP_REPLICA_SET}&authSource=admin"
   if [[ -n "${HAREL_BACKUP_TLS_CA:-}" ]]; then
@@ -99,7 +110,12 @@ tool_config() {
 }
 
 dump() {
-  : "${HAREL_BACKUP_PASSWORD:?HAREL_BACKUP_PASSWORD must be set}"
+  local password
+  password="$(secret HAREL_BACKUP_PASSWORD)"
+  if [[ -z "${password}" ]]; then
+    log "HAREL_BACKUP_PASSWORD_FILE or HAREL_BACKUP_PASSWORD must be set"
+    exit 2
+  fi
   HAREL_RUN_ID="$(date -u +%Y%m%dT%H%M%SZ)"
   HAREL_RUN_STARTED_AT="$(date +%s)"
   HAREL_RUN_ARCHIVE="harel-${HAREL_RUN_ID}.archive.gz"
@@ -111,7 +127,7 @@ dump() {
   local config messages
   config="$(mktemp)"
   messages="$(mktemp)"
-  tool_config "${HAREL_BACKUP_USER}" "${HAREL_BACKUP_PASSWORD}" >"${config}"
+  tool_config "${HAREL_BACKUP_USER}" "${password}" >"${config}"
   log "dumping ${HAREL_BACKUP_HOSTS} (replica set ${HAREL_BACKUP_REPLICA_SET}) with its oplog to ${HAREL_RUN_ARCHIVE}"
   if mongodump --config="${config}" --archive="${partial}" --gzip --oplog 2>"${messages}"; then
     mv "${partial}" "${HAREL_BACKUP_DIR}/${HAREL_RUN_ARCHIVE}"
@@ -180,9 +196,23 @@ record() {
   load_state
   export HAREL_RUN_ID HAREL_RUN_STARTED_AT HAREL_RUN_FINISHED_AT HAREL_RUN_OUTCOME HAREL_RUN_ARCHIVE \
     HAREL_RUN_BYTES HAREL_RUN_KEPT HAREL_RUN_ERROR
-  export HAREL_BACKUP_HOSTS HAREL_BACKUP_REPLICA_SET HAREL_BACKUP_USER HAREL_BACKUP_PASSWORD HAREL_BACKUP_DATABASE \
-    HAREL_BACKUP_JOB HAREL_BACKUP_TARGET HAREL_BACKUP_TLS_CA="${HAREL_BACKUP_TLS_CA:-}"
-  mongosh --nodb --quiet --norc "${here}/record-backup.js"
+  export HAREL_BACKUP_HOSTS HAREL_BACKUP_REPLICA_SET HAREL_BACKUP_USER HAREL_BACKUP_DATABASE HAREL_BACKUP_JOB \
+    HAREL_BACKUP_TARGET HAREL_BACKUP_TLS_CA="${HAREL_BACKUP_TLS_CA:-}"
+  # record-backup.js reads the password from a file: the mounted one, or a private copy of the variable's.
+  local password_file="${HAREL_BACKUP_PASSWORD_FILE:-}"
+  if [[ -z "${password_file}" ]]; then
+    password_file="$(mktemp)"
+    secret HAREL_BACKUP_PASSWORD >"${password_file}"
+  fi
+  local recorded=0
+  HAREL_BACKUP_PASSWORD_FILE="${password_file}" mongosh --nodb --quiet --norc "${here}/record-backup.js" || recorded=$?
+  if [[ "${password_file}" != "${HAREL_BACKUP_PASSWORD_FILE:-}" ]]; then
+    rm -f -- "${password_file}"
+  fi
+  if ((recorded != 0)); then
+    log "could not record run ${HAREL_RUN_ID} in ${HAREL_BACKUP_DATABASE}.backups (mongosh exit ${recorded})"
+    exit 1
+  fi
   if [[ "${HAREL_RUN_OUTCOME}" != succeeded ]]; then
     log "run ${HAREL_RUN_ID} failed: ${HAREL_RUN_ERROR}"
     exit 1
@@ -194,16 +224,19 @@ record() {
 # up to its last entry), each collection dropped first. --oplogReplay restores everything or nothing: mongorestore
 # refuses it with a namespace filter.
 restore() {
-  local archive="$1"
+  local archive="$1" password config
   : "${HAREL_RESTORE_USER:?HAREL_RESTORE_USER must be set}"
-  : "${HAREL_RESTORE_PASSWORD:?HAREL_RESTORE_PASSWORD must be set}"
+  password="$(secret HAREL_RESTORE_PASSWORD)"
+  if [[ -z "${password}" ]]; then
+    log "HAREL_RESTORE_PASSWORD_FILE or HAREL_RESTORE_PASSWORD must be set"
+    exit 2
+  fi
   if [[ ! -r "${archive}" ]]; then
     log "cannot read ${archive}"
     exit 2
   fi
-  local config
   config="$(mktemp)"
-  tool_config "${HAREL_RESTORE_USER}" "${HAREL_RESTORE_PASSWORD}" >"${config}"
+  tool_config "${HAREL_RESTORE_USER}" "${password}" >"${config}"
   log "restoring ${archive} into ${HAREL_BACKUP_HOSTS} (replica set ${HAREL_BACKUP_REPLICA_SET}), oplog replayed"
   if ! mongorestore --config="${config}" --archive="${archive}" --gzip --oplogReplay --drop; then
     rm -f -- "${config}"

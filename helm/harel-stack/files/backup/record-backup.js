@@ -1,11 +1,11 @@
 // Records one backup run's outcome in <database>.backups (the status document of this backup job; its fields
 // are described in the harel SDK, harel/backups.py). Runs as `mongosh --nodb --quiet --norc record-backup.js`
 // as the last step of harel-backup.sh, with the backup user, whose only write privilege is on that
-// collection. Everything comes from the environment harel-backup.sh sets; the password never reaches a
-// command line.
+// collection. Everything comes from the environment harel-backup.sh sets, the password from the file
+// HAREL_BACKUP_PASSWORD_FILE names: it never reaches a command line or an environment variable.
 
 const env = process.env;
-for (const name of ['HAREL_BACKUP_HOSTS', 'HAREL_BACKUP_REPLICA_SET', 'HAREL_BACKUP_USER', 'HAREL_BACKUP_PASSWORD',
+for (const name of ['HAREL_BACKUP_HOSTS', 'HAREL_BACKUP_REPLICA_SET', 'HAREL_BACKUP_USER', 'HAREL_BACKUP_PASSWORD_FILE',
   'HAREL_BACKUP_DATABASE', 'HAREL_BACKUP_JOB', 'HAREL_BACKUP_TARGET', 'HAREL_RUN_ID', 'HAREL_RUN_OUTCOME']) {
   if (!env[name]) {
     throw new Error(`${name} must be set`);
@@ -29,7 +29,9 @@ let query = `replicaSet=${env.HAREL_BACKUP_REPLICA_SET}&authSource=admin&serverS
 if (env.HAREL_BACKUP_TLS_CA) {
   query += `&tls=true&tlsCAFile=${encodeURIComponent(env.HAREL_BACKUP_TLS_CA)}`;
 }
-const credentials = `${encodeURIComponent(env.HAREL_BACKUP_USER)}:${encodeURIComponent(env.HAREL_BACKUP_PASSWORD)}`;
+// The password comes from a file (harel-backup.sh hands its own file, or a private copy, to this script).
+const password = require('fs').readFileSync(env.HAREL_BACKUP_PASSWORD_FILE, 'utf8').trim();
+const credentials = `${encodeURIComponent(env.HAREL_BACKUP_USER)}:${encodeURIComponent(password)}`;
 const connection = new Mongo(`mongodb://${credentials}@${env.HAREL_BACKUP_HOSTS}/?${query}`);
 
 const update = { $set: { last_attempt: run, updated_at: Date.now() / 1000 } };
