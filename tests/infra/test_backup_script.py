@@ -59,7 +59,7 @@ FAKE_AWS = """\
 import json, pathlib, sys, os, shutil
 arguments = [a for a in sys.argv[1:] if a != "--only-show-errors"]
 log = pathlib.Path(os.environ["FAKE_TOOLS_LOG"])
-log.open("a").write(json.dumps({"tool": "aws", "argv": sys.argv[1:]}) + "\\n")
+log.open("a").write(json.dumps({"tool": "aws", "argv": sys.argv[1:], "key": os.environ.get("AWS_SECRET_ACCESS_KEY"), "key_id": os.environ.get("AWS_ACCESS_KEY_ID")}) + "\\n")
 if "--endpoint-url" in arguments:
     at = arguments.index("--endpoint-url")
     del arguments[at:at + 2]
@@ -271,6 +271,10 @@ def test_an_s3_target_uploads_prunes_the_bucket_and_clears_the_scratch_space(
     password_file.write_text(backups.env["HAREL_BACKUP_PASSWORD"] + "\n")
     s3["HAREL_BACKUP_PASSWORD_FILE"] = str(password_file)
     s3["HAREL_BACKUP_PASSWORD"] = ""
+    key_file = backups.tmp / "secret-access-key"
+    key_file.write_text("wJalrXUtnFEMI-example-key\n")
+    s3["AWS_SECRET_ACCESS_KEY_FILE"] = str(key_file)
+    s3["AWS_ACCESS_KEY_ID"] = "AKIAEXAMPLE"
     for step in ("dump", "upload-s3", "record"):
         completed = backups.run(step, **s3)
         assert completed.returncode == 0, f"{step}: {completed.stderr}"
@@ -283,6 +287,10 @@ def test_an_s3_target_uploads_prunes_the_bucket_and_clears_the_scratch_space(
         call["argv"][:2] == ["--endpoint-url", s3["HAREL_BACKUP_S3_ENDPOINT"]]
         for call in backups.tool_calls("aws")
     )
+    # The credentials reached the aws CLI's environment, the key from its file.
+    assert {(call["key_id"], call["key"]) for call in backups.tool_calls("aws")} == {
+        ("AKIAEXAMPLE", "wJalrXUtnFEMI-example-key")
+    }
     [dump] = backups.tool_calls("mongodump")
     assert "password: 'it''s-a-secret-xxxxxxxxxxxx'\n" in dump["config"]
     [record] = backups.recorded()

@@ -416,11 +416,11 @@ def test_backup_to_s3_uploads_between_dump_and_record(chart: helm_python.Chart) 
     upload = step(pod, "upload-s3")
     assert upload["image"] == "amazon/aws-cli:2.31.9"
     env = env_of(upload)
-    assert env["AWS_ACCESS_KEY_ID"]["valueFrom"]["secretKeyRef"] == {
-        "name": "s3-credentials",
-        "key": "access-key-id",
-    }
-    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["key"] == "secret-access-key"
+    assert env["AWS_ACCESS_KEY_ID_FILE"]["value"] == "/var/run/harel/s3/access-key-id"
+    assert env["AWS_SECRET_ACCESS_KEY_FILE"]["value"] == "/var/run/harel/s3/secret-access-key"
+    credentials = {v["name"]: v for v in pod["spec"]["volumes"]}["s3-credentials"]["secret"]
+    assert credentials["secretName"] == "s3-credentials"
+    assert {item["key"] for item in credentials["items"]} == {"access-key-id", "secret-access-key"}
     assert "emptyDir" in {v["name"]: v for v in pod["spec"]["volumes"]}["backups"]
     files = only(manifests, "ConfigMap", f"{FULLNAME}-mongodb-ops").doc["data"]
     settings = settings_file(files["backup.env"])

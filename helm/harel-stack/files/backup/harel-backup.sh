@@ -15,8 +15,8 @@
 #   HAREL_BACKUP_DIR          where archives are written            HAREL_BACKUP_KEEP         archives to keep
 #   HAREL_BACKUP_JOB          this job's name in the status          HAREL_BACKUP_TARGET       where, as recorded
 #   HAREL_BACKUP_S3_BUCKET    set: archives go to S3 (upload-s3); empty: they stay in HAREL_BACKUP_DIR
-#   HAREL_BACKUP_S3_PREFIX, HAREL_BACKUP_S3_ENDPOINT (empty: AWS itself); the aws CLI reads its credentials
-#   (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION) from the environment.
+#   HAREL_BACKUP_S3_PREFIX, HAREL_BACKUP_S3_ENDPOINT (empty: AWS itself); the bucket's credentials come from
+#   AWS_ACCESS_KEY_ID(_FILE) and AWS_SECRET_ACCESS_KEY(_FILE), AWS_REGION from the environment.
 # Each password comes from the file its *_FILE variable names (a mounted secret), else from the variable without
 # _FILE (HAREL_BACKUP_PASSWORD, HAREL_RESTORE_PASSWORD); it never appears on a command line.
 #
@@ -160,6 +160,10 @@ upload_s3() {
     return 0
   fi
   local destination="s3://${HAREL_BACKUP_S3_BUCKET}/${HAREL_BACKUP_S3_PREFIX}"
+  # The aws CLI reads its credentials from its environment only.
+  AWS_ACCESS_KEY_ID="$(secret AWS_ACCESS_KEY_ID)"
+  AWS_SECRET_ACCESS_KEY="$(secret AWS_SECRET_ACCESS_KEY)"
+  export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
   local aws=(aws)
   if [[ -n "${HAREL_BACKUP_S3_ENDPOINT:-}" ]]; then
     aws+=(--endpoint-url "${HAREL_BACKUP_S3_ENDPOINT}")
