@@ -7,8 +7,15 @@ from typing import Any
 
 import pytest
 
-from harel.backup_check import DEFAULT_WINDOW_SECONDS, age_text, judge_backups
+from harel.backup_check import (
+    DEFAULT_WINDOW_SECONDS,
+    age_text,
+    configured_window,
+    judge_backups,
+    parse_window,
+)
 from harel.backups import latest_success, parse_statuses
+from harel.errors import InvalidBackupWindow
 
 NOW = 1_767_000_000.0
 HOUR = 3600.0
@@ -135,3 +142,31 @@ def test_a_success_from_a_clock_ahead_counts_as_just_now() -> None:
 )
 def test_ages_read_as_two_units(seconds: float, text: str) -> None:
     assert age_text(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("26h", 93600.0),
+        ("90m", 5400.0),
+        ("2d", 172800.0),
+        ("3600s", 3600.0),
+        ("3600", 3600.0),
+        (" 1.5h ", 5400.0),
+    ],
+)
+def test_a_window_reads_as_a_duration(text: str, seconds: float) -> None:
+    assert parse_window(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "26 hours", "-1h", "0", "1w"])
+def test_a_window_that_is_no_duration_is_refused_by_name(text: str) -> None:
+    with pytest.raises(InvalidBackupWindow) as refused:
+        parse_window(text)
+    assert str(refused.value).startswith(f"HAREL_BACKUP_WINDOW: {text!r} is not a duration")
+
+
+def test_the_window_comes_from_the_environment_or_is_off() -> None:
+    assert configured_window({}) is None
+    assert configured_window({"HAREL_BACKUP_WINDOW": "  "}) is None
+    assert configured_window({"HAREL_BACKUP_WINDOW": "26h"}) == DEFAULT_WINDOW_SECONDS

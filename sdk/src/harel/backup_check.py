@@ -1,18 +1,25 @@
 """The backup rule of `harel check`: did any backup job succeed within the window? A pure function over the
 status documents (harel.backups) and the server's time; it warns and never refuses, because a deployment
-without a recent backup still runs correctly, it just cannot be brought back after a bad day."""
+without a recent backup still runs correctly, it just cannot be brought back after a bad day. The check applies
+it when HAREL_BACKUP_WINDOW names a window."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from harel.backups import BackupStatus, latest_success, parse_statuses
+from harel.errors import InvalidBackupWindow
 
 # A daily schedule plus two hours for a slow dump: one missed run is enough to warn.
 DEFAULT_WINDOW_SECONDS = 26 * 3600
 CHECK_NAME = "backup"
+# Set (to a duration such as 26h) on deployments that run backups: `harel check` then judges them.
+WINDOW_VARIABLE = "HAREL_BACKUP_WINDOW"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _SCHEDULE_FIX = (
     "schedule backups: Helm backup.enabled=true, compose `harel-stack backup` from cron, or the Ansible "
     "backup role (README, 'Backups')"
@@ -27,6 +34,20 @@ class BackupFinding:
     found: str
     required: str
     fix: str | None = None
+
+
+def parse_window(text: str) -> float:
+    """A window in seconds from 26h, 90m, 2d, 3600s or 3600; InvalidBackupWindow otherwise."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or float(match.group(1)) <= 0:
+        raise InvalidBackupWindow(text)
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def configured_window(environ: Mapping[str, str]) -> float | None:
+    """The window HAREL_BACKUP_WINDOW sets, or None when unset (no backup finding then)."""
+    text = environ.get(WINDOW_VARIABLE, "")
+    return parse_window(text) if text.strip() else None
 
 
 def age_text(seconds: float) -> str:

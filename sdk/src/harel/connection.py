@@ -10,7 +10,9 @@ recorded replies. The twins differ only in their awaits.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
+import os
 import random
 import re
 import time
@@ -24,6 +26,9 @@ import pymongo
 from pydantic import BaseModel, ConfigDict, Field
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
+from harel.backup_check import CHECK_NAME as BACKUP_CHECK
+from harel.backup_check import configured_window, judge_backups
+from harel.backups import BACKUPS_COLLECTION
 from harel.errors import (
     CollationError,
     ConnectionFailed,
@@ -322,6 +327,8 @@ class DeploymentReplies:
     build_info: Mapping[str, Any]
     default_rw_concern: Mapping[str, Any]
     list_collections: Mapping[str, Any]
+    # The `find` on the backup status documents; None when no backup window is configured (nothing asked).
+    backups: Mapping[str, Any] | None = None
 
 
 def _succeeded(reply: Mapping[str, Any]) -> bool:
@@ -836,8 +843,39 @@ def _tls(settings: ClientSettings) -> Finding:
     )
 
 
+def _server_time(hello: Mapping[str, Any]) -> float | None:
+    local_time = hello.get("localTime")
+    if not isinstance(local_time, dt.datetime):
+        return None
+    return (local_time if local_time.tzinfo else local_time.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def _backups(replies: DeploymentReplies, window: float | None) -> list[Finding]:
+    """harel.backup_check's rule on the status documents, at the server's time; only with a window configured."""
+    if window is None or replies.backups is None:
+        return []
+    required = "a recent successful backup"
+    fix = "grant the app user readWrite on its database, and read the status with the app user"
+    if not _succeeded(replies.backups):
+        found = f"unknown: reading {replies.database}.{BACKUPS_COLLECTION} failed ({_failure_reason(replies.backups)})"
+        return [_warning(BACKUP_CHECK, found, required, fix)]
+    now = _server_time(replies.hello)
+    if now is None:
+        return [
+            _warning(BACKUP_CHECK, "unknown: the server did not report its time", required, "check hello")
+        ]
+    judged = judge_backups(replies.backups.get("cursor", {}).get("firstBatch", ()), now, window)
+    if judged.ok:
+        return [_ok(BACKUP_CHECK, judged.found, judged.required)]
+    return [_warning(BACKUP_CHECK, judged.found, judged.required, judged.fix or "")]
+
+
 def evaluate(
-    replies: DeploymentReplies, settings: ClientSettings, *, allow_standalone: bool = False
+    replies: DeploymentReplies,
+    settings: ClientSettings,
+    *,
+    allow_standalone: bool = False,
+    backup_window: float | None = None,
 ) -> CheckReport:
     """Every finding for these replies and client settings. Pure: no I/O, no logging."""
     shape = Shape.from_hello(replies.hello)
@@ -855,6 +893,7 @@ def evaluate(
         *_fault_tolerance(shape),
         _authentication(settings),
         _tls(settings),
+        *_backups(replies, backup_window),
     )
     return CheckReport(
         target=",".join(settings.hosts) or "unknown",
@@ -874,8 +913,12 @@ class _Probe:
     command: Mapping[str, Any]
 
 
-def _probes(database: str) -> Sequence[_Probe]:
+def _probes(database: str, backup_window: float | None) -> Sequence[_Probe]:
+    backups = (
+        (_Probe("backups", database, {"find": BACKUPS_COLLECTION, "limit": 100}),) if backup_window else ()
+    )
     return (
+        *backups,
         _Probe("hello", "admin", {"hello": 1}),
         _Probe("build_info", "admin", {"buildInfo": 1}),
         _Probe("default_rw_concern", "admin", {"getDefaultRWConcern": 1}),
@@ -903,11 +946,13 @@ def _conclude(
     database: str,
     replies: Mapping[str, Mapping[str, Any]],
     allow_standalone: bool,
+    backup_window: float | None,
 ) -> CheckReport:
     report = evaluate(
         DeploymentReplies(database=database, **replies),
         client_settings(client),
         allow_standalone=allow_standalone,
+        backup_window=backup_window,
     )
     _announce_override(report)
     return report
@@ -936,29 +981,40 @@ def _announce_override(report: CheckReport) -> None:
 
 
 def check(
-    client: pymongo.MongoClient[Any], *, db_name: str | None = None, allow_standalone: bool = False
+    client: pymongo.MongoClient[Any],
+    *,
+    db_name: str | None = None,
+    allow_standalone: bool = False,
+    backup_window: float | None = None,
 ) -> CheckReport:
     """Every finding on this client's deployment. `allow_standalone` (development only) turns the standalone
-    error into "relaxed" and logs a loud warning each time. Raises only when the deployment stops answering."""
+    error into "relaxed" and logs a loud warning each time. `backup_window` (seconds; default: HAREL_BACKUP_WINDOW,
+    unset = no backup finding) adds the backup finding. Raises only when the deployment stops answering."""
     database = _database_name(client, db_name)
+    window = backup_window if backup_window is not None else configured_window(os.environ)
     replies: dict[str, Mapping[str, Any]] = {}
-    for probe in _probes(database):
+    for probe in _probes(database, window):
         try:
             replies[probe.name] = client[probe.database].command(probe.command)
         except OperationFailure as error:
             replies[probe.name] = _refusal(error)
-    return _conclude(client, database, replies, allow_standalone)
+    return _conclude(client, database, replies, allow_standalone, window)
 
 
 async def check_async(
-    client: pymongo.AsyncMongoClient[Any], *, db_name: str | None = None, allow_standalone: bool = False
+    client: pymongo.AsyncMongoClient[Any],
+    *,
+    db_name: str | None = None,
+    allow_standalone: bool = False,
+    backup_window: float | None = None,
 ) -> CheckReport:
     """`check` for PyMongo's AsyncMongoClient."""
     database = _database_name(client, db_name)
+    window = backup_window if backup_window is not None else configured_window(os.environ)
     replies: dict[str, Mapping[str, Any]] = {}
-    for probe in _probes(database):
+    for probe in _probes(database, window):
         try:
             replies[probe.name] = await client[probe.database].command(probe.command)
         except OperationFailure as error:
             replies[probe.name] = _refusal(error)
-    return _conclude(client, database, replies, allow_standalone)
+    return _conclude(client, database, replies, allow_standalone, window)
