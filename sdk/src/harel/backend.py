@@ -16,8 +16,9 @@ from harel.catalog import Catalog, MemoryCatalog, MongoCatalog
 from harel.connection import CheckReport, check, connect, embedded_backend
 from harel.heartbeat import Heartbeats, MongoHeartbeats
 from harel.local.embedded import EmbeddedClient
+from harel.servertime import ServerClock
 from harel.store.base import ExecutionStore
-from harel.store.memory import MemoryStore
+from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
 from harel.transport.base import Transport
 from harel.transport.memory import MemoryTransport
@@ -60,10 +61,13 @@ def open_backend(
     build the seams. A URL that names no backend raises InvalidURL (from `connect`)."""
     kind = embedded_backend(url)
     if kind == "memory":
-        return Backend(url, MemoryStore(), MemoryTransport(), None, MemoryCatalog())
+        database = MemoryDatabase()
+        return Backend(url, MemoryStore(database), MemoryTransport(database), None, MemoryCatalog())
     report = None
+    clock = ServerClock()
     if kind == "mongomock":
         client: Any = EmbeddedClient()
+        clock = ServerClock(local=client.clock, monotonic=client.clock)  # the deployment is this process
     else:
         client = connect(url, deadline=deadline)
         report = check(client, allow_standalone=allow_standalone)
@@ -71,7 +75,7 @@ def open_backend(
     backend = Backend(
         url,
         MongoStore(client, db_name),
-        MongoTransport(client, db_name),
+        MongoTransport(client, db_name, clock=clock),
         MongoHeartbeats(client, db_name),
         MongoCatalog(client, db_name),
         client,

@@ -40,6 +40,7 @@ from harel.connection import (
 from harel.errors import (
     ChartError,
     ConnectionFailed,
+    ConnectionRejected,
     DeploymentRefused,
     HarelError,
     InvalidArgument,
@@ -79,6 +80,7 @@ EXIT_CODES: tuple[tuple[type[HarelError], Exit], ...] = (
     (InvalidArgument, Exit.USAGE),
     (ConnectionFailed, Exit.UNREACHABLE),
     (DeploymentRefused, Exit.REFUSED),
+    (ConnectionRejected, Exit.REFUSED),
     (UnknownExecution, Exit.NOT_FOUND),
 )
 

@@ -23,6 +23,22 @@ class StoreConflict(HarelError):
         )
 
 
+class LeaseLost(StoreConflict):
+    """A claim's commit found the execution at the version it expected but leased to someone else: the lease
+    expired while the steps ran, and the new holder will apply the events. Nothing was written."""
+
+    def __init__(self, execution_id: str, version: int, holder: str | None) -> None:
+        HarelError.__init__(
+            self,
+            f"execution {execution_id!r}: the lease expired before the commit "
+            f"({'now held by ' + holder if holder else 'released'}); the events are left to the next holder",
+        )
+        self.execution_id = execution_id
+        self.expected = version
+        self.found = version
+        self.holder = holder
+
+
 class ExecutionTooLarge(HarelError):
     """A commit would push the execution's document past what MongoDB can store (16 MiB)."""
 
@@ -34,6 +50,40 @@ class ExecutionTooLarge(HarelError):
             f"execution {execution_id!r}: document would be about {size} bytes, over the {limit}-byte "
             "limit; keep large payloads out of the execution context (store a reference instead)"
         )
+
+
+class StepTooLarge(HarelError):
+    """One step emitted and spawned more entries than an execution numbers per step."""
+
+    def __init__(self, execution_id: str, count: int, limit: int) -> None:
+        self.execution_id = execution_id
+        self.count = count
+        self.limit = limit
+        super().__init__(
+            f"execution {execution_id!r}: one step emitted and spawned {count} entries, more than the {limit} "
+            "a step may; split the work over several steps"
+        )
+
+
+class MailboxFull(HarelError):
+    """An execution's mailbox is at its size limit: the sender should send again later."""
+
+    def __init__(self, execution_id: str, limit: int) -> None:
+        self.execution_id = execution_id
+        self.limit = limit
+        super().__init__(
+            f"execution {execution_id!r}: its mailbox holds {limit} bytes of pending events, its limit; "
+            "send again once its workers have caught up"
+        )
+
+
+class ExecutionFinished(HarelError):
+    """An event or a cancel for an execution that has already completed, failed or been cancelled."""
+
+    def __init__(self, execution_id: str, status: str) -> None:
+        self.execution_id = execution_id
+        self.status = status
+        super().__init__(f"execution {execution_id!r} is already {status}; it takes no more events")
 
 
 class UnknownExecution(HarelError):
@@ -152,6 +202,12 @@ class UnsupportedServerError(DeploymentCheckError):
     check = "server version"
 
 
+class FeatureCompatibilityError(DeploymentCheckError):
+    """The binary is new enough, but its feature compatibility version keeps an older release's rules."""
+
+    check = "feature compatibility"
+
+
 class DeploymentRefused(HarelError):
     """Start-up refused: one or more deployment checks failed. `errors` holds every one of them."""
 
@@ -168,6 +224,46 @@ class ConnectionFailed(HarelError):
         self.waited = waited
         self.last_error = last_error
         super().__init__(f"could not reach {redacted_url} within {waited:.1f}s: {last_error}")
+
+
+class ConnectionRejected(HarelError):
+    """The deployment answered and rejected this client. Waiting cannot change that, so it is never retried."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        self.fix = fix
+        super().__init__(f"{message}. Fix: {fix}")
+
+
+class AuthenticationFailed(ConnectionRejected):
+    """The server refused the credentials. Names the user and the database that holds it, never the password."""
+
+    def __init__(self, user: str | None, database: str, redacted_url: str, reason: str) -> None:
+        self.user = user
+        self.database = database
+        self.url = redacted_url
+        self.reason = reason
+        who = f"user {user}" if user else "the client certificate's subject"
+        super().__init__(
+            f"authentication failed for {who} on DB {database} at {redacted_url}: {reason}",
+            "check the user name, the password and authSource in the URL (an @, :, / or % in the password "
+            "must be percent-encoded)",
+        )
+
+
+class TLSFailed(ConnectionRejected):
+    """The TLS handshake with a member failed for a reason a retry cannot change (its certificate, ours, the
+    protocol)."""
+
+    def __init__(self, hosts: list[str], reason: str, redacted_url: str) -> None:
+        self.hosts = hosts
+        self.reason = reason
+        self.url = redacted_url
+        super().__init__(
+            f"TLS handshake with {', '.join(hosts)} failed at {redacted_url}: {reason}",
+            "give the CA that signed the server's certificate with tlsCAFile=, connect by a host name the "
+            "certificate lists, and check the client certificate (tlsCertificateKeyFile=) if the server "
+            "requires one",
+        )
 
 
 class InvalidURL(HarelError):
@@ -195,3 +291,25 @@ class InvalidBackupWindow(InvalidArgument):
             "HAREL_BACKUP_WINDOW",
             f"{text!r} is not a duration: give hours as 26h, or 90m, 2d, 3600s, or seconds alone",
         )
+
+
+# --- local server ------------------------------------------------------------------------------------
+
+
+class LocalDataError(HarelError):
+    """The local server's data file cannot be used: unreadable, not a harel.local snapshot, or in use by
+    another server. The file is left exactly as it was."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"data file {path}: {reason}")
+
+
+class LocalServerError(HarelError):
+    """The local server cannot listen where it was asked to (the address is in use or not available)."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        self.address = address
+        self.reason = reason
+        super().__init__(f"cannot listen on {address}: {reason}")

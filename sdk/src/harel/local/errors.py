@@ -1,11 +1,11 @@
-"""Command errors as the server reports them: `{ok: 0, code, codeName, errmsg, errorLabels}`."""
+"""Command errors as a server reports them: `{ok: 0, code, codeName, errmsg, errorLabels}`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-# The subset of the server's error codes this double produces or names in fail points.
+# The subset of MongoDB's error codes the local server (or a test double built on it) answers with.
 CODE_NAMES: dict[int, str] = {
     1: "InternalError",
     2: "BadValue",
@@ -20,6 +20,8 @@ CODE_NAMES: dict[int, str] = {
     43: "CursorNotFound",
     48: "NamespaceExists",
     50: "MaxTimeMSExpired",
+    64: "WriteConcernFailed",
+    72: "InvalidOptions",
     59: "CommandNotFound",
     73: "InvalidNamespace",
     76: "NoReplicationEnabled",
@@ -47,6 +49,7 @@ CODE_NAMES: dict[int, str] = {
 RETRYABLE_WRITE_CODES = frozenset({6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
 
 RETRYABLE_WRITE_LABEL = "RetryableWriteError"
+RETRYABLE_WRITE_COMMANDS = frozenset({"insert", "update", "delete", "findAndModify", "findandmodify"})
 
 
 def code_name(code: int) -> str:
@@ -80,5 +83,18 @@ class CommandError(Exception):
 
 
 def not_modelled(what: str) -> CommandError:
-    """The real server would do this; the double refuses loudly instead of answering wrongly."""
-    return CommandError(238, f"fake_mongod does not model {what}")
+    """MongoDB would do this; the local server refuses loudly instead of answering wrongly."""
+    return CommandError(238, f"harel.local does not model {what}")
+
+
+def is_retryable_write(command: dict[str, Any]) -> bool:
+    return next(iter(command), "") in RETRYABLE_WRITE_COMMANDS and "txnNumber" in command
+
+
+def error_labels(requested: list[str] | None, code: int, command: dict[str, Any]) -> list[str]:
+    """`requested` when given; otherwise the label a server adds to a retryable write's retryable error."""
+    if requested is not None:
+        return requested
+    if is_retryable_write(command) and code in RETRYABLE_WRITE_CODES:
+        return [RETRYABLE_WRITE_LABEL]
+    return []

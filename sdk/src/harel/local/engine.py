@@ -1,11 +1,14 @@
 """Data commands executed on mongomock: CRUD, cursors, aggregation, indexes and collections.
 
-Every method runs under the server's execution lock, so each command sees and leaves a consistent state and
-single-document atomicity holds between concurrent clients. Replies have the server's shape.
+`Engine.execute` runs one command, with `$$NOW` bound once from the engine's clock (`harel.local.now`) and
+mongomock's expressions corrected (`harel.local.expressions`). Callers hold the server's execution lock, so
+each command sees and leaves a consistent state and single-document atomicity holds between concurrent
+clients. Replies have the server's shape.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,10 +18,27 @@ from bson import json_util
 from mongomock import filtering
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
-from .cursors import CursorRegistry
-from .errors import CommandError, not_modelled
+from harel.local import expressions
+from harel.local.cursors import CursorRegistry
+from harel.local.errors import CommandError, not_modelled
+from harel.local.now import Clock, bind_command, server_now
 
 Reply = dict[str, Any]
+# The data commands that change what is stored (a snapshot is due after them).
+WRITES = frozenset(
+    {
+        "insert",
+        "update",
+        "delete",
+        "findAndModify",
+        "findandmodify",
+        "create",
+        "drop",
+        "dropDatabase",
+        "createIndexes",
+        "dropIndexes",
+    }
+)
 
 # Index options mongomock honours (unique, sparse, partial) or keeps and lists (expireAfterSeconds: no TTL).
 _INDEX_OPTIONS = ("unique", "sparse", "partialFilterExpression", "expireAfterSeconds")
@@ -30,14 +50,28 @@ _UNMODELLED_FIND_OPTIONS = frozenset(
 
 
 @dataclass
+class CollectionDump:
+    """One collection as a snapshot keeps it."""
+
+    db: str
+    name: str
+    options: dict[str, Any]
+    indexes: list[dict[str, Any]]
+    documents: list[dict[str, Any]]
+
+
+@dataclass
 class Engine:
+    clock: Clock = time.time
     _client: mongomock.MongoClient = field(default_factory=mongomock.MongoClient)
     # Options given to `create` (mongomock keeps none): listed by listCollections, never applied to queries.
     _options: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     cursors: CursorRegistry = field(default_factory=CursorRegistry)
+    _handlers: dict[str, Callable[[str, dict[str, Any]], Reply]] = field(init=False)
 
-    def handlers(self) -> dict[str, Callable[[str, dict[str, Any]], Reply]]:
-        return {
+    def __post_init__(self) -> None:
+        expressions.install()
+        self._handlers = {
             "insert": self.insert,
             "update": self.update,
             "delete": self.delete,
@@ -58,6 +92,13 @@ class Engine:
             "drop": self.drop,
             "dropDatabase": self.drop_database,
         }
+
+    def serves(self, name: str) -> bool:
+        return name in self._handlers
+
+    def execute(self, name: str, db: str, command: dict[str, Any]) -> Reply:
+        """Run one data command, `$$NOW` bound to the clock's time as the command starts."""
+        return self._handlers[name](db, bind_command(command, server_now(self.clock())))
 
     def reset(self) -> None:
         for name in self._client.list_database_names():
@@ -338,7 +379,7 @@ class Engine:
         name = cmd["create"]
         if self._exists(db, name):
             raise CommandError(48, f"Collection {db}.{name} already exists.")
-        options = {key: value for key, value in cmd.items() if key not in _GENERIC_FIELDS and key != "create"}
+        options = {key: value for key, value in cmd.items() if key not in GENERIC_FIELDS and key != "create"}
         if set(options) - {"collation"}:
             raise not_modelled(f"collection options {sorted(set(options) - {'collation'})}")
         self._client[db].create_collection(name)
@@ -361,6 +402,37 @@ class Engine:
             del self._options[key]
         return {"ok": 1.0}
 
+    # --- snapshots -----------------------------------------------------------------------------------
+
+    def dump(self) -> list[CollectionDump]:
+        """Every collection with its options, indexes and documents."""
+        dumps = []
+        for db in sorted(self._client.list_database_names()):
+            for name in sorted(self._client[db].list_collection_names()):
+                coll = self._client[db][name]
+                indexes = [
+                    {"name": index_name, "key": dict(info["key"])}
+                    | {option: info[option] for option in _INDEX_OPTIONS if option in info}
+                    for index_name, info in coll.index_information().items()
+                    if index_name != "_id_"
+                ]
+                options = self._options.get((db, name), {})
+                dumps.append(CollectionDump(db, name, options, indexes, list(coll.find())))
+        return dumps
+
+    def load(self, dumps: list[CollectionDump]) -> None:
+        """Replace everything stored with `dumps`."""
+        self.reset()
+        for dump in dumps:
+            self._client[dump.db].create_collection(dump.name)
+            if dump.options:
+                self._options[(dump.db, dump.name)] = dict(dump.options)
+            coll = self._client[dump.db][dump.name]
+            for spec in dump.indexes:
+                self._create_index(dump.db, coll, spec)
+            if dump.documents:
+                coll.insert_many(dump.documents)
+
     # --- helpers -------------------------------------------------------------------------------------
 
     def _collection(self, db: str, name: Any) -> mongomock.Collection:
@@ -373,7 +445,7 @@ class Engine:
 
 
 # Fields any command may carry that are not options of the command itself.
-_GENERIC_FIELDS = frozenset(
+GENERIC_FIELDS = frozenset(
     {
         "$db",
         "$clusterTime",
