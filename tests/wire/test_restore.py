@@ -95,7 +95,7 @@ def test_a_backup_taken_mid_workflow_restores_and_the_workflow_completes(
         server_version = admin.server_info()["version"]
         archive = export_database(admin[replica_set.db_name], server_version)
         exported = raw_collections(admin, replica_set.db_name)
-        assert {"executions", "counters"} <= set(exported)
+        assert "executions" in exported
 
         # The archive holds every harel collection, byte for byte, and reads back with every CRC matching.
         contents = read_archive(gzip.GzipFile(fileobj=io.BytesIO(archive)))
