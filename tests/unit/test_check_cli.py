@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 
-from harel import __version__, cli
+from harel import __version__
+from harel.cli import deployment as check_command
+from harel.cli import main, settings
+from harel.cli.exits import exit_code_for
 from harel.errors import (
     AuthenticationFailed,
     ChartError,
@@ -61,14 +64,14 @@ def deployment(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[RecordedCl
             built.append(RecordedClient.for_url(url, scenario(name, **replace)))
             return built[-1]
 
-        monkeypatch.setattr(cli, "connect", fake_connect)
+        monkeypatch.setattr(check_command, "connect", fake_connect)
         return built
 
     return serve
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
+    code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -309,7 +312,8 @@ def test_a_negative_deadline_is_a_usage_error(capsys: pytest.CaptureFixture[str]
     code, _, err = run(capsys, "check", "mongodb://127.0.0.1:1/", "--deadline", "-1")
 
     assert code == 2
-    assert err.startswith("harel check: deadline: must be a number of seconds, or 0 to wait indefinitely")
+    assert err.startswith("harel check: Invalid value for '--deadline'")
+    assert "give a number of seconds >= 0" in err
 
 
 @pytest.mark.parametrize("argv", [[], ["frobnicate"], ["check", "--deadline", "soon"]])
@@ -338,7 +342,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_each_error_maps_to_its_exit_code(error: Exception, code: int) -> None:
-    assert cli.exit_code_for(error) == code  # type: ignore[arg-type]
+    assert exit_code_for(error) == code  # type: ignore[arg-type]
 
 
 def test_a_refusal_is_printed_on_one_line(
@@ -346,12 +350,13 @@ def test_a_refusal_is_printed_on_one_line(
 ) -> None:
     refused = DeploymentRefused([WeakWriteConcernError("w=1", "w=majority", "set w=majority")])
 
-    def refuse(_: Any) -> int:
+    def refuse(*_: Any, **__: Any) -> Any:
         raise refused
 
-    monkeypatch.setattr(cli, "COMMANDS", (cli.Command("refuse", "always refuses", lambda _: None, refuse),))
+    monkeypatch.setattr(settings, "open_backend", refuse)
 
-    code, _, err = run(capsys, "refuse")
+    code, _, err = run(capsys, "status", "order-1", "--url", SET_URL)
 
     assert code == 4
     assert err.count("\n") == 1 and "write concern: found w=1" in err
+    assert err.startswith("harel status: refusing to start on this deployment:")

@@ -15,7 +15,8 @@ from typing import Any
 import pymongo
 import pytest
 
-from harel.cli import render_report
+from harel.cli.deployment import report_view
+from harel.cli.output import Output
 from harel.connection import (
     STORE_COLLECTIONS,
     WRITE_CONCERN_TIMEOUT_MS,
@@ -97,6 +98,11 @@ def statuses(report: CheckReport) -> dict[str, Status]:
 def finding(report: CheckReport, check_name: str) -> Any:
     (match,) = [f for f in report.findings if f.check == check_name]
     return match
+
+
+def render_report(report: CheckReport, url: str) -> str:
+    """What `harel check` prints off a terminal."""
+    return "\n".join(line.plain for line in report_view(report, url, Output(as_json=False)))
 
 
 def everything_said(report: CheckReport) -> str:

@@ -55,10 +55,11 @@ def open_backend(
     *,
     db_name: str = "harel",
     allow_standalone: bool = False,
-    deadline: float = 60.0,
+    deadline: float | None = 60.0,
 ) -> Backend:
     """Connect, run the start-up checks (refusing with DeploymentRefused on errors), create the indexes and
-    build the seams. A URL that names no backend raises InvalidURL (from `connect`)."""
+    build the seams. A URL that names no backend raises InvalidURL (from `connect`); `deadline` None waits
+    for the deployment indefinitely."""
     kind = embedded_backend(url)
     if kind == "memory":
         database = MemoryDatabase()

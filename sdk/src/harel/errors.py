@@ -77,19 +77,19 @@ class MailboxFull(HarelError):
         )
 
 
-class ExecutionFinished(HarelError):
-    """An event or a cancel for an execution that has already completed, failed or been cancelled."""
-
-    def __init__(self, execution_id: str, status: str) -> None:
-        self.execution_id = execution_id
-        self.status = status
-        super().__init__(f"execution {execution_id!r} is already {status}; it takes no more events")
-
-
 class UnknownExecution(HarelError):
     def __init__(self, execution_id: str) -> None:
         self.execution_id = execution_id
         super().__init__(f"no execution with id {execution_id!r}")
+
+
+class ExecutionFinished(HarelError):
+    """An event or a cancel for an execution that has already finished: nothing would handle it."""
+
+    def __init__(self, execution_id: str, status: str) -> None:
+        self.execution_id = execution_id
+        self.status = status
+        super().__init__(f"execution {execution_id!r} has finished ({status}): it takes no more events")
 
 
 # --- charts and events -------------------------------------------------------------------------------
@@ -271,6 +271,19 @@ class InvalidURL(HarelError):
         self.url = redacted_url
         self.reason = reason
         super().__init__(f"invalid store URL {redacted_url}: {reason}")
+
+
+class EndpointUnavailable(HarelError):
+    """The worker's HTTP endpoints (/healthz, /readyz, /metrics) cannot listen where they were told to."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        self.host = host
+        self.port = port
+        self.reason = reason
+        super().__init__(
+            f"cannot listen on {host}:{port} for /healthz, /readyz and /metrics ({reason}); stop what holds "
+            "the port or choose another with --http-port / HAREL_HTTP_PORT (0 turns the endpoints off)"
+        )
 
 
 class InvalidArgument(HarelError):
