@@ -50,16 +50,18 @@ class Command:
 
 
 def commands() -> Iterator[Command]:
-    """Every command of every console block: `$ ` or `# ` prompts, `\\` continuations and heredocs joined."""
+    """Every command of every console block, `\\` continuations and heredocs joined. In a block with prompts
+    (`$ `, or `# ` for a root shell) the other lines are output; in a block without, every line is a command."""
     for block in re.findall(r"```console\n(.*?)```", section(), re.S):
         lines = block.splitlines()
+        prompted = any(line.startswith("$ ") for line in lines)
         index = 0
         while index < len(lines):
             line = lines[index]
             index += 1
-            if not line.startswith(("$ ", "# ")):
+            if prompted and not line.startswith(("$ ", "# ")):
                 continue  # output
-            text = line[2:]
+            text = line[2:] if prompted else line
             while text.endswith("\\"):
                 text = text[:-1] + " " + lines[index].strip()
                 index += 1
