@@ -330,6 +330,17 @@ class InvalidArgument(HarelError):
         super().__init__(f"{name}: {reason}")
 
 
+class InvalidBackupWindow(InvalidArgument):
+    """HAREL_BACKUP_WINDOW (how recent a successful backup must be for `harel check`) is not a duration."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__(
+            "HAREL_BACKUP_WINDOW",
+            f"{text!r} is not a duration: give hours as 26h, or 90m, 2d, 3600s, or seconds alone",
+        )
+
+
 # --- local server ------------------------------------------------------------------------------------
 
 
