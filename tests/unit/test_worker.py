@@ -654,6 +654,7 @@ def test_a_heartbeat_is_on_the_servers_clock_and_expires() -> None:
     from harel.heartbeat import EXPIRE_SECONDS
 
     server = Clock()
+    server.now = round(time.time(), 3)  # a millisecond date, as the server's; mongomock's TTL uses real time
     client = EmbeddedClient(server)
     beats = MongoHeartbeats(client)
     beats.ensure_indexes()
