@@ -40,10 +40,20 @@ from pymongo.errors import PyMongoError
 
 from harel import interpreter
 from harel.app import App
-from harel.errors import ExecutionTooLarge, LeaseLost, StoreConflict
+from harel.errors import (
+    ExecutionTooLarge,
+    InvalidContext,
+    InvalidSend,
+    LeaseLost,
+    StepLimitExceeded,
+    StepTooLarge,
+    StoreConflict,
+    UnknownAction,
+    UnknownChart,
+)
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
-from harel.model import TIMER_EVENT, Execution
+from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
 from harel.store._documents import CommitParts, RelayWork, StepRecord, claim_commit_parts
 from harel.store.base import ExecutionStore
 from harel.transport._mailbox import chart_key
@@ -65,6 +75,18 @@ RELAY_RETRY_SECONDS = 1.0
 # A commit the deployment refused twice (and did not apply) is tried again after this long; it is not the
 # event's fault, so it counts no attempt.
 UNRESOLVED_RETRY_SECONDS = 1.0
+# An event whose target still does not exist this long after it was sent fails its sender.
+UNDELIVERABLE_AFTER_SECONDS = 300.0
+# Errors a retry cannot change: the step is refused for what it is, not for a passing condition.
+PERMANENT = (
+    ExecutionTooLarge,
+    StepTooLarge,
+    StepLimitExceeded,
+    InvalidContext,
+    InvalidSend,
+    UnknownAction,
+    UnknownChart,
+)
 # A timer this worker armed whose due time passed but that the last pass did not see due yet (this
 # estimate of the server's clock runs a little ahead) is looked for again after this pause.
 TIMER_RETRY_PAUSE = 0.005
@@ -206,7 +228,8 @@ class Worker:
 
     def _failure(self, claim: Claim, pending: Pending, exc: Exception, *, first: bool) -> Failure:
         attempts = (claim.attempts if first else 0) + 1
-        park = attempts >= self.transport.max_attempts
+        # an error that another attempt cannot change parks at once, its reason named
+        park = attempts >= self.transport.max_attempts or isinstance(exc, PERMANENT)
         error = f"{type(exc).__name__}: {exc}"
         fields = {
             "execution_id": claim.execution_id,
@@ -352,13 +375,7 @@ class Worker:
         the later entries to the same target, so no event overtakes another from the same sender."""
         now = self.clock.now()
         if work.spawns:
-            existed = self.store.create_children(work.spawns, now=now)
-            for child_id in existed:  # another relay created it first: a repeated delivery, absorbed
-                self._count("redeliveries")
-                self.metrics.redeliveries.inc()
-                log.info(
-                    "child already created", extra={"execution_id": work.execution_id, "child_id": child_id}
-                )
+            self._check_existing(work, self.store.create_children(work.spawns, now=now))
             self.metrics.relayed.labels(kind="spawn").inc(len(work.spawns))
         delivered: list[int] = []
         blocked: set[str] = set()
@@ -369,6 +386,15 @@ class Worker:
             if entry.target_id in blocked:
                 continue
             outcome = self.transport.send(entry.target_id, entry.event, source=entry.source_id)
+            if outcome is SendOutcome.MISSING and _undeliverable(entry, now):
+                self._fail_execution(
+                    work.execution_id,
+                    f"its event {entry.event.name!r} ({entry.event.id}) to {entry.target_id!r} could not be "
+                    f"delivered: no such execution after {UNDELIVERABLE_AFTER_SECONDS:.0f}s",
+                    f"undeliverable:{entry.seq}",
+                )
+                delivered.append(entry.seq)
+                continue
             if outcome not in DELIVERED:
                 blocked.add(entry.target_id)
                 log.info(
@@ -393,6 +419,34 @@ class Worker:
         if delivered or work.spawns:
             self.transport.wake()
         return len(delivered) + len(work.spawns)
+
+    def _check_existing(self, work: RelayWork, existed: list[str]) -> None:
+        """A child found existing was created by an earlier relay (a repeated delivery, absorbed), unless it
+        belongs to another execution: then the region can never start and the parent fails, saying why."""
+        for child_id in existed:
+            child = self.store.load(child_id)
+            if child is not None and child.parent_id == work.execution_id:
+                self._count("redeliveries")
+                self.metrics.redeliveries.inc()
+                log.info(
+                    "child already created", extra={"execution_id": work.execution_id, "child_id": child_id}
+                )
+                continue
+            self._fail_execution(
+                work.execution_id,
+                f"the child execution {child_id!r} of one of its regions cannot be created: the id is taken by "
+                "another execution",
+                f"child-taken:{child_id}",
+            )
+
+    def _fail_execution(self, execution_id: str, reason: str, key: str) -> None:
+        log.error(
+            "failing an execution the engine cannot carry on",
+            extra={"execution_id": execution_id, "reason": reason},
+        )
+        self.transport.send(
+            execution_id, Event(id=f"{execution_id}:fail:{key}", name=FAIL_EVENT, data={"reason": reason})
+        )
 
     def relay_once(self) -> int:
         """Take relay work left behind (a crashed or slow worker's) and deliver it. Returns entries moved."""
@@ -575,6 +629,10 @@ class Worker:
     def _count(self, name: str) -> None:
         with self._lock:
             self.counters[name] += 1
+
+
+def _undeliverable(entry: OutboxEntry, now: float) -> bool:
+    return now - (entry.event.created_at or now) > UNDELIVERABLE_AFTER_SECONDS
 
 
 def _kind(name: str) -> str:
