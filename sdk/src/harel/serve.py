@@ -49,8 +49,8 @@ class Probes:
             return False, "connecting and running the start-up checks"
         if self.worker.stopping:
             return False, "draining"
-        if not self.worker.connected:
-            return False, "store or queue unreachable"
+        if self.worker.degraded is not None:
+            return False, f"deployment degraded: {self.worker.degraded}"
         return True, "ready"
 
     def scrape(self) -> bytes:

@@ -172,13 +172,14 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._consumers: list[threading.Thread] = []
         self._last_loop = time.monotonic()
-        self._connected = True
+        self._degraded: str | None = None  # the deployment's last failure, until it answers again
 
     # --- one claim ---------------------------------------------------------------------------------
 
     def process_one(self) -> bool:
         """Claim one execution and apply its pending events. False when nothing was due."""
         claim = self.transport.claim(self.charts, self.config.lease_seconds, self.clock.bound())
+        self._answered()  # the claim is a majority write: the deployment took it
         if claim is None:
             return False
         observed = self.clock.mark()
@@ -307,6 +308,7 @@ class Worker:
             except (StoreConflict, ExecutionTooLarge):
                 raise
             except PyMongoError as exc:
+                self._failing(exc)
                 self.metrics.unknown_outcomes.inc()
                 log.warning(
                     "commit failed on the deployment; reading its outcome",
@@ -551,9 +553,20 @@ class Worker:
         return self._stopping.is_set()
 
     @property
-    def connected(self) -> bool:
-        """False while the last attempt to reach the deployment failed."""
-        return self._connected
+    def degraded(self) -> str | None:
+        """Why the deployment is failing this worker (unreachable, writes not acknowledged by a majority
+        within their bound), from the first failure until it answers a claim or a commit again."""
+        return self._degraded
+
+    def _failing(self, exc: Exception) -> None:
+        if self._degraded is None:
+            log.error("deployment degraded; not ready until it answers again", extra={"error": str(exc)})
+        self._degraded = f"{type(exc).__name__}: {exc}"
+
+    def _answered(self) -> None:
+        if self._degraded is not None:
+            log.warning("deployment answers again; ready", extra={"was": self._degraded})
+            self._degraded = None
 
     def alive(self) -> bool:
         """Alive while the consumer threads run and the loops turned recently."""
@@ -566,11 +579,8 @@ class Worker:
             self._last_loop = time.monotonic()
             try:
                 worked = self.process_one()
-                self._connected = True
             except PyMongoError as exc:
-                if self._connected:
-                    log.warning("deployment unavailable", extra={"error": str(exc)})
-                self._connected = False
+                self._failing(exc)
                 worked = False
             except Exception:
                 # an execution this worker cannot read must not stop its consumer: log, go on
