@@ -40,6 +40,18 @@ PENDING_RELAYS = [
 ]
 
 
+def oldest_due(now: float) -> list[dict[str, Any]]:
+    """The earliest `inbox_at` that has passed: a range on the partial mailbox index and a minimum, no sort."""
+    return [
+        {"$match": {"inbox_at": {"$gte": 0, "$lte": now}}},
+        {"$group": {"_id": None, "at": {"$min": "$inbox_at"}}},
+    ]
+
+
+def unserved(now: float, served: set[str]) -> dict[str, Any]:
+    return {"inbox_at": {"$gte": 0, "$lte": now - UNSERVED_AFTER_SECONDS}, "chart": {"$nin": sorted(served)}}
+
+
 class DeploymentStats:
     """Reads the gauges of `metrics` from the deployment behind `client`, at most once per TTL."""
 
@@ -77,10 +89,8 @@ class DeploymentStats:
     def _read(self) -> None:
         metrics, now = self._metrics, self._clock.now()
         metrics.mailbox_events.set(parse_count(list(self._executions.aggregate(PENDING_COUNT))))
-        oldest = self._executions.find_one(
-            {"inbox_at": {"$gte": 0, "$lte": now}}, {"inbox_at": 1}, sort=[("inbox_at", 1)]
-        )
-        metrics.oldest_due_age.set(max(0.0, now - oldest["inbox_at"]) if oldest else 0.0)
+        oldest = [d["at"] for d in self._executions.aggregate(oldest_due(now)) if d.get("at") is not None]
+        metrics.oldest_due_age.set(max(0.0, now - oldest[0]) if oldest else 0.0)
         for status in ExecutionStatus:
             count = self._executions.count_documents({"status": status.value})
             metrics.executions.labels(status=status.value).set(count)
