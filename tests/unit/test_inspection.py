@@ -1,22 +1,17 @@
-"""Reading an execution's stored document: its mailbox, a dead letter, what became of one event, and whether a
-live worker serves its chart. The documents come from the real stores, moved by a real worker."""
+"""Reading an execution's stored document: its mailbox, a dead letter and what became of one event. The
+documents come from the real stores, moved by a real worker."""
 
 from __future__ import annotations
-
-from datetime import UTC, datetime
 
 import pytest
 
 from harel.client import start_execution
-from harel.heartbeat import Beat, parse_beat
 from harel.inspection import (
     Disposition,
     Stage,
     disposition_of,
     event_fate,
     mailbox_of,
-    served_charts,
-    serving,
 )
 from harel.model import Event
 from tests.unit.test_worker import Clock, Deployment, deployment, make_app, pump
@@ -100,30 +95,3 @@ def test_an_applied_event_without_a_trace_step_has_no_disposition() -> None:
     fate = event_fate({"_id": "c", "trace": [], "processed": ["e"]}, "e")
 
     assert fate.stage is Stage.APPLIED and fate.disposition is None
-
-
-def test_a_worker_is_live_for_three_of_its_beats() -> None:
-    beat = Beat("w", "host", 1, ("order@1", "harel.smoke@1"), last_beat=1000.0, beat_seconds=5.0)
-    other = Beat("v", "host", 2, ("order@2",), last_beat=1000.0, beat_seconds=1.0)
-
-    assert serving([beat, other], "order@1", now=1015.0) == [beat]
-    assert serving([beat, other], "order@1", now=1015.1) == []
-    assert serving([beat, other], "order@2", now=1004.0) == []
-    assert served_charts([beat, other], now=1002.0) == ["harel.smoke@1", "order@1", "order@2"]
-
-
-def test_a_stored_beat_reads_back_with_its_interval() -> None:
-    stored = {
-        "_id": "w-1",
-        "host": "h",
-        "pid": 7,
-        "charts": ["order@1"],
-        "beat_seconds": 2.0,
-        "last_beat": datetime(2026, 1, 1, tzinfo=UTC).replace(tzinfo=None),  # as PyMongo reads a date
-    }
-
-    beat = parse_beat(stored)
-
-    assert beat.last_beat == datetime(2026, 1, 1, tzinfo=UTC).timestamp()
-    assert (beat.beat_seconds, beat.charts) == (2.0, ("order@1",))
-    assert parse_beat({"_id": "old", "last_beat": stored["last_beat"]}).beat_seconds == 5.0

@@ -21,6 +21,7 @@ from harel.errors import (
     UnknownExecution,
     WaitTimedOut,
 )
+from harel.ids import check_context, check_json, check_root_id
 from harel.model import (
     CANCEL_EVENT,
     RESERVED_EVENT_PREFIX,
@@ -62,9 +63,13 @@ def new_execution(
     context: Mapping[str, Any] | None = None,
     execution_id: str | None = None,
 ) -> tuple[Execution, list[Event]]:
-    """A version-0 execution of `chart` and the events to create it with (its start)."""
+    """A version-0 execution of `chart` and the events to create it with (its start). InvalidExecutionId for
+    an id a client may not start under, InvalidContext for a context that is not strict JSON."""
+    if execution_id is not None:
+        check_root_id(execution_id)
+    check_context(dict(context or {}), "start context")
     exe = Execution(
-        id=execution_id or f"{chart.id}-{uuid.uuid4().hex[:12]}",
+        id=execution_id if execution_id is not None else f"{chart.id}-{uuid.uuid4().hex[:12]}",
         definition_id=chart.id,
         definition_version=chart.version,
         context=dict(context or {}),
@@ -95,10 +100,12 @@ def finished(exe: Execution) -> bool:
 def user_event(
     chart: Chart, name: str, data: Mapping[str, Any] | None = None, event_id: str | None = None
 ) -> Event:
-    """A user event, refused here (UnknownEvent) when no state of the pinned chart handles its name."""
+    """A user event, refused here when no state of the pinned chart handles its name (UnknownEvent) or its
+    data is not strict JSON (InvalidContext)."""
     known = sorted(chart.event_names())
     if name.startswith(RESERVED_EVENT_PREFIX) or name not in known:
         raise UnknownEvent(chart.id, name, known)
+    check_json(dict(data or {}), "event data")
     return Event(id=event_id or uuid.uuid4().hex, name=name, data=dict(data or {}), created_at=time.time())
 
 

@@ -31,7 +31,6 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from harel.errors import (
@@ -140,10 +139,6 @@ def is_async(fn: Callable[..., Any]) -> bool:
 
 
 EMPTY_REGISTRY = Registry()
-
-
-def read_only(context: dict[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(context)
 
 
 class App:

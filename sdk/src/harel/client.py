@@ -36,7 +36,9 @@ def start_execution(
     """Create an execution on the newest version of the chart, its start event already in its mailbox.
 
     `execution_id` is an idempotency key: starting the same id again creates nothing and returns the
-    existing execution. Returns the execution and whether this call created it.
+    existing execution. It may not be empty or take the form of a region's child id, and the context must
+    be strict JSON (InvalidExecutionId, InvalidContext). Returns the execution and whether this call
+    created it.
     """
     now = transport.clock.now() if now is None else now
     exe, events = _client.new_execution(app.get_chart(chart_id), now, context, execution_id)

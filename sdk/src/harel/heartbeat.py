@@ -1,78 +1,79 @@
 """Worker heartbeats: one document per live worker in the `workers` collection, refreshed periodically.
 
-    {_id: <worker id>, host, pid, started_at, charts: ["<chart id>@<version>", ...], beat_seconds,
-     last_beat: <date, the worker's clock>, counters: {...}}
+    {_id: worker id, host, pid, started_at, charts: [<chart id>@<version> it serves], counters,
+     last_beat: <date, server clock>, beat_at: <epoch seconds, server clock>}
 
-A worker removes its document when it stops; one that dies leaves it behind, so readers count a worker as
-live only while its last beat is at most LIVE_BEATS of its own intervals old.
+A beat is written on the server's clock (`$$NOW`) and returns it, so every beat also tells the worker the
+deployment's time. A worker that dies without saying goodbye stops beating: readers count a worker as live
+only while its `beat_at` is recent (`LIVE_BEATS` intervals), and the TTL index on `last_beat` deletes its
+document `EXPIRE_SECONDS` after its last beat (MongoDB's TTL monitor runs once a minute, so removal lags by
+up to a minute more).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Iterable
 from typing import Any, Protocol
 
+from harel.commands import IndexSpec, literal
+from harel.servertime import NOW
+
 WORKERS = "workers"
+EXPIRE_SECONDS = 60
 LIVE_BEATS = 3
-DEFAULT_BEAT_SECONDS = 5.0  # for documents of workers that did not record their interval
-
-
-@dataclass(frozen=True)
-class Beat:
-    """A worker's last heartbeat: what it serves and when it last said so (epoch seconds)."""
-
-    worker_id: str
-    host: str
-    pid: int | None
-    charts: tuple[str, ...]
-    last_beat: float
-    beat_seconds: float
-
-    def live(self, now: float) -> bool:
-        return now - self.last_beat <= LIVE_BEATS * self.beat_seconds
-
-
-def _epoch(value: Any) -> float:
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-    return float(value or 0.0)
-
-
-def parse_beat(document: dict[str, Any]) -> Beat:
-    return Beat(
-        worker_id=str(document["_id"]),
-        host=str(document.get("host", "")),
-        pid=document.get("pid"),
-        charts=tuple(document.get("charts") or ()),
-        last_beat=_epoch(document.get("last_beat")),
-        beat_seconds=float(document.get("beat_seconds") or DEFAULT_BEAT_SECONDS),
-    )
+INDEXES = (IndexSpec("last_beat_ttl", (("last_beat", 1),), expire_after=EXPIRE_SECONDS),)
 
 
 class Heartbeats(Protocol):
-    def beat(self, worker_id: str, info: dict[str, Any], counters: dict[str, int]) -> None: ...
+    def beat(self, worker_id: str, info: dict[str, Any], counters: dict[str, int]) -> float | None:
+        """Record a beat; the server's time of it (epoch seconds), when the backend has a server."""
 
     def remove(self, worker_id: str) -> None: ...
 
-    def beats(self) -> list[Beat]:
-        """Every worker's last heartbeat, live or not (`Beat.live` tells)."""
+    def served_charts(self, now: float, interval: float) -> set[str]:
+        """The chart versions live workers serve (by their beats' recency at server time `now`)."""
+
+    def ensure_indexes(self) -> None: ...
+
+
+def beat_update(info: dict[str, Any], counters: dict[str, int]) -> list[dict[str, Any]]:
+    fields = {key: literal(value) for key, value in info.items()}
+    return [{"$set": {**fields, "counters": literal(counters), "last_beat": "$$NOW", "beat_at": NOW}}]
+
+
+def live_filter(now: float, interval: float) -> dict[str, Any]:
+    """Workers whose last beat is recent by the server's clock `now`."""
+    return {"beat_at": {"$gte": now - LIVE_BEATS * interval}}
+
+
+def served(documents: Iterable[dict[str, Any]]) -> set[str]:
+    return {chart for document in documents for chart in document.get("charts", [])}
 
 
 class MongoHeartbeats:
     def __init__(self, client: Any, db_name: str = "harel") -> None:
-        self._workers = client[db_name][WORKERS]
+        from pymongo import ReturnDocument
 
-    def beat(self, worker_id: str, info: dict[str, Any], counters: dict[str, int]) -> None:
-        self._workers.update_one(
+        self._workers = client[db_name][WORKERS]
+        self._after = ReturnDocument.AFTER
+
+    def beat(self, worker_id: str, info: dict[str, Any], counters: dict[str, int]) -> float | None:
+        written = self._workers.find_one_and_update(
             {"_id": worker_id},
-            {"$set": {**info, "last_beat": datetime.now(UTC), "counters": counters}},
+            beat_update(info, counters),
             upsert=True,
+            projection={"beat_at": 1},
+            return_document=self._after,
         )
+        return float(written["beat_at"]) if written is not None else None
 
     def remove(self, worker_id: str) -> None:
         self._workers.delete_one({"_id": worker_id})
 
-    def beats(self) -> list[Beat]:
-        projection = {"host": 1, "pid": 1, "charts": 1, "last_beat": 1, "beat_seconds": 1}
-        return [parse_beat(document) for document in self._workers.find({}, projection)]
+    def served_charts(self, now: float, interval: float) -> set[str]:
+        """The chart versions live workers serve (by their beats' recency at server time `now`)."""
+        return served(self._workers.find(live_filter(now, interval), {"charts": 1}))
+
+    def ensure_indexes(self) -> None:
+        for index in INDEXES:
+            index.create_on(self._workers)

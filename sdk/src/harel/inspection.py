@@ -1,18 +1,18 @@
 """What an execution's stored document tells beyond its data: its mailbox (the events waiting, the head event's
-failed attempts, a dead letter), what became of one event, and whether any live worker serves its chart.
+failed attempts, a dead letter) and what became of one event.
 
 Pure readers of the document `ExecutionStore.document` returns (fields in `harel.store._documents` and
-`harel.transport._mailbox`) and of worker heartbeats (`harel.heartbeat`).
+`harel.transport._mailbox`). Whether a live worker serves a chart is the heartbeats' to say
+(`harel.heartbeat`, `served_charts`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from harel.heartbeat import Beat
 from harel.transport import _mailbox as mailbox
 from harel.transport.base import Parked, Pending
 
@@ -39,15 +39,6 @@ def mailbox_of(document: Mapping[str, Any]) -> Mailbox:
         parked=parked,
         leased=document.get("lease") is not None,
     )
-
-
-def serving(beats: Iterable[Beat], chart: str, now: float) -> list[Beat]:
-    """The live workers that serve `chart` (a routing key)."""
-    return [beat for beat in beats if beat.live(now) and chart in beat.charts]
-
-
-def served_charts(beats: Iterable[Beat], now: float) -> list[str]:
-    return sorted({chart for beat in beats if beat.live(now) for chart in beat.charts})
 
 
 # --- what became of one event ------------------------------------------------------------------------

@@ -3,7 +3,6 @@ came of it."""
 
 from __future__ import annotations
 
-import time
 from contextlib import closing
 from typing import Any
 
@@ -14,6 +13,7 @@ from rich.text import Text
 from harel.app import App
 from harel.backend import Backend
 from harel.cli.exits import Exit, epilog
+from harel.cli.observe import served_charts
 from harel.cli.options import (
     JSON_OBJECT,
     NON_EMPTY,
@@ -27,7 +27,7 @@ from harel.cli.settings import Connection
 from harel.cli.views import ended, fate_line, finished_well, unserved, when
 from harel.client import cancel_execution, poll_until, send_event, start_execution, wait_for_execution
 from harel.errors import InvalidArgument, UnknownChart, UnknownExecution
-from harel.inspection import Disposition, EventFate, Stage, event_fate, mailbox_of, serving
+from harel.inspection import Disposition, EventFate, Stage, event_fate, mailbox_of
 from harel.model import Event, Execution, ExecutionPage, ExecutionStatus
 
 DEFAULT_PAGE = 20
@@ -234,10 +234,9 @@ def wait_for_event(
         notes = []
         if fate.attempts:
             notes.append(f"attempt {fate.attempts} at {event.name} failed: {fate.error}; it is retried")
-        if backend.heartbeats is not None and not box.leased:
-            beats = backend.heartbeats.beats()
-            if not serving(beats, box.chart, time.time()):
-                notes.append(unserved(box.chart, beats, time.time()))
+        served = None if box.leased else served_charts(backend)
+        if served is not None and box.chart not in served:
+            notes.append(unserved(box.chart, served))
         for note in notes:
             if note not in said:
                 said.add(note)

@@ -21,9 +21,9 @@ from harel.cli.settings import Connection
 from harel.cli.views import finished_well, fixed_widths, mailbox_document, status_view, trace_table
 from harel.commands import parse_execution
 from harel.errors import UnknownExecution
-from harel.heartbeat import Beat
 from harel.inspection import Mailbox, mailbox_of
 from harel.model import TERMINAL_STATUSES, Execution
+from harel.worker import WorkerConfig
 
 # How often --watch and --follow look again.
 POLL_SECONDS = 0.5
@@ -32,12 +32,12 @@ LOOKS = (Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED, Exit.NOT_FOUND)
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One look at an execution: its data, its mailbox, the workers' heartbeats (read only when events wait,
-    to tell whether a live worker serves them), its trace, and when the look was taken."""
+    """One look at an execution: its data, its mailbox, the chart versions live workers serve (read only when
+    events wait, to tell whether one serves them), its trace, and when the look was taken."""
 
     execution: Execution
     mailbox: Mailbox
-    beats: list[Beat]
+    served: set[str] | None
     trace: list[dict[str, Any]]
     at: float
 
@@ -63,8 +63,15 @@ def look(backend: Backend, execution_id: str) -> Snapshot:
     if document is None or exe is None:
         raise UnknownExecution(execution_id)
     box = mailbox_of(document)
-    beats = backend.heartbeats.beats() if box.pending and backend.heartbeats is not None else []
-    return Snapshot(exe, box, beats, list(document.get("trace") or ()), time.time())
+    served = served_charts(backend) if box.pending else None
+    return Snapshot(exe, box, served, list(document.get("trace") or ()), time.time())
+
+
+def served_charts(backend: Backend) -> set[str] | None:
+    """The chart versions live workers serve, on the deployment's clock as this process estimates it."""
+    if backend.heartbeats is None:
+        return None
+    return backend.heartbeats.served_charts(backend.transport.clock.now(), WorkerConfig.heartbeat_seconds)
 
 
 def finish_code(snapshot: Snapshot) -> int:
@@ -134,7 +141,7 @@ def show_status(out: Output, snapshot: Snapshot) -> None:
     if out.json:
         out.document(snapshot.document())
     else:
-        out.show(status_view(snapshot.execution, snapshot.mailbox, snapshot.beats, snapshot.at))
+        out.show(status_view(snapshot.execution, snapshot.mailbox, snapshot.served, snapshot.at))
 
 
 def watch_status(backend: Backend, execution_id: str, out: Output) -> int:
@@ -142,7 +149,7 @@ def watch_status(backend: Backend, execution_id: str, out: Output) -> int:
     snapshot = None
     with live_view(out) as live:
         for snapshot in watching(backend, execution_id):
-            view = status_view(snapshot.execution, snapshot.mailbox, snapshot.beats, snapshot.at)
+            view = status_view(snapshot.execution, snapshot.mailbox, snapshot.served, snapshot.at)
             if live is not None:
                 live.update(view, refresh=True)
                 continue

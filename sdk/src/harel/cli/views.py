@@ -11,8 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harel.cli.output import pairs, styled, table
-from harel.heartbeat import Beat
-from harel.inspection import Disposition, EventFate, Mailbox, Stage, disposition_of, served_charts, serving
+from harel.inspection import Disposition, EventFate, Mailbox, Stage, disposition_of
 from harel.model import Execution, ExecutionStatus
 
 # Widths `trace --follow` fixes, so rows printed as they come line up under the header.
@@ -40,7 +39,8 @@ def ended(exe: Execution) -> Text:
 # --- status ----------------------------------------------------------------------------------------------
 
 
-def status_view(exe: Execution, box: Mailbox | None, beats: Sequence[Beat], now: float) -> RenderableType:
+def status_view(exe: Execution, box: Mailbox | None, served: set[str] | None, now: float) -> RenderableType:
+    """`served`: the chart versions live workers serve (None: not read, as nothing waits)."""
     rows: list[tuple[str, RenderableType]] = [
         ("execution", exe.id),
         ("chart", f"{exe.definition_id} v{exe.definition_version}"),
@@ -60,13 +60,13 @@ def status_view(exe: Execution, box: Mailbox | None, beats: Sequence[Beat], now:
             )
         )
     if box is not None:
-        rows += mailbox_rows(exe.id, box, beats, now)
+        rows += mailbox_rows(exe.id, box, served)
     rows.append(("updated", when(exe.updated_at)))
     return pairs(rows)
 
 
 def mailbox_rows(
-    execution_id: str, box: Mailbox, beats: Sequence[Beat], now: float
+    execution_id: str, box: Mailbox, served: set[str] | None
 ) -> list[tuple[str, RenderableType]]:
     if not box.pending:
         return [("mailbox", "empty")]
@@ -95,20 +95,18 @@ def mailbox_rows(
         rows.append(
             ("", Text(f"{head.event.name}: attempt {box.attempts} failed: {box.last_error}", "yellow"))
         )
-    if not serving(beats, box.chart, now):
-        rows.append(("", Text(unserved(box.chart, beats, now), "yellow")))
+    if served is not None and box.chart not in served:
+        rows.append(("", Text(unserved(box.chart, served), "yellow")))
     return rows
 
 
-def unserved(chart: str, beats: Sequence[Beat], now: float) -> str:
-    served = served_charts(beats, now)
-    others = (
-        f"live workers serve {', '.join(chart_name(c) for c in served)}" if served else "no worker is live"
-    )
+def unserved(chart: str, served: set[str]) -> str:
+    names = ", ".join(chart_name(c) for c in sorted(served))
+    others = f"live workers serve {names}" if served else "no worker is live"
     return f"no live worker serves {chart_name(chart)}, so the events wait ({others})"
 
 
-def mailbox_document(box: Mailbox, beats: Sequence[Beat], now: float) -> dict[str, Any]:
+def mailbox_document(box: Mailbox, served: set[str] | None) -> dict[str, Any]:
     dead = box.parked
     return {
         "chart": box.chart,
@@ -125,7 +123,7 @@ def mailbox_document(box: Mailbox, beats: Sequence[Beat], now: float) -> dict[st
             "attempts": dead.attempts,
             "at": dead.at,
         },
-        "served_by": [beat.worker_id for beat in serving(beats, box.chart, now)],
+        "served": None if served is None else box.chart in served,
     }
 
 
