@@ -90,9 +90,12 @@ def test_the_commands_that_exist_are_kept() -> None:
         "check",
         "dev",
         "dead",
+        "chart",
     }
     dead = harel.commands["dead"]
     assert isinstance(dead, click.Group) and set(dead.commands) == {"list", "retry", "drop"}
+    chart = harel.commands["chart"]
+    assert isinstance(chart, click.Group) and set(chart.commands) == {"show"}
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])

@@ -286,7 +286,20 @@ CASES = [
         "watch with the stored document",
         ("status", "t-open", "--watch", "--document", *ON),
         USAGE,
-        "--document shows the stored document once; drop --watch or --document",
+        "--document, --diagram and --watch each show it their own way: give one",
+    ),
+    Case(
+        "diagram of a chart nobody published",
+        ("chart", "show", "nothing", *ON),
+        USAGE,
+        "harel chart: CHART: no chart 'nothing' is registered, and no worker published it; give it with "
+        "--charts DIR or --app MODULE:APP",
+    ),
+    Case(
+        "diagram in a format there is none of",
+        ("status", "t-open", "--diagram", "svg", *ON),
+        USAGE,
+        "Invalid value for '--diagram': 'svg' is not one of 'dot', 'mermaid'.",
     ),
     Case(
         "dead retry without a dead letter",

@@ -1,7 +1,7 @@
 """The `harel` commands that wait, watch, follow and operate, as processes over sockets against the fake replica
 set: `start --wait` (the exit code says how the execution ended), `send --wait` (handled, ignored,
-dead-lettered), `status --watch` and `trace --follow` on a pipe, the mailbox in `harel status`, and
-`harel dead list | retry | drop`.
+dead-lettered), `status --watch` and `trace --follow` on a pipe and on a terminal, the mailbox in `harel
+status`, `harel dead list | retry | drop`, and the diagrams (`harel chart show`, `harel status --diagram`).
 
 The worker runs in the test process (a real Worker over real PyMongo clients) with two attempts per event,
 so an event is dead-lettered in about a second; its `flaky` action raises while the test says so.
@@ -23,7 +23,9 @@ import pytest
 from harel.app import ActionContext, ActionResult, App
 from harel.backend import Backend
 from harel.catalog import MongoCatalog
+from harel.chart import load_chart
 from harel.connection import connect
+from harel.diagram import render_dot, render_mermaid
 from harel.heartbeat import MongoHeartbeats
 from harel.metrics import Metrics
 from harel.serve import start_worker
@@ -357,3 +359,30 @@ def test_status_watch_on_a_terminal_redraws_in_place(running: Running) -> None:
 
     assert "\x1b[2K" in seen or "\x1b[1A" in seen, "the view is redrawn over itself, not printed again"
     assert "completed" in seen.rsplit("execution", 1)[-1], "the last drawing shows how it ended"
+
+
+# --- diagrams ------------------------------------------------------------------------------------------
+
+
+def test_chart_show_draws_from_the_catalog_or_a_folder(running: Running, tmp_path: Path) -> None:
+    from_catalog = harel(running, "chart", "show", "ticket")
+    (tmp_path / "ticket.json").write_text(json.dumps(TICKET))
+    offline = run_harel("chart", "show", "ticket", "--charts", str(tmp_path), "--format", "dot")
+
+    assert from_catalog.returncode == 0, from_catalog.stderr
+    assert from_catalog.stdout == render_mermaid(load_chart(TICKET))
+    assert offline.returncode == 0, offline.stderr
+    assert offline.stdout == render_dot(load_chart(TICKET)), "no deployment needed for a chart in a folder"
+
+
+def test_status_diagram_marks_the_active_states(running: Running) -> None:
+    started(running, "t-g")
+    assert harel(running, "send", "t-g", "assign", "--wait").returncode == 0
+
+    drawn = harel(running, "status", "t-g", "--diagram")
+    as_json = json.loads(harel(running, "status", "t-g", "--diagram", "dot", "--json").stdout)
+
+    assert drawn.returncode == 0, drawn.stderr
+    assert drawn.stdout == render_mermaid(load_chart(TICKET), active={"working"})
+    assert (as_json["chart"], as_json["format"], as_json["active"]) == ("ticket", "dot", ["working"])
+    assert as_json["diagram"] == render_dot(load_chart(TICKET), active={"working"})

@@ -20,13 +20,15 @@ from harel.worker import Worker, WorkerConfig
 log = logging.getLogger("harel.serve")
 
 
-def build_app(app_spec: str | None = None, charts_dir: str | Path | None = None) -> App:
-    """The user's App (`package.module:app`) and/or a directory of YAML charts, plus the smoke chart."""
+def build_app(app_spec: str | None = None, charts_dir: str | Path | None = None, *, runs: bool = True) -> App:
+    """The user's App (`package.module:app`) and/or a directory of YAML charts, plus the smoke chart. An App
+    that `runs` (a worker's) must register every action and guard its charts name; a client's need not."""
     app = load_app(app_spec) if app_spec else App()
     if charts_dir is not None:
         app.charts_dir(charts_dir)
     register_smoke(app)
-    app.validate()
+    if runs:
+        app.validate()
     return app
 
 

@@ -40,7 +40,7 @@ from harel.worker import WorkerConfig
     short_help="run your app with a worker on a local development store, until Ctrl-C",
     epilog=epilog(Exit.USAGE),
 )
-@app_options
+@app_options(runs=True)
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),

@@ -1,5 +1,6 @@
-"""`harel status | trace`: what an execution is (its states, children, timers and mailbox) and what it did,
-once or as it goes (`status --watch`, `trace --follow`, until it finishes)."""
+"""`harel status | trace`: what an execution is (its states, children, timers and mailbox; or its chart with the
+active states marked, `--diagram`) and what it did, once or as it goes (`status --watch`, `trace --follow`,
+until it finishes)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ import click
 from rich.live import Live
 
 from harel.backend import Backend
+from harel.cli.charts import RENDERERS, draw, show_drawing
 from harel.cli.exits import Exit, epilog
 from harel.cli.options import connection_options, json_option
 from harel.cli.output import Output
 from harel.cli.settings import Connection
 from harel.cli.views import finished_well, fixed_widths, mailbox_document, status_view, trace_table
 from harel.commands import parse_execution
-from harel.errors import UnknownExecution
+from harel.diagram import active_paths, execution_tree
+from harel.errors import InvalidArgument, UnknownExecution
 from harel.inspection import Mailbox, mailbox_of
 from harel.model import TERMINAL_STATUSES, Execution
 from harel.worker import WorkerConfig
@@ -106,6 +109,15 @@ def live_view(out: Output) -> Iterator[Live | None]:
 @click.argument("execution_id", metavar="ID")
 @click.option("--document", is_flag=True, help="print the stored MongoDB document as it is (JSON)")
 @click.option(
+    "--diagram",
+    "diagram_format",
+    type=click.Choice(sorted(RENDERERS)),
+    is_flag=False,
+    flag_value="mermaid",
+    help="draw its chart with the active states of the execution and its regions marked: mermaid (the "
+    "default) or dot",
+)
+@click.option(
     "--watch",
     is_flag=True,
     help="keep showing it until it finishes: redrawn on a terminal, printed again at each change otherwise "
@@ -114,15 +126,25 @@ def live_view(out: Output) -> Iterator[Live | None]:
 )
 @connection_options
 @json_option
-def status(execution_id: str, document: bool, watch: bool, connection: Connection, out: Output) -> int:
+def status(
+    execution_id: str,
+    document: bool,
+    diagram_format: str | None,
+    watch: bool,
+    connection: Connection,
+    out: Output,
+) -> int:
     """Show the execution ID: status, active states, children, timers with their time to fire, and its
     mailbox: the events waiting, the head event's failed attempts, a dead letter, and whether a live worker
     serves its chart."""
-    if document and watch:
-        raise click.UsageError("--document shows the stored document once; drop --watch or --document")
+    if sum((document, diagram_format is not None, watch)) > 1:
+        raise click.UsageError("--document, --diagram and --watch each show it their own way: give one")
     with closing(connection.open_shared("status")) as backend:
         if document:
             load_document(backend, execution_id, out)
+            return Exit.OK
+        if diagram_format is not None:
+            draw_status(backend, execution_id, diagram_format, out)
             return Exit.OK
         if not watch:
             show_status(out, look(backend, execution_id))
@@ -135,6 +157,19 @@ def load_document(backend: Backend, execution_id: str, out: Output) -> None:
     if stored is None or "data" not in stored:
         raise UnknownExecution(execution_id)
     out.document(stored)
+
+
+def draw_status(backend: Backend, execution_id: str, diagram_format: str, out: Output) -> None:
+    exe = look(backend, execution_id).execution
+    chart = backend.catalog.get(exe.definition_id, exe.definition_version)
+    if chart is None:
+        raise InvalidArgument(
+            "--diagram",
+            f"{exe.definition_id} v{exe.definition_version} is not in the deployment's catalog (workers publish "
+            f"the charts they run); `harel chart show {exe.definition_id} --charts DIR` draws it from a file",
+        )
+    active = active_paths(chart, execution_tree(backend.store.load, execution_id))
+    show_drawing(out, chart, diagram_format, draw(chart, diagram_format, active), active=sorted(active))
 
 
 def show_status(out: Output, snapshot: Snapshot) -> None:

@@ -227,33 +227,39 @@ def json_option(function: F | None = None, *, help: str = "print one JSON docume
     return decorate(function) if function is not None else decorate
 
 
-def app_options(function: F) -> F:
-    """`--app` and `--charts`, loaded into one `app: App` argument."""
+def app_options(function: F | None = None, *, runs: bool = False) -> Any:
+    """`--app` and `--charts`, loaded into one `app: App` argument. With `runs` (a worker's App) every action
+    and guard its charts name must be registered; a client's App only gives charts."""
 
-    @functools.wraps(function)
-    def run(*args: Any, app_spec: str | None, charts: Path | None, **kwargs: Any) -> Any:
-        return function(*args, app=load_application(app_spec, charts), **kwargs)
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def run(*args: Any, app_spec: str | None, charts: Path | None, **kwargs: Any) -> Any:
+            return command(*args, app=load_application(app_spec, charts, runs=runs), **kwargs)
 
-    app_option = click.option(
-        "--app",
-        "app_spec",
-        metavar="MODULE:APP",
-        help="your App (charts, actions, guards), imported from the current folder, e.g. orders.app:app",
-    )
-    charts_option = click.option(
-        "--charts",
-        type=click.Path(exists=True, file_okay=False, path_type=Path),
-        metavar="DIR",
-        help="a folder of YAML/JSON charts",
-    )
-    return app_option(charts_option(run))  # type: ignore[return-value]
+        return app_option(charts_option(run))  # type: ignore[return-value]
+
+    return decorate(function) if function is not None else decorate
 
 
-def load_application(app_spec: str | None, charts: Path | None) -> App:
+app_option = click.option(
+    "--app",
+    "app_spec",
+    metavar="MODULE:APP",
+    help="your App (charts, actions, guards), imported from the current folder, e.g. orders.app:app",
+)
+charts_option = click.option(
+    "--charts",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="a folder of YAML/JSON charts",
+)
+
+
+def load_application(app_spec: str | None, charts: Path | None, *, runs: bool = True) -> App:
     """The App from `--app` (importable from the current folder, as uvicorn and celery do) and `--charts`."""
     if app_spec and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    return build_app(app_spec, charts)
+    return build_app(app_spec, charts, runs=runs)
 
 
 def pass_connection_to_root(url: str | None, dev: bool) -> None:

@@ -31,7 +31,7 @@ log = logging.getLogger("harel.cli")
     short_help="run a worker: claim events, step them, relay, fire timers",
     epilog=epilog(Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED),
 )
-@app_options
+@app_options(runs=True)
 @concurrency_option
 @click.option(
     "--http-port",
