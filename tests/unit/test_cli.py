@@ -17,7 +17,7 @@ from harel.backend import open_backend
 from harel.cli import main, observe, settings, worker
 from harel.cli.exits import MEANING
 from harel.cli.main import harel
-from harel.cli.options import load_application
+from harel.cli.options import load_application, worker_config
 from harel.cli.settings import DEFAULT_DEADLINE, resolve, resolve_url
 from harel.errors import InvalidArgument
 
@@ -275,3 +275,13 @@ def test_demo_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert document["report"]["passed"] is True
     assert document["workers"] == 3 and document["processed"] >= 14, "14 events, each processed at least once"
     assert document["document"]["_id"] == document["report"]["root_id"]
+
+
+def test_the_async_timeout_fits_the_lease() -> None:
+    assert worker_config(async_timeout=None).async_timeout_seconds == 10.0
+    assert worker_config(async_timeout=None, lease_seconds=3.0).async_timeout_seconds == 1.0, "a third of it"
+    assert worker_config(async_timeout=14.0).async_timeout_seconds == 14.0
+    with pytest.raises(
+        click.UsageError, match=r"--async-timeout 15 must be under half of --lease-seconds \(30\)"
+    ):
+        worker_config(async_timeout=15.0)

@@ -54,6 +54,27 @@ QUICK = {
     "initial": "waiting",
     "states": {"waiting": {"after": {"300ms": "done"}}, "done": {"final": True}},
 }
+FORK = {
+    "id": "fork",
+    "version": 1,
+    "initial": "both",
+    "states": {
+        "both": {
+            "parallel": {
+                "left": {
+                    "initial": "waiting",
+                    "states": {"waiting": {"on": {"ship": "shipped"}}, "shipped": {"final": True}},
+                },
+                "right": {
+                    "initial": "idle",
+                    "states": {"idle": {"on": {"stop": "halted"}}, "halted": {"final": True}},
+                },
+            },
+            "on_done": "over",
+        },
+        "over": {"final": True},
+    },
+}
 ORPHAN = "id: orphan\nversion: 1\ninitial: a\nstates:\n  a: {on: {go: b}}\n  b: {final: true}\n"
 MAX_ATTEMPTS = 2
 FAILURE = "RuntimeError: the card service is down"
@@ -72,6 +93,7 @@ def running(fake_rs: FakeDeployment) -> Iterator[Running]:
     app = App("waits")
     app.chart(TICKET)
     app.chart(QUICK)
+    app.chart(FORK)
 
     @app.action("flaky")
     def flaky(ctx: ActionContext) -> ActionResult:
@@ -183,6 +205,21 @@ def test_send_wait_says_whether_the_event_was_handled_or_ignored(running: Runnin
     assert outcome["step"]["reason"] == "no active state handles 'assign'"
 
 
+def test_send_wait_says_when_the_event_went_on_to_a_region(running: Running) -> None:
+    started(running, "f-1", chart="fork")
+    wait_until(lambda: len(document(running, "f-1")["children"]) == 2, 30, "the regions to start")
+    [left] = [child for child in document(running, "f-1")["children"] if "/both.left@" in child]
+
+    forwarded = harel(running, "send", "f-1", "ship", "--wait")
+    outcome = json.loads(harel(running, "send", "f-1", "stop", "--wait", "--json").stdout)
+
+    assert forwarded.returncode == 0, forwarded.stderr
+    assert forwarded.stdout.splitlines()[-1] == f"ship forwarded by f-1 to its regions {left}"
+    assert outcome["outcome"] == "forwarded" and len(outcome["forwarded_to"]) == 1
+    trace = harel(running, "trace", "f-1").stdout
+    assert "forwarded to 1 region" in trace
+
+
 def test_send_wait_reports_failed_attempts_then_the_dead_letter(running: Running) -> None:
     started(running, "t-d")
     running.failing.set()
@@ -206,7 +243,7 @@ def test_send_wait_says_when_no_live_worker_serves_the_chart(running: Running, t
     assert result.returncode == 6
     notes = result.stderr.splitlines()
     assert (
-        "no live worker serves orphan v1, so the events wait (live workers serve quick v1, ticket v1)"
+        "no live worker serves orphan v1, so the events wait (live workers serve fork v1, quick v1, ticket v1)"
         in notes
     )
     assert notes[-1].startswith("harel send: go (") and notes[-1].endswith(

@@ -59,7 +59,9 @@ from harel.worker import WorkerConfig
 @concurrency_option
 @async_timeout_option
 @json_option(help="print what runs where as one JSON document, and log JSON lines")
-def dev(app: App, port: int, data: Path | None, concurrency: int, async_timeout: float, out: Output) -> int:
+def dev(
+    app: App, port: int, data: Path | None, concurrency: int, async_timeout: float | None, out: Output
+) -> int:
     """Run your app (--app MODULE:APP and/or --charts DIR) with a worker on a local development store, until
     Ctrl-C. Other harel commands run in this folder or below it use the store without --url.
 

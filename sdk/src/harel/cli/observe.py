@@ -56,7 +56,7 @@ class Snapshot:
     def document(self) -> dict[str, Any]:
         return {
             **self.execution.model_dump(mode="json"),
-            "mailbox": mailbox_document(self.mailbox, self.beats, self.at),
+            "mailbox": mailbox_document(self.mailbox, self.served),
         }
 
 

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -169,25 +170,28 @@ def async_timeout_option(function: F) -> F:
     return click.option(
         "--async-timeout",
         type=POSITIVE_SECONDS,
-        default=WorkerConfig.async_timeout_seconds,
-        show_default=True,
         envvar="HAREL_ASYNC_TIMEOUT",
         show_envvar=True,
         help="seconds an `async def` action or guard may run; one that runs longer is cancelled and the "
-        "attempt fails (it is retried)",
+        f"attempt fails (it is retried); under half of the lease [default: "
+        f"{WorkerConfig.async_timeout_seconds:g}, or a third of the lease when that is less]",
     )(function)
 
 
-def worker_config(*, async_timeout: float, **settings: Any) -> WorkerConfig:
+def worker_config(*, async_timeout: float | None, **settings: Any) -> WorkerConfig:
     """The worker's settings, refused where they contradict each other."""
-    config = WorkerConfig(async_timeout_seconds=async_timeout, **settings)
-    if config.async_timeout_seconds >= config.lease_seconds / 2:
+    config = WorkerConfig(**settings)
+    if async_timeout is None:
+        return dataclasses.replace(
+            config, async_timeout_seconds=min(config.async_timeout_seconds, config.lease_seconds / 3)
+        )
+    if async_timeout >= config.lease_seconds / 2:
         raise click.UsageError(
-            f"--async-timeout {config.async_timeout_seconds:g} must be under half of --lease-seconds "
+            f"--async-timeout {async_timeout:g} must be under half of --lease-seconds "
             f"({config.lease_seconds:g}): a step that outlives its lease is applied again by another worker; "
             "shorten the one or lengthen the other"
         )
-    return config
+    return dataclasses.replace(config, async_timeout_seconds=async_timeout)
 
 
 def connection_options(function: F) -> F:

@@ -81,7 +81,7 @@ def worker(
     http_host: str,
     drain_seconds: float,
     lease_seconds: float,
-    async_timeout: float,
+    async_timeout: float | None,
     no_trace: bool,
     connection: Connection,
     out: Output,
