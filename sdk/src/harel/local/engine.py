@@ -96,6 +96,10 @@ class Engine:
     def serves(self, name: str) -> bool:
         return name in self._handlers
 
+    def collection(self, db: str, name: str) -> mongomock.Collection:
+        """A collection as it is stored, for the server's own records (the users)."""
+        return self._collection(db, name)
+
     def execute(self, name: str, db: str, command: dict[str, Any]) -> Reply:
         """Run one data command, `$$NOW` bound to the clock's time as the command starts."""
         return self._handlers[name](db, bind_command(command, server_now(self.clock())))
