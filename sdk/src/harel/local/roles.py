@@ -11,7 +11,7 @@ What is enforced and what is not is listed in sdk/README.md ("Authentication and
 | write | insert, update, delete, findAndModify, create, drop, createIndexes, dropIndexes | readWrite (that database); readWriteAnyDatabase, restore, root |
 | dropDatabase | dropDatabase | root |
 | userAdmin | createUser, updateUser, dropUser, usersInfo, grantRolesToUser, revokeRolesFromUser | userAdminAnyDatabase, root (usersInfo on oneself needs nothing) |
-| clusterMonitor | serverStatus, replSetGetStatus, replSetGetConfig, getCmdLineOpts, getLog, getParameter, getDefaultRWConcern, hostInfo, listDatabases | clusterMonitor, clusterAdmin, root; listDatabases also backup |
+| clusterMonitor | serverStatus, replSetGetStatus, replSetGetConfig, getCmdLineOpts, getLog, getParameter, getDefaultRWConcern, listDatabases | clusterMonitor, clusterAdmin, root; listDatabases also backup |
 | clusterAdmin | replSetInitiate, replSetReconfig, replSetStepDown, setDefaultRWConcern, configureFailPoint | clusterAdmin, root |
 """
 
@@ -71,7 +71,6 @@ COMMAND_ACTIONS: dict[str, tuple[str, bool]] = {
             "getLog",
             "getParameter",
             "getDefaultRWConcern",
-            "hostInfo",
         ),
         (CLUSTER_MONITOR, True),
     ),

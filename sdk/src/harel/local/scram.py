@@ -147,20 +147,30 @@ class Conversation:
             raise ScramError("the client's final message carries another nonce")
         if "c" not in attributes:
             raise ScramError("the client's final message lacks c=")
-        digest = _HASH[self.mechanism]
         auth_message = b",".join((self._first_bare, self._server_first, without_proof.encode()))
-        client_signature = _hmac(digest, self._credential.stored_key, auth_message)
         try:
             proof = base64.b64decode(proof_part, validate=True)
         except ValueError as exc:
             raise ScramError("the client's proof is not base64") from exc
-        if len(proof) != len(client_signature):
+        if not verify_proof(self.mechanism, self._credential, auth_message, proof):
             raise ProofRejected(self.user)
-        client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=True))
-        if not hmac.compare_digest(hashlib.new(digest, client_key).digest(), self._credential.stored_key):
-            raise ProofRejected(self.user)
-        server_signature = _hmac(digest, self._credential.server_key, auth_message)
-        return b"v=" + base64.b64encode(server_signature)
+        return b"v=" + base64.b64encode(server_signature(self.mechanism, self._credential, auth_message))
+
+
+def verify_proof(mechanism: str, credential: Credential, auth_message: bytes, proof: bytes) -> bool:
+    """True when `proof` (ClientKey XOR ClientSignature) shows the client knows the password: H(ClientKey)
+    equals StoredKey."""
+    digest = _HASH[mechanism]
+    client_signature = _hmac(digest, credential.stored_key, auth_message)
+    if len(proof) != len(client_signature):
+        return False
+    client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=True))
+    return hmac.compare_digest(hashlib.new(digest, client_key).digest(), credential.stored_key)
+
+
+def server_signature(mechanism: str, credential: Credential, auth_message: bytes) -> bytes:
+    """HMAC(ServerKey, AuthMessage): what the server sends to prove it knows the credential too."""
+    return _hmac(_HASH[mechanism], credential.server_key, auth_message)
 
 
 def payload_bytes(value: Any) -> bytes:

@@ -366,6 +366,10 @@ class LocalServer:
             return topology.repl_set_get_status()
         if name == "replSetGetConfig":
             return topology.repl_set_get_config()
+        if name == "replSetReconfig":
+            return topology.repl_set_reconfig(command)
+        if name == "replSetStepDown":
+            return topology.repl_set_step_down(command)
         if name == "getCmdLineOpts":
             return {**self.command_line_options(), "ok": 1.0}
         if name == "getLog":

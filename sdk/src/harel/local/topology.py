@@ -11,7 +11,8 @@ reports (`localTime`, `lastWrite`) come from the server's clock.
 
 The hooks a subclass overrides to answer as another role or another set (a test double's secondary,
 standalone, mongos, or a configured set of several members): `writable`, `role_fields`, `member_state`,
-`config`, `term`, `primary_host`, `peer_state`, `admit`, `repl_set_initiate`.
+`config`, `term`, `primary_host`, `peer_state`, `admit`, `repl_set_initiate`, `repl_set_reconfig`,
+`repl_set_step_down`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from bson import Int64, ObjectId, Timestamp
 
-from harel.local.errors import CommandError
+from harel.local.errors import CommandError, not_modelled
 from harel.local.now import Clock, server_now
 
 SERVER_VERSION = "8.0.4"
@@ -139,7 +140,7 @@ class Topology:
         return {
             "_id": self.set_name,
             "version": 1,
-            "term": TERM,
+            "term": self.term(),
             "members": [{"_id": 0, "host": self.me, **MEMBER_DEFAULTS}],
             "protocolVersion": Int64(1),
             "writeConcernMajorityJournalDefault": True,
@@ -163,6 +164,14 @@ class Topology:
 
     def repl_set_initiate(self, command: dict[str, Any]) -> dict[str, Any]:
         raise CommandError(23, "already initialized")
+
+    def repl_set_reconfig(self, command: dict[str, Any]) -> dict[str, Any]:
+        raise not_modelled("replica-set reconfiguration (the local server is a one-member set)")
+
+    def repl_set_step_down(self, command: dict[str, Any]) -> dict[str, Any]:
+        raise not_modelled(
+            "replSetStepDown (the local server is a one-member set with no one to step down to)"
+        )
 
     # --- topology version ----------------------------------------------------------------------------
 
