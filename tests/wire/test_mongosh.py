@@ -10,15 +10,19 @@ import os
 import secrets
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pymongo import MongoClient
 
+from harel.local.server import Connection, Reply
 from tests.fake_mongod import FakeMongod
 from tests.fake_mongod.fixtures import AuthenticatedFake, start_authenticated_fake
 from tests.tools.mongosh import TOOLS, mongosh_path, mongosh_version
+from tests.wire.processes import run_harel
 
 pytestmark = pytest.mark.wire
 
@@ -193,3 +197,96 @@ def test_without_auth_a_script_file_runs_against_the_replica_set(fake_rs: Any, t
     )
 
     assert last_json(result) == {"primary": True, "set": "rs0", "version": "8.0.4", "fcv": "8.0"}
+
+
+def test_the_sdk_server_with_auth_as_its_readme_shows(tmp_path: Path) -> None:
+    """sdk/README.md, "Authentication and authorisation": start with --auth, create root with mongosh through
+    the localhost exception, then `harel check` as root passes with authentication ok."""
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harel.local.server",
+            "--auth",
+            "--port",
+            "0",
+            "--data",
+            str(tmp_path / "dev.db"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    password = secrets.token_urlsafe(18)
+    try:
+        assert server.stdout is not None
+        host_port = server.stdout.readline().strip().removeprefix("mongodb://").split("/")[0]
+        created = mongosh(
+            f"mongodb://{host_port}/",
+            "db.getSiblingDB('admin').createUser({user: 'root', pwd: process.env.ROOT_PASSWORD, roles: ['root']})",
+            ROOT_PASSWORD=password,
+        )
+        check = run_harel(
+            "check",
+            f"mongodb://root:{password}@{host_port}/?replicaSet=rs0&authSource=admin",
+            "--json",
+            "--deadline",
+            "20",
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert check.returncode == 0, check.stdout + check.stderr
+    findings = {finding["check"]: finding for finding in json.loads(check.stdout)["findings"]}
+    assert findings["authentication"]["status"] == "ok"
+    assert password not in check.stdout + check.stderr
+
+
+class Recording(FakeMongod):
+    """The fake, noting each command's name and the code of its reply (0 for ok)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.answered: list[tuple[str, int]] = []
+
+    def _respond(self, connection: Connection, name: str, db: str, command: dict[str, Any]) -> Reply | None:
+        reply = super()._respond(connection, name, db, command)
+        if reply is not None:
+            self.answered.append((name, 0 if reply.get("ok") else int(reply.get("code", -1))))
+        return reply
+
+
+@pytest.mark.parametrize("authenticate", [False, True], ids=["anonymous", "root"])
+def test_what_mongosh_sends_on_connecting_is_answered_as_mongod_answers(authenticate: bool) -> None:
+    server = Recording(auth=True).start()
+    try:
+        password = secrets.token_urlsafe(18)
+        with MongoClient(server.url, serverSelectionTimeoutMS=10_000) as client:
+            client.admin.command("createUser", "root", pwd=password, roles=["root"])
+        server.answered.clear()
+        credentials = f"root:{password}@" if authenticate else ""
+        result = mongosh(
+            f"mongodb://{credentials}{server.host_port}/?directConnection=true", "db.runCommand({ping: 1})"
+        )
+    finally:
+        server.stop()
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    answered = {
+        (name, code) for name, code in server.answered if name not in ("hello", "isMaster", "ismaster")
+    }
+    # mongosh sends some probes in the background and may exit before their replies: they are checked when sent.
+    allowed = {
+        "buildInfo": {0},
+        "ping": {0},
+        "atlasVersion": {59},  # CommandNotFound, as on mongod
+        "getParameter": {0, 72} if authenticate else {13},
+        "aggregate": {0} if authenticate else {13},  # the admin.atlascli probe
+        "saslStart": {0},
+        "saslContinue": {0},
+        "endSessions": {0},
+    }
+    assert {("buildInfo", 0), ("ping", 0)} <= answered
+    assert {(name, code) for name, code in answered if code not in allowed.get(name, set())} == set()
