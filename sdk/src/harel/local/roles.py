@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harel.local.engine import WRITES
 from harel.local.errors import CommandError, not_modelled
 
 ANY_DATABASE = "*"
@@ -43,20 +44,7 @@ COMMAND_ACTIONS: dict[str, tuple[str, bool]] = {
         ),
         (READ, False),
     ),
-    **dict.fromkeys(
-        (
-            "insert",
-            "update",
-            "delete",
-            "findAndModify",
-            "findandmodify",
-            "create",
-            "drop",
-            "createIndexes",
-            "dropIndexes",
-        ),
-        (WRITE, False),
-    ),
+    **dict.fromkeys(WRITES - {"dropDatabase"}, (WRITE, False)),
     "dropDatabase": (DROP_DATABASE, False),
     **dict.fromkeys(
         ("createUser", "updateUser", "dropUser", "usersInfo", "grantRolesToUser", "revokeRolesFromUser"),
