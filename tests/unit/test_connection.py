@@ -386,8 +386,8 @@ def test_a_store_collection_with_a_locale_collation_is_refused() -> None:
 
     wrong = finding(report, "collation")
     assert isinstance(wrong.error, CollationError)
-    assert wrong.found == "executions: locale en, strength 2; queue: locale fr, strength 1"
-    assert "re-create executions, queue" in wrong.fix
+    assert wrong.found == "executions: locale en, strength 2; workers: locale fr, strength 1"
+    assert "re-create executions, workers" in wrong.fix
 
 
 def test_unlisted_collections_are_a_warning() -> None:
