@@ -731,6 +731,31 @@ def test_an_event_to_an_execution_that_never_exists_fails_its_sender(backend: De
     assert backend.store.pending_outbox() == []
 
 
+def test_a_worker_that_has_not_read_the_servers_clock_yet_fails_no_sender(backend: Deployment) -> None:
+    """Whether an event waited too long for its target is judged on the deployment's clock: a worker whose
+    own clock runs ten minutes ahead and that has not heard the server's time yet only postpones."""
+    from harel.worker import UNDELIVERABLE_AFTER_SECONDS
+
+    app, clock = make_app(), backend.clock
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="s")
+    pump(w)
+    send(backend, "s", "lost-1", "lost")
+    pump(w)
+    ahead = ServerClock(local=lambda: clock.now + 2 * UNDELIVERABLE_AFTER_SECONDS, monotonic=clock)
+    if backend.name == "memory":
+        transport = MemoryTransport(backend.transport.database)
+        transport.clock = ahead
+    else:
+        transport = MongoTransport(backend.client, clock=ahead, watch=False)
+    fresh = Worker(backend.store, transport, app, config=WorkerConfig())
+    clock.now += 2 * WorkerConfig().lease_seconds  # the committer's hold on its relay work is over
+    assert not ahead.known
+    assert fresh.relay_once() == 0, "nothing could be delivered"
+    assert backend.store.load("s").status is ExecutionStatus.RUNNING, "the sender is not failed"
+    assert [e.target_id for e in backend.store.pending_outbox()] == ["nobody-at-all"]
+
+
 class _SweepPasses:
     """A store whose timer sweeps are recorded: how many due timers each pass found."""
 

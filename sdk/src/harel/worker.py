@@ -75,7 +75,8 @@ RELAY_RETRY_SECONDS = 1.0
 # A commit the deployment refused twice (and did not apply) is tried again after this long; it is not the
 # event's fault, so it counts no attempt.
 UNRESOLVED_RETRY_SECONDS = 1.0
-# An event whose target still does not exist this long after it was sent fails its sender.
+# An event whose target still does not exist this long after it was sent fails its sender (judged once the
+# worker has read the server's clock: its own may be far off).
 UNDELIVERABLE_AFTER_SECONDS = 300.0
 # Errors a retry cannot change: the step is refused for what it is, not for a passing condition.
 PERMANENT = (
@@ -388,7 +389,7 @@ class Worker:
             if entry.target_id in blocked:
                 continue
             outcome = self.transport.send(entry.target_id, entry.event, source=entry.source_id)
-            if outcome is SendOutcome.MISSING and _undeliverable(entry, now):
+            if outcome is SendOutcome.MISSING and self.clock.known and _undeliverable(entry, now):
                 self._fail_execution(
                     work.execution_id,
                     f"its event {entry.event.name!r} ({entry.event.id}) to {entry.target_id!r} could not be "
