@@ -119,3 +119,19 @@ class CallerClockTransport(MongoTransport):
             return_document=True,
         )
         return self._claimed(found, owner)
+
+
+class TimerTakenBeforeDeliveryStore(MongoStore):
+    """Fires a timer in two round trips, the timer taken first: one update moves `next_fire_at` past it (no
+    sweep sees it again), a second puts its event in the mailbox. A worker dying between the two loses the
+    timer: its state never moves on."""
+
+    def fire_timer(self, due: DueTimer, *, now: float) -> bool:
+        write = doc.fire(due, now)
+        [deliver, size] = write.update
+        taken = {"next_fire_at": deliver["$set"]["next_fire_at"]}
+        if self._executions.update_one(write.filter, [{"$set": taken}]).matched_count != 1:
+            return False
+        event = {name: value for name, value in deliver["$set"].items() if name != "next_fire_at"}
+        self._executions.update_one({"_id": due.execution_id}, [{"$set": event}, size])
+        return True
