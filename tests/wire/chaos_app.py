@@ -6,6 +6,8 @@
 - `chaos.approval`: three reviewer regions each think on a durable timer, send their vote to the parent,
   then finish; the join records how many votes the parent had, and a last timer runs before completion.
   A region's `done` overtaking its own vote would leave a vote missing at the join, so order matters;
+- `chaos.timer`: one state with a 2 s durable timer and nothing else, so the only write its worker makes
+  around the due time is the sweep's (the `kill -9` mid-sweep scenarios hold exactly that write);
 - `skew.stall`: `work` runs an action that stalls the first time this process runs it for an execution
   (longer than a short lease), so another worker takes the lease over while the first still holds it,
   and the lease stays visible in the store while it does.
@@ -22,6 +24,8 @@ from harel.smoke import register_smoke
 TIMER_SECONDS = 0.3
 REVIEWERS = ("legal", "finance", "security")
 APPROVAL_CHART_ID = "chaos.approval"
+TIMER_CHART_ID = "chaos.timer"
+LONE_TIMER_SECONDS = 2.0
 STALL_CHART_ID = "skew.stall"
 STALL_SECONDS = 2.5
 
@@ -45,6 +49,15 @@ APPROVAL_CHART = {
         },
         "deciding": {"after": {f"{int(TIMER_SECONDS * 1000)}ms": "decided"}},
         "decided": {"final": True},
+    },
+}
+TIMER_CHART = {
+    "id": TIMER_CHART_ID,
+    "version": 1,
+    "initial": "waiting",
+    "states": {
+        "waiting": {"after": {f"{int(LONE_TIMER_SECONDS * 1000)}ms": "done"}},
+        "done": {"final": True},
     },
 }
 STALL_CHART = {
@@ -86,6 +99,7 @@ def stall_once(ctx: ActionContext) -> ActionResult:
 app = App("chaos")
 SMOKE_CHART_ID = register_smoke(app, region_timer=TIMER_SECONDS, final_timer=TIMER_SECONDS)
 app.chart(APPROVAL_CHART)
+app.chart(TIMER_CHART)
 app.chart(STALL_CHART)
 app.action("chaos.cast_vote")(cast_vote)
 app.action("chaos.count_vote")(count_vote)
