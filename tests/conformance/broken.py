@@ -135,3 +135,19 @@ class TimerTakenBeforeDeliveryStore(MongoStore):
         event = {name: value for name, value in deliver["$set"].items() if name != "next_fire_at"}
         self._executions.update_one({"_id": due.execution_id}, [{"$set": event}, size])
         return True
+
+
+class CallerClockSweepStore(MongoStore):
+    """Timers on the caller's clock: the sweep takes a timer for due, and fires it, when the worker's own
+    estimate (its bound) has passed it instead of the server's `$$NOW`, so a worker fires timers early."""
+
+    def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
+        find = doc.due_find(bound, limit)
+        caller_clock = {key: value for key, value in find.filter.items() if key != "$expr"}
+        found = self._executions.find(caller_clock, find.projection).sort(list(find.sort)).limit(limit)
+        return doc.parse_due(found)
+
+    def fire_timer(self, due: DueTimer, *, now: float) -> bool:
+        write = doc.fire(due, now)
+        caller_clock = {key: value for key, value in write.filter.items() if key != "$expr"}
+        return self._executions.update_one(caller_clock, write.update).matched_count == 1

@@ -3,8 +3,9 @@
 
 - the smoke chart with short timers (`SMOKE_CHART_ID`): a three-region fork/join, a durable timer in each
   region and one after the join;
-- `chaos.approval`: three reviewer regions each think on a durable timer, send their vote to the parent,
-  then finish; the join records how many votes the parent had, and a last timer runs before completion.
+- `chaos.approval`: three reviewer regions each think on a durable timer, then vote — an action that takes
+  `VOTE_SECONDS`, as a call to another system would, so a worker killed or stalled at random is often
+  in the middle of a step — sending the vote to the parent, then finish; the join records how many votes the parent had, and a last timer runs before completion.
   A region's `done` overtaking its own vote would leave a vote missing at the join, so order matters;
 - `chaos.timer`: one state with a 2 s durable timer and nothing else, so the only write its worker makes
   around the due time is the sweep's (the `kill -9` mid-sweep scenarios hold exactly that write);
@@ -28,6 +29,7 @@ TIMER_CHART_ID = "chaos.timer"
 LONE_TIMER_SECONDS = 2.0
 STALL_CHART_ID = "skew.stall"
 STALL_SECONDS = 2.5
+VOTE_SECONDS = 0.2
 
 REVIEWER = {
     "initial": "thinking",
@@ -75,6 +77,7 @@ _stalled_lock = threading.Lock()
 
 
 def cast_vote(ctx: ActionContext) -> ActionResult:
+    time.sleep(VOTE_SECONDS)
     region = ctx.state.split(".")[1]
     return ActionResult(send=[Send("vote", to="parent", data={"from": region}), Send("cast", to="self")])
 

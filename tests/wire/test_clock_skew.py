@@ -35,7 +35,7 @@ from harel.transport.base import Claim
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker
 from tests.audit import Lease, audit, leases_taken_early
-from tests.conformance.broken import CallerClockTransport
+from tests.conformance.broken import CallerClockSweepStore, CallerClockTransport
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeProcess
 from tests.wire import chaos_app
 from tests.wire.in_process import (
@@ -97,9 +97,10 @@ def _skewed_worker(
     app: Any,
     leases: list[Lease],
     transport_class: type[MongoTransport] = MongoTransport,
+    store_class: type[MongoStore] = MongoStore,
     **config: Any,
 ) -> Worker:
-    seam = seams.open(name, clock=_skewed(offset), transport_class=transport_class)
+    seam = seams.open(name, clock=_skewed(offset), transport_class=transport_class, store_class=store_class)
     worker = seam.worker(app, **config)
     worker.transport = _RecordingClaims(seam.transport, worker.config.lease_seconds, leases)  # type: ignore[assignment]
     return worker
@@ -108,13 +109,15 @@ def _skewed_worker(
 # --- in this process, with an injected local clock --------------------------------------------------
 
 
-def test_skewed_workers_run_the_smoke_workflow_on_the_servers_clock(seams: Seams) -> None:
+def smoke_under_skew(seams: Seams, store_class: type[MongoStore]) -> None:
     """Both skewed workers run fork/join workflows with 0.3 s timers: every timer fired at or after its
     fire_at by the server's clock, every lease's claim time is the server's."""
     app, chart_id = smoke_app()
     leases: list[Lease] = []
     workers = [
-        _skewed_worker(seams, f"smoke-{name}", offset, app, leases, sweep_sleep_max=0.1)
+        _skewed_worker(
+            seams, f"smoke-{name}", offset, app, leases, store_class=store_class, sweep_sleep_max=0.1
+        )
         for name, offset in (("ahead", AHEAD), ("behind", BEHIND))
     ]
     client = seams.open("smoke-client")
@@ -130,6 +133,17 @@ def test_skewed_workers_run_the_smoke_workflow_on_the_servers_clock(seams: Seams
     assert result.passed, result.failures
     assert result.timers == 2 * 4, "three regions' timers and the final one, per run"
     assert leases and not leases_taken_early(leases)
+
+
+def test_skewed_workers_run_the_smoke_workflow_on_the_servers_clock(seams: Seams) -> None:
+    smoke_under_skew(seams, MongoStore)
+
+
+def test_the_timer_check_fails_on_a_sweep_on_the_callers_clock(seams: Seams) -> None:
+    """The same workflows on CallerClockSweepStore (tests/conformance/broken.py): timers fire once the
+    worker's own estimate passed them, early by the server's clock."""
+    with pytest.raises(AssertionError, match=r"fired \d\.\d+s before its fire_at"):
+        smoke_under_skew(seams, CallerClockSweepStore)
 
 
 def lease_expiry_under_skew(
@@ -160,7 +174,8 @@ def lease_expiry_under_skew(
 
     steals = [lease for lease in leases if lease.previous is not None]
     assert [lease.execution_id for lease in steals] == [execution_id], "one lease was taken over"
-    assert not leases_taken_early(leases)
+    early = leases_taken_early(leases)
+    assert not early, "\n".join(early)
     assert loaded(setup_seam, execution_id).context["count"] == 1
     assert holder.counters["conflicts"] == 1, "the holder's late commit was refused"
     result = audit(setup_seam.store._executions.find({}), running={execution_id, f"{execution_id}-sink"})
@@ -181,7 +196,7 @@ def test_a_skewed_worker_takes_a_lease_over_only_once_it_expired(
 def test_the_lease_check_fails_on_a_transport_that_leases_on_the_callers_clock(seams: Seams) -> None:
     """The same scenario on CallerClockTransport (tests/conformance/broken.py): the worker ahead takes the
     lease before it expired by the server's clock, and records its own time as the claim's."""
-    with pytest.raises(AssertionError, match="lease"):
+    with pytest.raises(AssertionError, match=r"taken over .*s before lease .* expired by the server's clock"):
         lease_expiry_under_skew(seams, BEHIND, AHEAD, CallerClockTransport)
 
 
