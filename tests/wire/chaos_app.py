@@ -19,8 +19,9 @@ from __future__ import annotations
 import threading
 import time
 
-from harel.app import ActionContext, ActionResult, App, Send
+from harel.app import ActionContext, ActionResult, App
 from harel.smoke import register_smoke
+from tests.wire import ordering_app
 
 TIMER_SECONDS = 0.3
 REVIEWERS = ("legal", "finance", "security")
@@ -78,16 +79,7 @@ _stalled_lock = threading.Lock()
 
 def cast_vote(ctx: ActionContext) -> ActionResult:
     time.sleep(VOTE_SECONDS)
-    region = ctx.state.split(".")[1]
-    return ActionResult(send=[Send("vote", to="parent", data={"from": region}), Send("cast", to="self")])
-
-
-def count_vote(ctx: ActionContext) -> ActionResult:
-    return ActionResult(context={"votes": [*ctx.context.get("votes", []), ctx.event.data["from"]]})
-
-
-def record_join(ctx: ActionContext) -> ActionResult:
-    return ActionResult(context={"votes_at_join": len(ctx.context.get("votes", []))})
+    return ordering_app.cast_vote(ctx)
 
 
 def stall_once(ctx: ActionContext) -> ActionResult:
@@ -105,6 +97,6 @@ app.chart(APPROVAL_CHART)
 app.chart(TIMER_CHART)
 app.chart(STALL_CHART)
 app.action("chaos.cast_vote")(cast_vote)
-app.action("chaos.count_vote")(count_vote)
-app.action("chaos.record_join")(record_join)
+app.action("chaos.count_vote")(ordering_app.count_vote)
+app.action("chaos.record_join")(ordering_app.record_join)
 app.action("skew.stall_once")(stall_once)
