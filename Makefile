@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 HAREL_STACK := $(BIN)/harel-stack
 
 .DEFAULT_GOAL := help
-.PHONY: help venv up down status logs smoke demo test chaos lint bench
+.PHONY: help venv up down status logs smoke demo test chaos lint bench backup restore
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -48,6 +48,12 @@ logs: $(STACK_STAMP) ## follow the logs of the local stack (SERVICE=worker for o
 
 smoke: $(STACK_STAMP) ## run the fork/join + durable-timer smoke workflow against the local stack
 	$(HAREL_STACK) smoke
+
+backup: $(STACK_STAMP) ## back up the local stack (mongodump with its oplog) into compose/backups
+	$(HAREL_STACK) backup
+
+restore: $(STACK_STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to confirm): workers paused, oplog replayed
+	$(HAREL_STACK) restore "$(FILE)" $(if $(YES),--yes,)
 
 demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK only)
 	@$(BIN)/harel demo

@@ -85,8 +85,8 @@ def test_both_interpreters_complete_every_run(results: Results) -> None:
     speed = results.interpreter
     # the parent's start, then per region the child's start, its event, its timer and its done
     steps_per_run = 1 + 4 * len(interpreter_speed.REGIONS)
-    assert speed.harel.runs == speed.sismic.runs == QUICK.interpreter_runs
-    assert speed.harel.steps == steps_per_run * QUICK.interpreter_runs
+    assert speed.harel.runs == speed.harel_traced.runs == speed.sismic.runs == QUICK.interpreter_runs
+    assert speed.harel.steps == speed.harel_traced.steps == steps_per_run * QUICK.interpreter_runs
     assert speed.sismic.steps >= QUICK.interpreter_runs
 
 

@@ -177,6 +177,12 @@ CASES = [
     ),
     Case("empty execution id", ("start", "ticket", "--id", "", *ON), USAGE, "'--id': must not be empty"),
     Case(
+        "a root id shaped like a region's child id",
+        ("start", "ticket", "--charts", "{charts}", "--id", "o-1/fork.b@1", *ON),
+        USAGE,
+        "ids ending in '/<name>@<number>' are reserved for the child executions of parallel regions",
+    ),
+    Case(
         "bad cursor",
         ("list", "--cursor", "garbage", *ON),
         USAGE,

@@ -327,6 +327,19 @@ CANNOT_RUN: dict[str, str] = {
     "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass": HOSTS,
     "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass --tags workers,smoke": HOSTS,
     "HAREL_TEST_MONGO_URL='mongodb://USER:PASSWORD@HOST1:27017,HOST2:27017,HOST3:27017/?replicaSet=rs0&authSource=admin' .venv/bin/python -m pytest tests/conformance tests/wire -m \"wire or real\" -rs": "needs a real replica set (that is what the variable is for)",
+    # "Metrics, alerts and backups": every command is checked in tests/infra/test_operations_readme.py (bash
+    # syntax, make targets, chart values, the restore Pod's schema, Ansible tags), and the backup finding of
+    # `harel check` runs in tests/wire/test_check_backups.py.
+    '$ HAREL_BACKUP_WINDOW=26h harel check "$HAREL_MONGO_URL"': "shows no output to compare: the backup finding runs in test_check_backups.py",
+    "$ echo HAREL_OBSERVABILITY=1 >> compose/.env": DOCKER,
+    "$ crontab -l | { cat; echo '0 3 * * * cd /path/to/harel-stack && .venv/bin/harel-stack backup >> compose/backups/backup.log 2>&1'; } | crontab -": "edits the user's crontab",
+    "$ make restore FILE=compose/backups/harel-20250106T030000Z.archive.gz YES=1": DOCKER,
+    "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set mongodbExporter.enabled=true --set mongodbExporter.serviceMonitor.enabled=true --set grafanaDashboard.enabled=true --set prometheusRule.enabled=true --set backup.enabled=true --set backup.keep=14": CLUSTER,
+    'kubectl -n harel create secret generic harel-backup-s3 --from-literal=access-key-id="$AWS_ACCESS_KEY_ID" --from-literal=secret-access-key="$AWS_SECRET_ACCESS_KEY"': CLUSTER,
+    "$ kubectl -n harel create job --from=cronjob/harel-stack-backup harel-stack-backup-now": CLUSTER,
+    "$ kubectl -n harel scale deployment harel-stack-worker --replicas=0": CLUSTER,
+    "$ $EDITOR inventories/prod/group_vars/all/main.yml": "opens an editor on the inventory: an interactive step",
+    '$ ansible workers -i inventories/prod/hosts.yml -b -m ansible.builtin.systemd_service -a "name=harel-worker state=stopped"': HOSTS,
 }
 
 

@@ -25,7 +25,6 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from harel.errors import ChartError, HarelError, InvalidArgument, UnknownAction, UnknownChart
@@ -103,10 +102,6 @@ class Registry:
 
 
 EMPTY_REGISTRY = Registry()
-
-
-def read_only(context: dict[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(context)
 
 
 class App:

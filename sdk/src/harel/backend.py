@@ -40,6 +40,7 @@ class Backend:
     catalog: Catalog
     client: Any | None = None
     report: CheckReport | None = None
+    db_name: str = "harel"
 
     @property
     def embedded(self) -> bool:
@@ -73,15 +74,18 @@ def open_backend(
         client = connect(url, deadline=deadline)
         report = check(client, allow_standalone=allow_standalone)
         report.raise_for_errors()
+    heartbeats = MongoHeartbeats(client, db_name)
     backend = Backend(
         url,
         MongoStore(client, db_name),
         MongoTransport(client, db_name, clock=clock),
-        MongoHeartbeats(client, db_name),
+        heartbeats,
         MongoCatalog(client, db_name),
         client,
         report,
+        db_name,
     )
     backend.store.ensure_indexes()
     backend.transport.ensure_indexes()
+    heartbeats.ensure_indexes()
     return backend

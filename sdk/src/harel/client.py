@@ -9,6 +9,7 @@ from typing import Any
 
 from harel.app import App
 from harel.errors import ExecutionFinished, MailboxFull, UnknownEvent, UnknownExecution
+from harel.ids import check_context, check_json, check_root_id
 from harel.model import CANCEL_EVENT, RESERVED_EVENT_PREFIX, TERMINAL_STATUSES, Event, Execution, start_event
 from harel.store.base import ExecutionStore
 from harel.transport._mailbox import INBOX_LIMIT_BYTES
@@ -28,12 +29,17 @@ def start_execution(
     """Create an execution on the newest version of the chart, its start event already in its mailbox.
 
     `execution_id` is an idempotency key: starting the same id again creates nothing and returns the
-    existing execution. Returns the execution and whether this call created it.
+    existing execution. It may not be empty or take the form of a region's child id, and the context must
+    be strict JSON (InvalidExecutionId, InvalidContext). Returns the execution and whether this call
+    created it.
     """
     chart = app.get_chart(chart_id)
+    if execution_id is not None:
+        check_root_id(execution_id)
+    check_context(dict(context or {}), "start context")
     now = transport.clock.now() if now is None else now
     exe = Execution(
-        id=execution_id or f"{chart.id}-{uuid.uuid4().hex[:12]}",
+        id=execution_id if execution_id is not None else f"{chart.id}-{uuid.uuid4().hex[:12]}",
         definition_id=chart.id,
         definition_version=chart.version,
         context=dict(context or {}),
@@ -83,6 +89,7 @@ def send_event(
     known = sorted(chart.event_names())
     if name.startswith(RESERVED_EVENT_PREFIX) or name not in known:
         raise UnknownEvent(chart.id, name, known)
+    check_json(dict(data or {}), "event data")
     event = Event(id=event_id or uuid.uuid4().hex, name=name, data=dict(data or {}), created_at=time.time())
     return _delivered(transport, execution_id, event)
 

@@ -26,7 +26,7 @@ def only(*fields: str) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class IndexSpec:
-    """One index: its name, keys in order, and whether it holds only some documents.
+    """One index: its name, keys in order, whether it holds only some documents, and a TTL.
 
     `sparse` and `partial` are sent only when set: a server that stored the index without an option may
     count an explicit default as different options and refuse."""
@@ -35,6 +35,7 @@ class IndexSpec:
     keys: tuple[tuple[str, int], ...]
     sparse: bool = False
     partial: Mapping[str, Any] | None = None
+    expire_after: int | None = None  # seconds: a TTL index on a date field
 
     def options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"name": self.name}
@@ -42,6 +43,8 @@ class IndexSpec:
             options["sparse"] = True
         if self.partial is not None:
             options["partialFilterExpression"] = dict(self.partial)
+        if self.expire_after is not None:
+            options["expireAfterSeconds"] = self.expire_after
         return options
 
     def create_on(self, collection: Any) -> Any:

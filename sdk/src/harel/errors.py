@@ -153,6 +153,41 @@ class InvalidSend(HarelError):
         super().__init__(f"execution {execution_id!r} cannot send to {to!r}: {reason}")
 
 
+class InvalidExecutionId(HarelError, ValueError):
+    """An execution id a client may not use: empty, or shaped like the id of a region's child execution."""
+
+    def __init__(self, execution_id: str, reason: str) -> None:
+        self.execution_id = execution_id
+        self.reason = reason
+        super().__init__(f"execution id {execution_id!r} cannot be used: {reason}")
+
+
+class InvalidContext(HarelError, ValueError):
+    """A context value (or event data) that is not strict JSON. `origin` says who supplied it, `key_path` where
+    in the value the problem is (`order.items.2.price`; empty for the value itself)."""
+
+    def __init__(self, origin: str, key_path: str, reason: str) -> None:
+        self.origin = origin
+        self.key_path = key_path
+        self.reason = reason
+        where = f" at {key_path!r}" if key_path else ""
+        super().__init__(f"{origin}{where}: {reason}")
+
+
+class StepLimitExceeded(HarelError):
+    """One step kept going: eventless (`always`) transitions kept firing, or events sent to `self` kept coming.
+    `recent` lists the last transitions or events, which show the loop."""
+
+    def __init__(self, execution_id: str, what: str, limit: int, recent: list[str]) -> None:
+        self.execution_id = execution_id
+        self.what = what
+        self.limit = limit
+        self.recent = recent
+        super().__init__(
+            f"execution {execution_id!r}: more than {limit} {what} in one step, last: {', '.join(recent)}"
+        )
+
+
 # --- deployment (start-up checks) --------------------------------------------------------------------
 
 
@@ -293,6 +328,17 @@ class InvalidArgument(HarelError):
         self.name = name
         self.reason = reason
         super().__init__(f"{name}: {reason}")
+
+
+class InvalidBackupWindow(InvalidArgument):
+    """HAREL_BACKUP_WINDOW (how recent a successful backup must be for `harel check`) is not a duration."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__(
+            "HAREL_BACKUP_WINDOW",
+            f"{text!r} is not a duration: give hours as 26h, or 90m, 2d, 3600s, or seconds alone",
+        )
 
 
 # --- local server ------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
-"""Asking the deployment: `check` / `check_async` send five commands and hand the replies, with the client's
-own options, to the pure rules. The twins differ only in their awaits."""
+"""Asking the deployment: `check` / `check_async` send five commands (six with a backup window: the backup status
+documents) and hand the replies, with the client's own options, to the pure rules. The twins differ only in their
+awaits."""
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +13,8 @@ from typing import Any
 import pymongo
 from pymongo.errors import OperationFailure
 
+from harel.backup_check import configured_window
+from harel.backups import BACKUPS_COLLECTION
 from harel.connection.deployment import DeploymentReplies, client_settings
 from harel.connection.report import CheckReport, Status
 from harel.connection.rules import DEFAULT_DB_NAME, STORE_COLLECTIONS, evaluate
@@ -25,8 +29,12 @@ class _Probe:
     command: Mapping[str, Any]
 
 
-def _probes(database: str) -> Sequence[_Probe]:
+def _probes(database: str, backup_window: float | None) -> Sequence[_Probe]:
+    backups = (
+        (_Probe("backups", database, {"find": BACKUPS_COLLECTION, "limit": 100}),) if backup_window else ()
+    )
     return (
+        *backups,
         _Probe("hello", "admin", {"hello": 1}),
         _Probe("build_info", "admin", {"buildInfo": 1}),
         _Probe("feature_compatibility", "admin", {"getParameter": 1, "featureCompatibilityVersion": 1}),
@@ -55,11 +63,13 @@ def _conclude(
     database: str,
     replies: Mapping[str, Mapping[str, Any]],
     allow_standalone: bool,
+    backup_window: float | None,
 ) -> CheckReport:
     report = evaluate(
         DeploymentReplies(database=database, **replies),
         client_settings(client),
         allow_standalone=allow_standalone,
+        backup_window=backup_window,
     )
     _announce_override(report)
     return report
@@ -88,29 +98,40 @@ def _announce_override(report: CheckReport) -> None:
 
 
 def check(
-    client: pymongo.MongoClient[Any], *, db_name: str | None = None, allow_standalone: bool = False
+    client: pymongo.MongoClient[Any],
+    *,
+    db_name: str | None = None,
+    allow_standalone: bool = False,
+    backup_window: float | None = None,
 ) -> CheckReport:
     """Every finding on this client's deployment. `allow_standalone` (development only) turns the standalone
-    error into "relaxed" and logs a loud warning each time. Raises only when the deployment stops answering."""
+    error into "relaxed" and logs a loud warning each time. `backup_window` (seconds; default: HAREL_BACKUP_WINDOW,
+    unset = no backup finding) adds the backup finding. Raises only when the deployment stops answering."""
     database = _database_name(client, db_name)
+    window = backup_window if backup_window is not None else configured_window(os.environ)
     replies: dict[str, Mapping[str, Any]] = {}
-    for probe in _probes(database):
+    for probe in _probes(database, window):
         try:
             replies[probe.name] = client[probe.database].command(probe.command)
         except OperationFailure as error:
             replies[probe.name] = _refusal(error)
-    return _conclude(client, database, replies, allow_standalone)
+    return _conclude(client, database, replies, allow_standalone, window)
 
 
 async def check_async(
-    client: pymongo.AsyncMongoClient[Any], *, db_name: str | None = None, allow_standalone: bool = False
+    client: pymongo.AsyncMongoClient[Any],
+    *,
+    db_name: str | None = None,
+    allow_standalone: bool = False,
+    backup_window: float | None = None,
 ) -> CheckReport:
     """`check` for PyMongo's AsyncMongoClient."""
     database = _database_name(client, db_name)
+    window = backup_window if backup_window is not None else configured_window(os.environ)
     replies: dict[str, Mapping[str, Any]] = {}
-    for probe in _probes(database):
+    for probe in _probes(database, window):
         try:
             replies[probe.name] = await client[probe.database].command(probe.command)
         except OperationFailure as error:
             replies[probe.name] = _refusal(error)
-    return _conclude(client, database, replies, allow_standalone)
+    return _conclude(client, database, replies, allow_standalone, window)

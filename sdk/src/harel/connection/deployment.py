@@ -27,6 +27,8 @@ class DeploymentReplies:
     feature_compatibility: Mapping[str, Any]
     default_rw_concern: Mapping[str, Any]
     list_collections: Mapping[str, Any]
+    # The `find` on the backup status documents; None when no backup window is configured (nothing asked).
+    backups: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

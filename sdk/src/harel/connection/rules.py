@@ -6,9 +6,13 @@ Pure: no I/O and no logging, so every rule is tested on recorded replies. Each e
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from harel.backup_check import CHECK_NAME as BACKUP_CHECK
+from harel.backup_check import judge_backups
+from harel.backups import BACKUPS_COLLECTION
 from harel.connection.deployment import (
     ClientSettings,
     ClusterDefaults,
@@ -419,10 +423,49 @@ def _tls(settings: ClientSettings) -> Finding:
     )
 
 
+def _server_time(hello: Mapping[str, Any]) -> float | None:
+    local_time = hello.get("localTime")
+    if not isinstance(local_time, dt.datetime):
+        return None
+    return (local_time if local_time.tzinfo else local_time.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def _backups(replies: DeploymentReplies, window: float | None) -> list[Finding]:
+    """harel.backup_check's rule on the status documents, at the server's time; only with a window configured."""
+    if window is None or replies.backups is None:
+        return []
+    required = "a recent successful backup"
+    if not succeeded(replies.backups):
+        return [
+            warning(
+                BACKUP_CHECK,
+                f"unknown: reading {replies.database}.{BACKUPS_COLLECTION} failed ({failure_reason(replies.backups)})",
+                required,
+                f"grant the app user readWrite on {replies.database}",
+            )
+        ]
+    now = _server_time(replies.hello)
+    if now is None:
+        return [
+            warning(
+                BACKUP_CHECK, "unknown: the server reported no time", required, "check the server's hello"
+            )
+        ]
+    judged = judge_backups(replies.backups.get("cursor", {}).get("firstBatch", ()), now, window)
+    if judged.fix is None:
+        return [ok(BACKUP_CHECK, judged.found, judged.required)]
+    return [warning(BACKUP_CHECK, judged.found, judged.required, judged.fix)]
+
+
 def evaluate(
-    replies: DeploymentReplies, settings: ClientSettings, *, allow_standalone: bool = False
+    replies: DeploymentReplies,
+    settings: ClientSettings,
+    *,
+    allow_standalone: bool = False,
+    backup_window: float | None = None,
 ) -> CheckReport:
-    """Every finding for these replies and client settings. Pure: no I/O, no logging."""
+    """Every finding for these replies and client settings. Pure: no I/O, no logging. `backup_window` (seconds)
+    adds the backup finding."""
     shape = Shape.from_hello(replies.hello)
     defaults = ClusterDefaults.from_reply(replies.default_rw_concern, shape)
     findings = (
@@ -440,6 +483,7 @@ def evaluate(
         *_fault_tolerance(shape),
         _authentication(settings),
         _tls(settings),
+        *_backups(replies, backup_window),
     )
     return CheckReport(
         target=",".join(settings.hosts) or "unknown",
