@@ -251,6 +251,7 @@ class LeaseWatch:
 def _skewed_process(
     processes: WorkerProcesses, url: str, offset: float, admin: MongoClient[dict[str, Any]]
 ) -> WorkerProcess:
+    launched = time.time()
     worker = processes.harel_worker(
         url,
         "--app",
@@ -266,7 +267,7 @@ def _skewed_process(
     worker.wait_registered(admin)
     beat = admin.harel.workers.find_one({"pid": worker.pid})
     assert beat is not None
-    skew = beat["last_beat"].timestamp() - time.time()  # the worker's heartbeat is stamped by its own clock
+    skew = beat["started_at"] - launched  # the worker's own clock's reading at its start
     assert abs(skew - offset) < 10, f"faketime did not move the worker's clock: {skew:+.1f}s"
     return worker
 
