@@ -55,7 +55,7 @@ pytestmark = pytest.mark.wire
 
 AHEAD, BEHIND = 30.0, -30.0
 SHORT_LEASE = 0.5
-SLOW_ACTION = 1.5
+SLOW_ACTION = 2.5
 BUMP = "bump-skew"
 
 
@@ -149,7 +149,7 @@ def test_the_timer_check_fails_on_a_sweep_on_the_callers_clock(seams: Seams) -> 
 def lease_expiry_under_skew(
     seams: Seams, holder_offset: float, stealer_offset: float, transport_class: type[MongoTransport]
 ) -> None:
-    """The holder's lease (0.5 s) runs out while its action takes 1.5 s; the stealer, polling meanwhile,
+    """The holder's lease (0.5 s) runs out while its action takes 2.5 s; the stealer, polling meanwhile,
     takes the execution over: only once the holder's lease expired by the server's clock. The bump took
     effect once; the holder's late commit was refused."""
     tally = tally_app(slow_first_call=SLOW_ACTION)
@@ -284,13 +284,15 @@ def _taken_over(
     stealer: WorkerProcess,
     execution_id: str,
 ) -> Lease:
-    """The holder claims `execution_id` (the stealer stopped meanwhile) and stalls in its action; the
-    stealer, continued, takes the lease over once it expires. The stealer's lease, as the store held it."""
+    """The holder claims `execution_id` (the stealer stopped meanwhile) and is frozen (SIGSTOP) in its
+    action, its lease held; the stealer, continued, takes the lease over once it expired; then the holder
+    goes on, and its late commit is refused. The stealer's lease, as the store held it."""
     stealer.process.send_signal(signal.SIGSTOP)
     try:
         start_execution(store, transport, chaos_app.app, chaos_app.STALL_CHART_ID, execution_id=execution_id)
         send_event(store, transport, chaos_app.app, execution_id, "work")
         wait_until(lambda: watch.holder(execution_id) is not None, 20.0, f"{execution_id} to be claimed")
+        holder.process.send_signal(signal.SIGSTOP)
     finally:
         stealer.process.send_signal(signal.SIGCONT)
     held = watch.holder(execution_id)
@@ -299,7 +301,12 @@ def _taken_over(
     def stolen() -> Lease | None:
         return next((lease for lease in watch.seen.values() if lease.previous == held.owner), None)
 
-    wait_until(lambda: stolen() is not None, 20.0, f"the lease of {execution_id} to be taken over")
+    try:
+        wait_until(
+            lambda: stolen() is not None, FINISH_TIMEOUT, f"the lease of {execution_id} to be taken over"
+        )
+    finally:
+        holder.process.send_signal(signal.SIGCONT)
     wait_until(_finished(store, [execution_id]), FINISH_TIMEOUT, f"{execution_id} to finish")
     assert f'"execution_id": "{execution_id}"' in _takeovers(stealer), "the stealer did not take it over"
     taken = stolen()
