@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 SDK_STAMP := $(VENV)/.installed-sdk
 STACK_STAMP := $(VENV)/.installed-stack
 STAMP := $(VENV)/.installed
+TOOLS := tests/tools
+MONGOSH_STAMP := $(TOOLS)/node_modules/.installed
 HAREL_STACK := $(BIN)/harel-stack
 
 .DEFAULT_GOAL := help
@@ -32,7 +34,14 @@ $(STAMP): $(STACK_STAMP) sdk/pyproject.toml tests/requirements.txt
 	$(BIN)/pip install --quiet -e 'sdk[test]' -r tests/requirements.txt
 	touch $@
 
-venv: $(STAMP) ## create .venv with the SDK, the stack CLI and the test tools
+# The real mongosh for the tests, at the version pinned in tests/tools/package-lock.json (needs Node.js and npm).
+# Install scripts are skipped: they only build optional native add-ons mongosh runs without.
+$(MONGOSH_STAMP): $(TOOLS)/package.json $(TOOLS)/package-lock.json
+	cd $(TOOLS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	$(TOOLS)/node_modules/.bin/mongosh --version
+	touch $@
+
+venv: $(STAMP) $(MONGOSH_STAMP) ## create .venv with the SDK, the stack CLI and the test tools (mongosh included)
 
 up: $(STACK_STAMP) ## start the local stack in Docker (needs a Docker engine) and wait until it is ready
 	$(HAREL_STACK) up
@@ -58,7 +67,7 @@ restore: $(STACK_STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to conf
 demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK only)
 	@$(BIN)/harel demo
 
-test: $(STAMP) ## the whole test suite (what CI runs)
+test: $(STAMP) $(MONGOSH_STAMP) ## the whole test suite (what CI runs)
 	$(BIN)/python -m pytest
 
 chaos: $(STAMP) ## worker processes killed, stopped and stalled under fork/join load, verified from the store (CHAOS_ARGS=--help)
