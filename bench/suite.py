@@ -8,9 +8,19 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from bench import commit_bytes, end_to_end, interpreter_speed, round_trips, sweep_cost
-from bench.deployments import real_url, wire_targets
+from bench.deployments import (
+    LATENCY_LABEL,
+    LATENCY_MS,
+    SLOW_LATENCY_LABEL,
+    SLOW_LATENCY_MS,
+    Target,
+    fake_target,
+    real_url,
+    wire_targets,
+)
 from bench.report import Row, progress
 from bench.sizes import Sizes
+from bench.worker_pool import PROCESSES, THREADS
 
 T = TypeVar("T")
 
@@ -46,7 +56,11 @@ def timed(label: str, work: Callable[[], T]) -> T:
 
 
 def run(sizes: Sizes) -> Results:
-    with wire_targets() as targets:
+    with (
+        wire_targets() as targets,
+        fake_target(LATENCY_LABEL, "--latency-ms", str(LATENCY_MS)) as latency,
+        fake_target(SLOW_LATENCY_LABEL, "--latency-ms", str(SLOW_LATENCY_MS)) as slow,
+    ):
         counted = [
             timed(f"1/5 round trips on the {t.label}", lambda t=t: round_trips.measure(t)) for t in targets
         ]
@@ -65,18 +79,30 @@ def run(sizes: Sizes) -> Results:
             f"4/5 interpreter speed, {sizes.interpreter_runs:,} runs each",
             lambda: interpreter_speed.measure(sizes.interpreter_runs),
         )
-        backends = [(end_to_end.EMBEDDED_URL, end_to_end.EMBEDDED_LABEL)] + [
-            (t.url, t.label) for t in targets
-        ]
+        setups = end_to_end_setups(latency, slow, targets)
         flows = [
             timed(
-                f"5/5 end to end on {label}, {workers} worker(s)",
-                lambda url=url, label=label, workers=workers: end_to_end.measure(
-                    url, label, workers, sizes.end_to_end_runs, sizes.end_to_end_paced_runs
+                f"5/5 end to end on the {setup.label}, {workers} worker(s)",
+                lambda setup=setup, workers=workers: end_to_end.measure(
+                    setup,
+                    workers,
+                    sizes.end_to_end_runs,
+                    sizes.end_to_end_in_flight,
+                    sizes.end_to_end_paced_runs,
                 ),
             )
-            for url, label in backends
+            for setup in setups
             for workers in sizes.end_to_end_workers
         ]
-        labels = [end_to_end.EMBEDDED_LABEL] + [t.label for t in targets]
+        labels = [t.label for t in targets] + [latency.label, slow.label, end_to_end.EMBEDDED_LABEL]
     return Results(sizes, labels, counted, sent, sweep, interpreter, flows)
+
+
+def end_to_end_setups(latency: Target, slow: Target, targets: list[Target]) -> list[end_to_end.Setup]:
+    """Benchmark 5's backends: the fake with 1 ms latency (the scaling target) and with 5 ms, a real
+    deployment if set, the fake without latency, the embedded default. Over the wire the workers are
+    processes."""
+    wire = [latency, slow, *(t for t in targets if t.real), *(t for t in targets if not t.real)]
+    return [
+        end_to_end.Setup(t.label, t.url, PROCESSES, t.process_id, scaling_target=t is latency) for t in wire
+    ] + [end_to_end.Setup(end_to_end.EMBEDDED_LABEL, end_to_end.EMBEDDED_URL, THREADS)]

@@ -18,7 +18,7 @@ from bson import json_util
 from mongomock import filtering
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
-from harel.local import expressions
+from harel.local import expressions, lookup
 from harel.local.cursors import CursorRegistry
 from harel.local.errors import CommandError, not_modelled
 from harel.local.now import Clock, bind_command, server_now
@@ -74,6 +74,7 @@ class Engine:
 
     def __post_init__(self) -> None:
         expressions.install()
+        lookup.install()
         self._handlers = {
             "insert": self.insert,
             "update": self.update,
@@ -187,7 +188,8 @@ class Engine:
         if "arrayFilters" in cmd:
             raise not_modelled("arrayFilters")
         query, fields = cmd.get("query") or {}, cmd.get("fields") or None
-        existing = coll.find_one(query, sort=_sort(cmd.get("sort")))
+        # The match's _id alone: mongomock copies every document a find returns, and a claim matches many.
+        existing = coll.find_one(query, {"_id": 1}, sort=_sort(cmd.get("sort")))
         if cmd.get("remove"):
             value = coll.find_one({"_id": existing["_id"]}, fields) if existing else None
             if existing:
