@@ -124,7 +124,7 @@ def next_step(
     unwanted = [member for member in members if member["host"] not in wanted_by_host]
     if unwanted:
         # Unreachable members first: removing them costs no healthy vote. Then the last configured first.
-        target = sorted(unwanted, key=lambda member: up(member["host"]))[0]
+        target = min(unwanted, key=lambda member: (up(member["host"]), -members.index(member)))
         if target["host"] == primary:
             return StepDown(primary, f"{primary} is to be removed and is the primary: it steps down first")
         left = voters - _votes(target)

@@ -552,7 +552,7 @@ def test_main_gives_up_on_an_unreachable_first_member(
 ) -> None:
     # The real entry point with real clients, pointed at a loopback port where nothing listens.
     monkeypatch.setattr(
-        rs_init, "compose_settings", lambda count: rs_init.Settings("rs0", (rs_init.Wanted("127.0.0.1:9"),))
+        rs_init, "compose_settings", lambda *_: rs_init.Settings("rs0", (rs_init.Wanted("127.0.0.1:9"),))
     )
     _secret_file(tmp_path, monkeypatch, "HAREL_MONGO_ROOT_PASSWORD", "root-pw")
     _secret_file(tmp_path, monkeypatch, "HAREL_APP_PASSWORD", "app-pw")
