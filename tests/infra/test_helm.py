@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import copy
 import hashlib
+import itertools
 import json
 import re
 import secrets
@@ -25,7 +26,9 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from helm_python.config import Config
 
+from tests.infra.fake_kube_api import FakeKubeApi, fake_kube_api
 from tests.infra.helm_lint import CHART_DIR, configurations, kube_version, lint
 
 pytestmark = pytest.mark.infra
@@ -1041,3 +1044,77 @@ def test_shell_scripts_parse(chart: helm_python.Chart, tmp_path: Path) -> None:
         path.write_text(text)
         checked = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, check=False)
         assert checked.returncode == 0, f"{name}: {checked.stderr}"
+
+
+# --- upgrades of a release in a cluster (the templates' lookups answered by tests/infra/fake_kube_api.py) -------
+
+
+def upgrade(api: FakeKubeApi, chart: helm_python.Chart, values: dict[str, Any]) -> list[Manifest]:
+    """Render as `helm upgrade` against the fake cluster, then apply the Secret and StatefulSets it rendered."""
+    with Config(kubeconfig_content=api.kubeconfig, namespace=NAMESPACE) as config:
+        rendered = config.render(chart, values, name=RELEASE, namespace=NAMESPACE, is_upgrade=True)
+    manifests = [
+        Manifest(template, doc)
+        for template, text in sorted(rendered.items())
+        if not template.endswith("NOTES.txt")
+        for doc in yaml.safe_load_all(text)
+        if doc
+    ]
+    for manifest in manifests:
+        if manifest.kind in ("Secret", "StatefulSet"):
+            api.apply(manifest.doc)
+    return manifests
+
+
+def test_members_one_three_five_three_render_and_three_to_one_is_refused(chart: helm_python.Chart) -> None:
+    with fake_kube_api() as api:
+        jobs: list[str] = []
+        for members in (1, 3, 5, 3):
+            manifests = upgrade(api, chart, {"mongodb": {"members": members}})
+            statefulset = only(manifests, "StatefulSet", f"{FULLNAME}-mongodb").doc
+            assert statefulset["spec"]["replicas"] == members
+            assert statefulset["spec"]["podManagementPolicy"] == "OrderedReady"
+            [job] = [m for m in manifests if m.kind == "Job"]
+            config = json.loads(
+                only(manifests, "ConfigMap", f"{FULLNAME}-mongodb-scripts").doc["data"]["init-config.json"]
+            )
+            assert len(config["dataMembers"]) == members
+            jobs.append(job.name)
+        # Each change replaces the Job (Helm deletes the one no longer rendered), so the reconcile runs again.
+        assert all(before != after for before, after in itertools.pairwise(jobs)), jobs
+        # The credentials were generated once and kept: every render found the Secret the first one applied.
+        with pytest.raises(
+            helm_python.HelmRenderError, match="going from 3 to 1 voting members at once would leave 1 of 3"
+        ):
+            upgrade(api, chart, {"mongodb": {"members": 1}})
+        # 5 -> 3 kept a majority; so does 3 -> 2 with an arbiter (3 voters before and after).
+        upgrade(api, chart, {"mongodb": {"members": 2, "arbiter": {"enabled": True}, "allowPSA": True}})
+
+
+def test_a_rotated_password_reaches_the_init_job_and_the_workers(chart: helm_python.Chart) -> None:
+    with fake_kube_api() as api:
+        first = upgrade(api, chart, {})
+        again = upgrade(api, chart, {})
+        secret = only(again, "Secret", f"{FULLNAME}-mongodb-auth")
+        assert secret.doc["data"] == only(first, "Secret", f"{FULLNAME}-mongodb-auth").doc["data"], "kept"
+
+        def job_and_checksum(manifests: list[Manifest]) -> tuple[str, str]:
+            [job] = [m for m in manifests if m.kind == "Job"]
+            worker = only(manifests, "Deployment", f"{FULLNAME}-worker").doc
+            return job.name, worker["spec"]["template"]["metadata"]["annotations"]["checksum/credentials"]
+
+        assert job_and_checksum(first) == job_and_checksum(again), "nothing changed, nothing reruns"
+        # The operator's rotation (README): the old root password moves to previous-root-password, a new one
+        # and a new app password go in.
+        data = dict(secret.doc["data"])
+        data["previous-root-password"] = data["root-password"]
+        data["root-password"] = base64.b64encode(secrets.token_hex(16).encode()).decode()
+        data["app-password"] = base64.b64encode(secrets.token_hex(16).encode()).decode()
+        api.apply({**secret.doc, "data": data})
+        rotated = upgrade(api, chart, {})
+        kept = secret_data(only(rotated, "Secret", f"{FULLNAME}-mongodb-auth"))
+        assert kept["previous-root-password"] == base64.b64decode(data["previous-root-password"]).decode()
+        assert f":{base64.b64decode(data['app-password']).decode()}@" in kept["mongodb-url"]
+        job, checksum = job_and_checksum(rotated)
+        assert job != job_and_checksum(again)[0], "a new init Job sets the new passwords"
+        assert checksum != job_and_checksum(again)[1], "the workers roll to the new URL"
