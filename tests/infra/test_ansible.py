@@ -1067,3 +1067,11 @@ def test_every_mongodb_task_sends_its_script_the_input_it_reads(ansible: Ansible
         result = run_mongosh_script(tmp_path, script, member, stdin)
         assert result.ok, (script, result.error)
         assert script_did_its_job(script, result), (script, result)
+
+
+def test_mongodb_listens_on_every_interface_by_default() -> None:
+    # Binding to the member's name fails on cloud images whose /etc/hosts maps it to 127.0.1.1 (loopback only).
+    defaults = yaml.safe_load((ROLES / "mongodb" / "defaults" / "main.yml").read_text())
+    specs = yaml.safe_load((ROLES / "mongodb" / "meta" / "argument_specs.yml").read_text())
+    assert defaults["mongodb_bind_ip"] == ["0.0.0.0"]
+    assert specs["argument_specs"]["main"]["options"]["mongodb_bind_ip"]["default"] == ["0.0.0.0"]
