@@ -5,6 +5,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HAREL_STACK := $(BIN)/harel-stack
+# Test tools kept out of .venv's own packages: checkov in a virtualenv of its own (its pins clash with the test
+# environment's), mongosh from the npm registry (run against the fake replica set). Both pinned in tests/tools/.
+CHECKOV_VENV := $(VENV)/tools/checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+NODE_DIR := $(VENV)/node
+NODE_STAMP := $(NODE_DIR)/.installed
+TEST_TOOLS := $(CHECKOV_STAMP) $(NODE_STAMP)
 
 .DEFAULT_GOAL := help
 .PHONY: help venv up down status logs smoke demo test lint bench
@@ -17,6 +24,19 @@ $(STAMP): sdk/pyproject.toml stack/pyproject.toml tests/requirements.txt
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e 'sdk[test]' -e stack -r tests/requirements.txt
 	touch $(STAMP)
+
+$(CHECKOV_STAMP): tests/tools/checkov.txt | $(STAMP)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install --quiet -r tests/tools/checkov.txt
+	touch $(CHECKOV_STAMP)
+
+# Needs Node.js and npm (.ci/run installs them when missing); --ignore-scripts: no native add-on is built.
+$(NODE_STAMP): tests/tools/package.json tests/tools/package-lock.json | $(STAMP)
+	mkdir -p $(NODE_DIR)
+	cp tests/tools/package.json tests/tools/package-lock.json $(NODE_DIR)/
+	cd $(NODE_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
 
 venv: $(STAMP) ## create .venv with the SDK, the stack CLI and the test tools
 
@@ -38,7 +58,7 @@ smoke: $(STAMP) ## run the fork/join + durable-timer smoke workflow against the 
 demo: $(STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock://
 	$(BIN)/harel demo
 
-test: $(STAMP) ## the whole test suite (what CI runs)
+test: $(STAMP) $(TEST_TOOLS) ## the whole test suite (what CI runs); installs checkov and mongosh first
 	$(BIN)/python -m pytest
 
 lint: $(STAMP) ## ruff (lint + format check), ansible-lint, helm lint

@@ -1,11 +1,10 @@
-"""checkov (from PyPI) on every rendered Helm configuration, the worker Dockerfile, the compose file and the
-Ansible playbooks. No check may fail except the ones skipped below, each with the reason it does not apply."""
+"""checkov (from PyPI, in its own virtualenv: tests/tools/checkov.txt) on every rendered Helm configuration, the
+worker Dockerfile, the compose file and the Ansible playbooks. No check may fail except the ones skipped below, each with the reason it does not apply."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +13,11 @@ import pytest
 import yaml
 
 from tests.infra.helm_lint import CHART_DIR, configurations
+from tests.infra.tools import CHECKOV, required
 
 pytestmark = pytest.mark.infra
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-CHECKOV = Path(sys.executable).parent / "checkov"
 
 # Kubernetes checks that do not fit this chart, and why.
 SKIPPED_KUBERNETES = {
@@ -53,7 +52,7 @@ SKIPPED_ANSIBLE = {
 
 def run_checkov(*arguments: str) -> dict[str, Any]:
     completed = subprocess.run(
-        [str(CHECKOV), "--compact", "--output", "json", "--skip-download", *arguments],
+        [str(required(CHECKOV)), "--compact", "--output", "json", "--skip-download", *arguments],
         capture_output=True,
         text=True,
         timeout=600,

@@ -27,9 +27,12 @@ import kubernetes_validate
 import pytest
 import yaml
 from helm_python.config import Config
+from pymongo import MongoClient
 
+from tests.fake_mongod.fixtures import FakeDeployment
 from tests.infra.fake_kube_api import FakeKubeApi, fake_kube_api
 from tests.infra.helm_lint import CHART_DIR, configurations, kube_version, lint
+from tests.infra.tools import MongoshRun, mongosh
 
 pytestmark = pytest.mark.infra
 
@@ -996,41 +999,103 @@ def test_bootstrap_creates_the_root_user_once(chart: helm_python.Chart, tmp_path
     assert joined.cluster["users"] == {}
 
 
-def probe_exit_code(script: str, hello: dict[str, Any]) -> int:
-    """Run the readiness script under Node.js with `hello` as the member's answer; its exit status (quit)."""
-    assert NODE is not None
-    program = (
-        f"const db = {{ adminCommand: () => ({json.dumps(hello)}) }};"
-        "const print = () => {}; const quit = (status) => process.exit(status);"
-        f"{script};"
-        "process.exit(0);"
+def test_bootstrap_leaves_a_member_of_a_replica_set_alone_under_mongosh(
+    chart: helm_python.Chart, fake_standalone: FakeDeployment, tmp_path: Path
+) -> None:
+    """bootstrap-root.js under the real mongosh against the fake, as bootstrap-root.sh runs it, on a data directory
+    that already holds a replica-set config: it must not touch users. (Creating the root user on an empty one needs
+    user commands the fake does not answer yet: test_bootstrap_creates_the_root_user_once runs it under Node.js.)"""
+    scripts = mongo_scripts(chart)
+    with MongoClient(fake_standalone.url) as client:
+        client.local["system.replset"].insert_one({"_id": "rs0", "version": 1, "members": []})
+    script = tmp_path / "bootstrap-root.js"
+    script.write_text(scripts.files["bootstrap-root.js"])
+    password_file = tmp_path / "root-password"
+    password_file.write_text(scripts.root_password + "\n")
+    # bootstrap-root.sh: mongosh --quiet --norc --port "${HAREL_MONGO_PORT}" .../bootstrap-root.js
+    assert (
+        f'mongosh --quiet --norc --port "${{HAREL_MONGO_PORT}}" {SCRIPTS_DIR}/bootstrap-root.js'
+        in (scripts.files["bootstrap-root.sh"])
     )
-    return subprocess.run([NODE, "-e", program], check=False, timeout=60).returncode
+
+    run = mongosh(
+        ["--quiet", "--norc", "--port", str(fake_standalone.port), str(script)],
+        home=tmp_path / "home",
+        env={
+            "HAREL_MONGO_ROOT_USERNAME": scripts.config["rootUsername"],
+            "HAREL_MONGO_ROOT_PASSWORD_FILE": str(password_file),
+        },
+    )
+
+    assert run.returncode == 0, run.stderr
+    assert run.lines == [
+        "bootstrap-root: this member already belongs to a replica set; its users come from the set"
+    ]
+
+
+def readiness_command(manifests: list[Manifest], statefulset: str, port: int, script: Path) -> list[str]:
+    """The member's readiness probe as rendered, pointed at `port` and at a local copy of its script."""
+    command = container(only(manifests, "StatefulSet", statefulset), "mongod")["readinessProbe"]["exec"][
+        "command"
+    ]
+    assert command[-1] == f"{SCRIPTS_DIR}/member-ready.js"
+    assert command[command.index("--port") + 1] == "27017"
+    command = [*command[:-1], str(script)]
+    command[command.index("--port") + 1] = str(port)
+    return command
+
+
+def test_readiness_probe_runs_under_mongosh_and_judges_the_member_state(
+    chart: helm_python.Chart,
+    fake_rs: FakeDeployment,
+    fake_secondary: FakeDeployment,
+    tmp_path: Path,
+) -> None:
+    """The rendered probe, as the kubelet runs it, under the real mongosh against the fake replica set."""
+    manifests = render(chart)
+    script = tmp_path / "member-ready.js"
+    script.write_text(
+        only(manifests, "ConfigMap", f"{FULLNAME}-mongodb-scripts").doc["data"]["member-ready.js"]
+    )
+
+    def probe(port: int) -> MongoshRun:
+        return mongosh(
+            readiness_command(manifests, f"{FULLNAME}-mongodb", port, script), home=tmp_path / "home"
+        )
+
+    primary, secondary = probe(fake_rs.port), probe(fake_secondary.port)
+    fake_rs.server.set_initialized(False)
+    unconfigured = probe(fake_rs.port)
+
+    assert (primary.returncode, secondary.returncode) == (0, 0), (primary.stderr, secondary.stderr)
+    assert unconfigured.returncode == 1
+    assert unconfigured.lines == [
+        "not ready: no replica-set config yet, neither primary, secondary nor arbiter"
+    ]
 
 
 @requires_node
-def test_readiness_script_judges_the_member_state(chart: helm_python.Chart) -> None:
+def test_readiness_script_takes_an_arbiter_and_refuses_a_syncing_member(chart: helm_python.Chart) -> None:
+    """The two states the fake replica set cannot take (it has no arbiter and no initial sync), under Node.js."""
     manifests = render(chart, CONFIGURATIONS["PSA allowed"])
     script = only(manifests, "ConfigMap", f"{FULLNAME}-mongodb-scripts").doc["data"]["member-ready.js"]
-    for name in (f"{FULLNAME}-mongodb", f"{FULLNAME}-mongodb-arbiter"):
-        command = container(only(manifests, "StatefulSet", name), "mongod")["readinessProbe"]["exec"][
-            "command"
-        ]
-        assert command[-1] == f"{SCRIPTS_DIR}/member-ready.js"
-    primary = {"isWritablePrimary": True, "secondary": False, "setName": "rs0"}
-    secondary = {"isWritablePrimary": False, "secondary": True, "setName": "rs0"}
+    assert readiness_command(manifests, f"{FULLNAME}-mongodb-arbiter", 27017, Path("member-ready.js"))[
+        -1
+    ] == ("member-ready.js")
+
+    def exit_code(hello: dict[str, Any]) -> int:
+        assert NODE is not None
+        program = (
+            f"const db = {{ adminCommand: () => ({json.dumps(hello)}) }};"
+            "const print = () => {}; const quit = (status) => process.exit(status);"
+            f"{script};"
+            "process.exit(0);"
+        )
+        return subprocess.run([NODE, "-e", program], check=False, timeout=60).returncode
+
     arbitrating = {"isWritablePrimary": False, "secondary": False, "arbiterOnly": True, "setName": "rs0"}
     syncing = {"isWritablePrimary": False, "secondary": False, "setName": "rs0"}
-    unconfigured = {"isWritablePrimary": False, "secondary": False}
-    assert [
-        probe_exit_code(script, hello) for hello in (primary, secondary, arbitrating, syncing, unconfigured)
-    ] == [
-        0,
-        0,
-        0,
-        1,
-        1,
-    ]
+    assert [exit_code(arbitrating), exit_code(syncing)] == [0, 1]
 
 
 def test_shell_scripts_parse(chart: helm_python.Chart, tmp_path: Path) -> None:

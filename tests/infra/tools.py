@@ -1,0 +1,72 @@
+"""Where the test tools that `make test` installs outside .venv's packages live, and the error when one is missing.
+
+checkov runs from a virtualenv of its own (its pins clash with the test environment's) and mongosh from the npm
+registry; both are pinned in tests/tools/. A test that needs one and does not find it fails, naming the command
+that installs it: a missing tool is a broken set-up, not a reason to skip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+CHECKOV = REPOSITORY / ".venv" / "tools" / "checkov" / "bin" / "checkov"
+MONGOSH = REPOSITORY / ".venv" / "node" / "node_modules" / ".bin" / "mongosh"
+
+
+def required(tool: Path) -> Path:
+    """`tool` if it is installed; otherwise the test fails saying how to install it."""
+    if not tool.exists():
+        pytest.fail(f"{tool} is missing: `make test` installs it (tests/tools/ pins it)", pytrace=False)
+    return tool
+
+
+@dataclass(frozen=True)
+class MongoshRun:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.stdout.splitlines()
+
+
+def mongosh(
+    arguments: Sequence[str],
+    *,
+    home: Path,
+    stdin: str = "",
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+) -> MongoshRun:
+    """The real mongosh with `arguments` (a leading "mongosh", as a manifest or a task writes it, is replaced by
+    the installed one). Its state goes under `home`; telemetry and update checks are off, so nothing but the
+    servers the arguments name (the fake replica set on 127.0.0.1) is contacted."""
+    if arguments and arguments[0] == "mongosh":
+        arguments = arguments[1:]
+    home.mkdir(parents=True, exist_ok=True)
+    global_config = home / "mongosh.conf"
+    global_config.write_text("mongosh:\n  forceDisableTelemetry: true\n  updateURL: ''\n")
+    completed = subprocess.run(
+        [str(required(MONGOSH)), *arguments],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(home),
+            "MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING": str(global_config),
+            "MONGOSH_FORCE_DISABLE_TELEMETRY_FOR_TESTING": "1",
+            **(env or {}),
+        },
+    )
+    return MongoshRun(completed.returncode, completed.stdout, completed.stderr)
