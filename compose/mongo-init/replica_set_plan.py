@@ -205,11 +205,15 @@ def step_as_dict(step: Step) -> dict[str, Any]:
 
 
 def harel_replica_set_step(
-    state: Mapping[str, Any], wanted: Sequence[Mapping[str, Any]], reachable: Iterable[str] = ()
+    state: Mapping[str, Any], wanted: Sequence[str | Mapping[str, Any]], reachable: Iterable[str] = ()
 ) -> dict[str, Any]:
-    """Ansible filter: `{config, status}` (replica_set_state.js) and the wanted members as dicts -> the step."""
+    """Ansible filter: `{config, status}` (the mongodb role's replica_set_state.js), the wanted members as
+    "host:port" or {host, arbiter, priority}, and the wanted hosts that answer -> the step as plain data."""
     members = [
-        Wanted(str(w["host"]), bool(w.get("arbiter", False)), float(w.get("priority", 1))) for w in wanted
+        Wanted(w)
+        if isinstance(w, str)
+        else Wanted(str(w["host"]), bool(w.get("arbiter", False)), float(w.get("priority", 1)))
+        for w in wanted
     ]
     return step_as_dict(next_step(state["config"], state["status"], members, reachable))
 

@@ -20,6 +20,7 @@ Nothing is downloaded: pip installs the SDK's dependencies from wheels packed fr
 from __future__ import annotations
 
 import base64
+import datetime
 import getpass
 import grp
 import hashlib
@@ -45,10 +46,16 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from pymongo import MongoClient
 
-from tests.fake_mongod.fixtures import FakeProcess, start_fake_mongod_process
+from tests.fake_mongod.fixtures import FakeDeployment, FakeProcess, start_fake_mongod_process
+from tests.infra.tools import mongosh
 
 pytestmark = pytest.mark.infra
 
@@ -656,6 +663,105 @@ def test_mongodb_secrets_never_reach_the_output(mongodb_config: MongodbConfig) -
         assert all(value not in run.output for run in runs), secret
 
 
+def write_tls_files(directory: Path, member: str) -> dict[str, Path]:
+    """A throwaway CA and a certificate for `member` signed by it, as PEM files: what an operator puts in the
+    inventory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "harel test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, member)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(member)]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    files = {
+        "mongodb_tls_ca_file": directory / "ca.crt",
+        "mongodb_tls_certificate_file": directory / f"{member}.crt",
+        "mongodb_tls_key_file": directory / f"{member}.key",
+    }
+    files["mongodb_tls_ca_file"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files["mongodb_tls_certificate_file"].write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    files["mongodb_tls_key_file"].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return files
+
+
+@pytest.mark.parametrize("mode", ["allowTLS", "preferTLS", "requireTLS"])
+def test_mongodb_config_with_tls_in_check_mode_then_for_real_then_unchanged(
+    ansible: Ansible, tmp_path: Path, mode: str
+) -> None:
+    files = write_tls_files(tmp_path / "inventory-tls", "mongo1.harel.example")
+    tls_dir = tmp_path / "etc" / "mongod-tls"
+    (tmp_path / "etc").mkdir()
+    variables = mongodb_variables(tmp_path) | {
+        "mongodb_tls_mode": mode,
+        "mongodb_tls_dir": str(tls_dir),
+        **{name: str(path) for name, path in files.items()},
+    }
+
+    check = run_mongodb_config(ansible, variables, "--check", "--diff")
+    written_by_check = sorted(path for path in (tmp_path / "etc").rglob("*") if path.is_file())
+    apply = run_mongodb_config(ansible, variables, "--diff")
+    again = run_mongodb_config(ansible, variables, "--check")
+
+    assert check.returncode == 0, check.output
+    # data directory, keyfile, TLS directory, certificate and key, CA, mongod.conf
+    assert check.recap()["changed"] == 6
+    assert written_by_check == []
+    assert apply.returncode == 0, apply.output
+    config = yaml.safe_load(Path(str(variables["mongodb_config_path"])).read_text())
+    assert config["net"]["tls"] == {
+        "mode": mode,
+        "certificateKeyFile": str(tls_dir / "mongod.pem"),
+        "CAFile": str(tls_dir / "ca.crt"),
+        "allowConnectionsWithoutCertificates": True,
+    }
+    pem = tls_dir / "mongod.pem"
+    # The certificate, then its key: one PEM file, as mongod reads it.
+    assert pem.read_text() == (
+        files["mongodb_tls_certificate_file"].read_text() + files["mongodb_tls_key_file"].read_text()
+    )
+    assert stat.S_IMODE(pem.stat().st_mode) == 0o400
+    assert (tls_dir / "ca.crt").read_bytes() == files["mongodb_tls_ca_file"].read_bytes()
+    assert files["mongodb_tls_key_file"].read_text() not in check.output + apply.output
+    assert again.returncode == 0 and again.recap()["changed"] == 0, again.output
+
+
+def test_mongodb_role_refuses_tls_without_its_files(ansible: Ansible, tmp_path: Path) -> None:
+    run = run_mongodb_config(
+        ansible, mongodb_variables(tmp_path) | {"mongodb_tls_mode": "preferTLS"}, "--check"
+    )
+
+    assert run.returncode != 0
+    assert "every mode but disabled needs mongodb_tls_certificate_file" in run.output
+
+
 @pytest.mark.parametrize(
     "missing", ["mongodb_keyfile_content", "mongodb_root_password", "mongodb_app_password"]
 )
@@ -711,7 +817,7 @@ def test_worker_role_refuses_to_run_without_the_url(ansible: Ansible) -> None:
     assert not (ansible.scratch / "unused").exists()
 
 
-# --- the mongodb role's mongosh scripts, under Node.js against a mongosh double -----------------------------------
+# --- the mongodb role's mongosh scripts -------------------------------------------------------------------------
 
 NODE = shutil.which("node")
 MONGOSH_DOUBLE = Path(__file__).with_name("ansible_mongosh_double.js")
@@ -775,64 +881,77 @@ def run_mongosh_script(
     return result
 
 
-@requires_node
-def test_hello_script_prints_the_members_view(tmp_path: Path) -> None:
-    uninitialized = run_mongosh_script(
-        tmp_path, "hello.js", member_state(setName=None, primary=False, primaryHost=None)
-    )
-    secondary = run_mongosh_script(tmp_path, "hello.js", member_state(primary=False, secondary=True))
+# --- hello.js and initiate.js under the real mongosh, as the role runs them, against the fake replica set ---------
 
-    assert json.loads(uninitialized.printed[0]) == {
-        "setName": None,
-        "isWritablePrimary": False,
-        "secondary": False,
-        "primary": None,
-    }
-    assert json.loads(secondary.printed[0]) == {
+
+def role_mongosh(port: int, script: str) -> list[str]:
+    """The role's own mongosh command line (vars/main.yml, TLS off) for this member's mongod on `port`."""
+    role_vars = yaml.safe_load((ROLES / "mongodb" / "vars" / "main.yml").read_text())
+    assert "--port', mongodb_port | string]" in role_vars["__mongodb_mongosh"]
+    return [
+        "mongosh",
+        "--quiet",
+        "--norc",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--eval",
+        (MONGODB_SCRIPTS / script).read_text(),
+    ]
+
+
+def test_hello_script_prints_the_members_view_under_mongosh(
+    fake_rs: FakeDeployment, fake_secondary: FakeDeployment, tmp_path: Path
+) -> None:
+    def view(port: int) -> dict[str, object]:
+        run = mongosh(role_mongosh(port, "hello.js"), home=tmp_path)
+        assert run.returncode == 0, run.stderr
+        return dict(json.loads(run.stdout))
+
+    primary, secondary = view(fake_rs.port), view(fake_secondary.port)
+    fake_rs.server.set_initialized(False)
+    uninitialized = view(fake_rs.port)
+
+    assert primary == {
         "setName": "rs0",
-        "isWritablePrimary": False,
-        "secondary": True,
-        "primary": "mongo1.harel.example:27017",
+        "isWritablePrimary": True,
+        "secondary": False,
+        "primary": f"127.0.0.1:{fake_rs.port}",
     }
+    assert secondary["secondary"] is True and secondary["isWritablePrimary"] is False
+    assert uninitialized == {"setName": None, "isWritablePrimary": False, "secondary": False, "primary": None}
 
 
-@requires_node
-def test_initiate_script_initiates_with_every_member_in_order_without_credentials(tmp_path: Path) -> None:
-    hosts = ["mongo1.harel.example:27017", "mongo2.harel.example:27017", "mongo3.harel.example:27017"]
+def test_initiate_script_initiates_once_under_mongosh(fake_rs: FakeDeployment, tmp_path: Path) -> None:
+    fake_rs.server.set_initialized(False)
+    members = {"name": "rs0", "hosts": [f"127.0.0.1:{fake_rs.port}"]}
 
-    run = run_mongosh_script(
-        tmp_path, "initiate.js", member_state(setName=None, primary=False), {"name": "rs0", "hosts": hosts}
-    )
+    first = mongosh(role_mongosh(fake_rs.port, "initiate.js"), home=tmp_path, stdin=json.dumps(members))
+    again = mongosh(role_mongosh(fake_rs.port, "initiate.js"), home=tmp_path, stdin=json.dumps(members))
+    with MongoClient(fake_rs.url, serverSelectionTimeoutMS=5000) as client:
+        status = client.admin.command("replSetGetStatus")
 
-    assert run.ok, run.error
-    assert run.printed == ["initiated"]
-    assert run.member["config"] == {
-        "_id": "rs0",
-        "members": [{"_id": index, "host": host} for index, host in enumerate(hosts)],
-    }
-    assert [call["user"] for call in run.calls if call["command"] == "replSetInitiate"] == [None]
+    assert (first.returncode, first.lines) == (0, ["initiated"]), first.stderr
+    assert (again.returncode, again.lines) == (0, ["already initiated"]), again.stderr
+    assert status["set"] == "rs0"
 
 
-@requires_node
-def test_initiate_script_leaves_an_initiated_set_alone(tmp_path: Path) -> None:
-    run = run_mongosh_script(
-        tmp_path, "initiate.js", member_state(), {"name": "rs0", "hosts": ["other:27017"]}
-    )
+def test_initiate_script_fails_with_the_servers_refusal_under_mongosh(
+    fake_rs: FakeDeployment, tmp_path: Path
+) -> None:
+    fake_rs.server.set_initialized(False)
+    another_set = {"name": "rs9", "hosts": [f"127.0.0.1:{fake_rs.port}"]}
 
-    assert run.ok, run.error
-    assert run.printed == ["already initiated"]
-    assert "config" not in run.member
+    run = mongosh(role_mongosh(fake_rs.port, "initiate.js"), home=tmp_path, stdin=json.dumps(another_set))
+
+    assert run.returncode != 0
+    assert "replSetInitiate failed:" in run.stderr and "rs9" in run.stderr
 
 
-@requires_node
-def test_initiate_script_fails_with_the_servers_refusal(tmp_path: Path) -> None:
-    refusal = {"code": 93, "codeName": "InvalidReplicaSetConfig"}
-    member = member_state(setName=None, primary=False, initiateRefusal=refusal)
-
-    run = run_mongosh_script(tmp_path, "initiate.js", member, {"name": "rs0", "hosts": ["a:27017"]})
-
-    assert not run.ok
-    assert run.error is not None and "InvalidReplicaSetConfig" in str(run.error["message"])
+# --- the scripts that authenticate, under Node.js against the double ------------------------------------------------
+# The fake replica set answers no authentication, user or replSetReconfig command yet; until it does, these run
+# against ansible_mongosh_double.js.
 
 
 @requires_node
@@ -919,12 +1038,15 @@ def test_app_user_script_fails_without_the_user_administrator(tmp_path: Path) ->
 
 
 HEALTHY = [
-    {"name": "mongo1:27017", "stateStr": "PRIMARY", "health": 1},
-    {"name": "mongo2:27017", "stateStr": "SECONDARY", "health": 1},
-    {"name": "mongo3:27017", "stateStr": "SECONDARY", "health": 1},
+    {"name": "mongo1:27017", "state": 1, "stateStr": "PRIMARY", "health": 1},
+    {"name": "mongo2:27017", "state": 2, "stateStr": "SECONDARY", "health": 1},
+    {"name": "mongo3:27017", "state": 2, "stateStr": "SECONDARY", "health": 1},
 ]
-SYNCING = [*HEALTHY[:2], {"name": "mongo3:27017", "stateStr": "STARTUP2", "health": 1}]
-UNREACHABLE = [*HEALTHY[:2], {"name": "mongo3:27017", "stateStr": "(not reachable/healthy)", "health": 0}]
+SYNCING = [*HEALTHY[:2], {"name": "mongo3:27017", "state": 5, "stateStr": "STARTUP2", "health": 1}]
+UNREACHABLE = [
+    *HEALTHY[:2],
+    {"name": "mongo3:27017", "state": 8, "stateStr": "(not reachable/healthy)", "health": 0},
+]
 
 
 @requires_node
@@ -979,6 +1101,15 @@ def script_of(command: Mapping[str, str]) -> str:
     return match.group(1)
 
 
+CONFIG_HOSTS = ["mongo1.harel.example:27017", "mongo2.harel.example:27017"]
+CONFIG = {"_id": "rs0", "version": 3, "members": [{"_id": 0, "host": CONFIG_HOSTS[0]}]}
+# What the membership plan hands the reconfig task: the next version, one member added without a vote.
+RECONFIGURED = CONFIG | {
+    "version": 4,
+    "members": [*CONFIG["members"], {"_id": 1, "host": CONFIG_HOSTS[1], "votes": 0, "priority": 0}],
+}
+
+
 def script_did_its_job(script: str, result: ScriptRun) -> bool:
     users = result.member["users"]
     assert isinstance(users, dict)
@@ -986,8 +1117,14 @@ def script_did_its_job(script: str, result: ScriptRun) -> bool:
         case "initiate.js":
             return result.member["config"] == {
                 "_id": "rs0",
+                "version": 1,
                 "members": [{"_id": 0, "host": "mongo1.harel.example:27017"}],
             }
+        case "replica_set_state.js":
+            state = json.loads(result.printed[0])
+            return bool(state["config"] == CONFIG and state["status"]["members"][0]["state"] == 1)
+        case "reconfig.js":
+            return result.member["config"] == RECONFIGURED
         case "root_user.js":
             return bool(users["root"]["password"] == ROOT["password"])
         case "app_user.js":
@@ -995,7 +1132,9 @@ def script_did_its_job(script: str, result: ScriptRun) -> bool:
         case "members_healthy.js":
             return json.loads(result.printed[0])["healthy"] is True
         case "step_down.js":
-            return result.member["primary"] is False
+            return result.member["primary"] is False or result.member["primaryHost"] != CONFIG_HOSTS[0]
+        case "feature_compatibility.js":
+            return result.member["featureCompatibilityVersion"] == "8.2"
     raise AssertionError(f"no expectation for {script}")
 
 
@@ -1010,7 +1149,12 @@ def test_every_mongodb_task_sends_its_script_the_input_it_reads(ansible: Ansible
     """Renders the stdin of every mongosh task in the role, as Ansible does, and runs its script on it."""
     commands = [
         command
-        for task_file in ("replicaset.yml", "restart_member.yml")
+        for task_file in (
+            "replicaset.yml",
+            "reconcile.yml",
+            "restart_member.yml",
+            "feature_compatibility.yml",
+        )
         for command in mongosh_tasks(yaml.safe_load((ROLES / "mongodb" / "tasks" / task_file).read_text()))
     ]
     scripts = [script_of(command) for command in commands]
@@ -1028,7 +1172,11 @@ def test_every_mongodb_task_sends_its_script_the_input_it_reads(ansible: Ansible
         "mongodb_app_database": APP["database"],
         "mongodb_wait_seconds": 6,
         "mongodb_hosts_group": "mongodb",
+        "mongodb_version": "8.2.1",
+        "mongodb_tls_mode": "disabled",
+        "mongodb_tls_dir": "/etc/mongod-tls",
         "__mongodb_members": ["mongo1.harel.example:27017"],
+        "mongodb_membership_step": {"action": "reconfig", "reason": "add", "config": RECONFIGURED},
     }
     playbook = tmp_path / "render.yml"
     play = {
@@ -1052,8 +1200,11 @@ def test_every_mongodb_task_sends_its_script_the_input_it_reads(ansible: Ansible
     rendered = [base64.b64decode(text).decode() for text in re.findall(r"msg: (\S+)", run.output)]
     assert sorted(set(scripts)) == [
         "app_user.js",
+        "feature_compatibility.js",
         "initiate.js",
         "members_healthy.js",
+        "reconfig.js",
+        "replica_set_state.js",
         "root_user.js",
         "step_down.js",
     ]
@@ -1063,6 +1214,8 @@ def test_every_mongodb_task_sends_its_script_the_input_it_reads(ansible: Ansible
             setName=None if script == "initiate.js" else "rs0",
             users={} if script in ("initiate.js", "root_user.js") else with_root(),
             statuses=[HEALTHY],
+            config=None if script == "initiate.js" else CONFIG,
+            featureCompatibilityVersion="8.0",
         )
         result = run_mongosh_script(tmp_path, script, member, stdin)
         assert result.ok, (script, result.error)
@@ -1075,3 +1228,150 @@ def test_mongodb_listens_on_every_interface_by_default() -> None:
     specs = yaml.safe_load((ROLES / "mongodb" / "meta" / "argument_specs.yml").read_text())
     assert defaults["mongodb_bind_ip"] == ["0.0.0.0"]
     assert specs["argument_specs"]["main"]["options"]["mongodb_bind_ip"]["default"] == ["0.0.0.0"]
+
+
+# --- the mongodb role's replica-set tasks, run by Ansible against the double --------------------------------------
+
+MEMBER_NAMES = [f"mongo{index}.harel.example" for index in range(1, 6)]
+
+
+@dataclass(frozen=True)
+class DoubleReplicaSet:
+    """A replica set the double keeps in a file between mongosh runs, reached by the role's replica-set tasks."""
+
+    ansible: Ansible
+    directory: Path
+    port: int
+
+    @property
+    def state_file(self) -> Path:
+        return self.directory / "replica-set.json"
+
+    def member(self) -> dict[str, Any]:
+        return dict(json.loads(self.state_file.read_text()))
+
+    def update(self, **changes: object) -> None:
+        self.state_file.write_text(json.dumps(self.member() | changes))
+
+    def host(self, name: str) -> str:
+        return f"{name}:{self.port}"
+
+    def run(self, names: Sequence[str], **variables: object) -> Run:
+        """The mongodb role's replica-set tasks (`--tags mongodb_replicaset`) with `names` as the group, every host
+        on this machine, and mongosh replaced by the double (which the role's mongosh arguments reach unchanged)."""
+        inventory = self.directory / "inventory.yml"
+        hosts = {
+            name: {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": sys.executable,
+                "mongodb_member_host": name,
+            }
+            for name in names
+        }
+        inventory.write_text(yaml.safe_dump({"mongodb": {"hosts": hosts}}))
+        double = [str(NODE), str(MONGOSH_DOUBLE), "--state", str(self.state_file)]
+        return self.ansible.playbook(
+            role_playbook(self.directory, "mongodb", gather_os_facts=True),
+            inventory,
+            {
+                "mongodb_port": self.port,
+                # Unused by the replica-set tasks; its default needs the OS variables they do not load.
+                "mongodb_db_path": str(self.directory / "data"),
+                "mongodb_keyfile_content": base64.b64encode(secrets.token_bytes(48)).decode(),
+                "mongodb_root_password": ROOT["password"],
+                "mongodb_app_password": APP["password"],
+                "mongodb_wait_seconds": 6,
+                "__mongodb_mongosh": [*double, "--quiet", "--eval"],
+                "__mongodb_mongosh_set": [*double, "--quiet", "--eval"],
+                **variables,
+            },
+            "--tags",
+            "mongodb_replicaset",
+        )
+
+
+@pytest.fixture
+def double_replica_set(ansible: Ansible, tmp_path: Path) -> Iterator[DoubleReplicaSet]:
+    # The role waits for mongod's port on localhost before it asks anything: something must listen there.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        replica_set = DoubleReplicaSet(ansible, tmp_path, int(listener.getsockname()[1]))
+        replica_set.state_file.write_text(
+            json.dumps(member_state(setName=None, primary=False, primaryHost=None, statuses=[]))
+        )
+        yield replica_set
+
+
+def voters(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
+    return {m["host"]: (m.get("votes", 1), m.get("priority", 1)) for m in config["members"]}
+
+
+@requires_node
+def test_replica_set_tasks_initiate_add_and_remove_members_and_change_nothing_when_done(
+    double_replica_set: DoubleReplicaSet,
+) -> None:
+    rs = double_replica_set
+    three, four = MEMBER_NAMES[:3], MEMBER_NAMES[:4]
+
+    first = rs.run(three)
+    again = rs.run(three)
+
+    assert first.returncode == 0, first.output
+    config = rs.member()["config"]
+    assert [m["host"] for m in config["members"]] == [rs.host(name) for name in three]
+    assert set(rs.member()["users"]) == {"root", "harel"}
+    assert again.returncode == 0, again.output
+    assert again.recap(three[0])["changed"] == 0, again.output
+
+    grown = rs.run(four)
+    grown_again = rs.run(four)
+
+    assert grown.returncode == 0, grown.output
+    # Two changes, one vote at most each: added without a vote, then given it once SECONDARY.
+    added, promoted = rs.member()["reconfigs"]
+    assert voters(added)[rs.host(four[3])] == (0, 0)
+    assert voters(promoted)[rs.host(four[3])] == (1, 1)
+    assert grown.recap(four[0])["changed"] == 2, grown.output
+    assert grown_again.returncode == 0 and grown_again.recap(four[0])["changed"] == 0, grown_again.output
+
+    # mongo1 leaves: it is the primary, so it steps down before it is removed; mongo2 runs the set from now on.
+    shrunk = rs.run(four[1:])
+
+    assert shrunk.returncode == 0, shrunk.output
+    assert rs.member()["stepDown"] == {"replSetStepDown": 60, "secondaryCatchUpPeriodSecs": 30}
+    assert [m["host"] for m in rs.member()["config"]["members"]] == [rs.host(name) for name in four[1:]]
+    assert rs.member()["primaryHost"] != rs.host(four[0])
+    assert rs.run(four[1:]).recap(four[1])["changed"] == 0
+
+
+@requires_node
+def test_replica_set_tasks_fail_when_a_new_member_never_catches_up(
+    double_replica_set: DoubleReplicaSet,
+) -> None:
+    rs = double_replica_set
+    assert rs.run(MEMBER_NAMES[:3]).returncode == 0
+    rs.update(syncing=[rs.host(MEMBER_NAMES[3])])
+
+    run = rs.run(MEMBER_NAMES[:4])
+
+    assert run.returncode != 0
+    assert f"{rs.host(MEMBER_NAMES[3])} is STARTUP2: it gets its vote once it is SECONDARY" in run.output
+    assert "(still so after 6 s)" in run.output
+    # Added without a vote, so the set's majority never counted on it.
+    assert voters(rs.member()["config"])[rs.host(MEMBER_NAMES[3])] == (0, 0)
+
+
+@requires_node
+def test_replica_set_tasks_refuse_a_removal_that_costs_the_majority(
+    double_replica_set: DoubleReplicaSet,
+) -> None:
+    rs = double_replica_set
+    assert rs.run(MEMBER_NAMES[:3]).returncode == 0
+    rs.update(down=[rs.host(MEMBER_NAMES[1])])
+
+    run = rs.run([MEMBER_NAMES[0], MEMBER_NAMES[1]])
+
+    assert run.returncode != 0
+    assert f"removing {rs.host(MEMBER_NAMES[2])} would leave 1 of 2 voting member(s) healthy" in run.output
+    assert len(rs.member()["config"]["members"]) == 3

@@ -322,3 +322,5 @@ def test_the_ansible_filter_returns_the_step_as_data(states: dict[str, int], wan
     assert isinstance(step["reason"], str) and step["reason"]
     assert ("config" in step) == (action == "reconfig")
     assert plan.FilterModule().filters()["harel_replica_set_step"] is plan.harel_replica_set_step
+    # The mongodb role passes its members as "host:port" strings: the same decision.
+    assert plan.harel_replica_set_step(state, list(HOSTS[:want]), list(HOSTS)) == step
