@@ -43,6 +43,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import yaml
@@ -399,8 +400,41 @@ def test_worker_environment_file_is_private_and_reads_back_as_the_url(worker_ins
     ).stdout
 
     assert mode == 0o600
-    assert config_dir_mode == 0o700
+    assert config_dir_mode == 0o750
     assert read_back == f"{worker_install.url}|8080|{DRAIN_SECONDS}"
+
+
+def test_worker_url_file_holds_the_url_readable_by_its_owner_only(worker_install: WorkerInstall) -> None:
+    url_file = worker_install.env_file.parent / "mongodb-url"
+
+    assert url_file.read_text() == worker_install.url
+    assert stat.S_IMODE(url_file.stat().st_mode) == 0o400
+    assert url_file.stat().st_uid == os.getuid()
+
+
+def test_worker_url_names_the_ca_once_tls_is_on(ansible: Ansible, tmp_path: Path) -> None:
+    ca = write_tls_files(tmp_path / "tls", "mongo1.harel.example")["mongodb_tls_ca_file"]
+    prefix = tmp_path / "prefix"
+    playbook = tmp_path / "url.yml"
+    play = {
+        "name": "The URL the worker role writes",
+        "hosts": "all",
+        "gather_facts": False,
+        "vars": yaml.safe_load((ROLES / "worker" / "defaults" / "main.yml").read_text())
+        | yaml.safe_load((ROLES / "worker" / "vars" / "main.yml").read_text()),
+        "tasks": [{"name": "Show it", "ansible.builtin.debug": {"msg": "{{ __worker_mongo_url }}"}}],
+    }
+    playbook.write_text(yaml.safe_dump([play], sort_keys=False))
+    base = "mongodb://harel:pw@mongo1.harel.example:27017/harel?replicaSet=rs0&authSource=admin"
+
+    run = ansible.playbook(
+        playbook,
+        local_inventory(tmp_path, "workers"),
+        {"worker_prefix": str(prefix), "worker_mongo_url": base, "worker_tls_ca_file": str(ca)},
+    )
+
+    assert run.returncode == 0, run.output
+    assert f"msg: {base}&tls=true&tlsCAFile={prefix}/etc/harel/ca.crt" in run.output
 
 
 def unit_directives(text: str) -> dict[str, list[str]]:
@@ -1375,3 +1409,128 @@ def test_replica_set_tasks_refuse_a_removal_that_costs_the_majority(
     assert run.returncode != 0
     assert f"removing {rs.host(MEMBER_NAMES[2])} would leave 1 of 2 voting member(s) healthy" in run.output
     assert len(rs.member()["config"]["members"]) == 3
+
+
+# --- the firewall role ---------------------------------------------------------------------------------------------
+
+
+def firewall_inventory(directory: Path, *, worker_facts: bool) -> Path:
+    """Two members with their addresses given, and this machine as a worker (local; allowed by its facts)."""
+    inventory = directory / "inventory-firewall.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "mongodb": {
+                    "hosts": {
+                        "mongo1.harel.example": local | {"firewall_address": "192.0.2.11"},
+                        "mongo2.harel.example": local | {"firewall_address": ["192.0.2.12", "2001:db8::12"]},
+                    }
+                },
+                "workers": {
+                    "hosts": {"localhost": local | ({} if worker_facts else {"gather_facts": False})}
+                },
+            }
+        )
+    )
+    return inventory
+
+
+def test_firewall_allows_the_members_and_workers_addresses_only(ansible: Ansible, tmp_path: Path) -> None:
+    """The role's nftables ruleset and firewalld ipsets, rendered as the role renders them for an inventory."""
+    role = ROLES / "firewall"
+    role_vars = yaml.safe_load((role / "defaults" / "main.yml").read_text()) | yaml.safe_load(
+        (role / "vars" / "main.yml").read_text()
+    )
+    playbook = tmp_path / "firewall.yml"
+    render = "{{ lookup('ansible.builtin.template', '%s') | b64encode }}"
+    plays = [
+        {
+            "name": "Facts of the workers",
+            "hosts": "workers",
+            "gather_facts": True,
+            "gather_subset": ["network"],
+        },
+        {
+            "name": "Render the firewall role's files",
+            "hosts": "mongo1.harel.example",
+            "gather_facts": False,
+            "vars": role_vars | {"firewall_extra_sources": ["198.51.100.0/24"]},
+            "tasks": [
+                {
+                    "name": "Render the nftables ruleset",
+                    "ansible.builtin.debug": {
+                        "msg": render % (role / "templates" / "mongodb-firewall.nft.j2")
+                    },
+                },
+                {
+                    "name": "Render the ipsets",
+                    "ansible.builtin.debug": {"msg": render % (role / "templates" / "ipset.xml.j2")},
+                    "loop": "{{ __firewall_ipsets }}",
+                },
+                {
+                    "name": "The worker's addresses",
+                    "ansible.builtin.debug": {
+                        "var": "hostvars.localhost.ansible_facts.all_ipv4_addresses | to_json | b64encode"
+                    },
+                },
+            ],
+        },
+    ]
+    playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
+
+    run = ansible.playbook(playbook, firewall_inventory(tmp_path, worker_facts=True), {})
+
+    assert run.returncode == 0, run.output
+    nft, ipset_v4, ipset_v6 = (
+        base64.b64decode(text).decode() for text in re.findall(r"msg: (\S+)", run.output)
+    )
+    [worker_addresses] = re.findall(r"all_ipv4_addresses \| to_json \| b64encode: (\S+)", run.output)
+    worker_v4 = json.loads(base64.b64decode(worker_addresses))
+    expected_v4 = sorted({"192.0.2.11", "192.0.2.12", "198.51.100.0/24", *worker_v4})
+    sets = dict(re.findall(r"set (allowed_v[46]) \{.*?elements = \{ (.*?) \}", nft, re.DOTALL))
+    assert sorted(sets["allowed_v4"].split(", ")) == expected_v4
+    allowed_v6 = sets["allowed_v6"].split(", ")
+    assert "2001:db8::12" in allowed_v6
+    assert not any(address.lower().startswith("fe80:") for address in allowed_v6)
+    rules = [line.strip() for line in nft.splitlines() if line.strip().startswith("tcp dport")]
+    assert rules == [
+        "tcp dport 27017 iif lo accept",
+        "tcp dport 27017 ip saddr @allowed_v4 accept",
+        "tcp dport 27017 ip6 saddr @allowed_v6 accept",
+        "tcp dport 27017 counter drop",
+    ]
+    # Loading the file replaces the table in one transaction.
+    statements = [line for line in nft.splitlines() if line and not line.startswith("#")]
+    assert statements[:2] == ["table inet harel_mongodb", "delete table inet harel_mongodb"]
+    for xml, family, entries in ((ipset_v4, "inet", expected_v4), (ipset_v6, "inet6", sorted(allowed_v6))):
+        root = ElementTree.fromstring(xml.split("\n", 1)[1])
+        assert root.attrib == {"type": "hash:net"}
+        option = root.find("option")
+        assert option is not None and option.attrib == {"name": "family", "value": family}
+        assert sorted(str(entry.text) for entry in root.findall("entry")) == entries
+
+
+def test_firewall_role_stops_on_a_host_without_an_address(ansible: Ansible, tmp_path: Path) -> None:
+    playbook = tmp_path / "play-firewall.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "The firewall role",
+                    "hosts": "mongodb",
+                    "gather_facts": False,
+                    "roles": [{"role": "firewall"}],
+                }
+            ]
+        )
+    )
+
+    # Check mode, and the role's first task stops it: nothing on this machine is touched.
+    run = ansible.playbook(playbook, firewall_inventory(tmp_path, worker_facts=False), {}, "--check")
+
+    assert run.returncode != 0
+    assert (
+        "localhost (inventory groups mongodb, workers) may reach port 27017, but the firewall knows no address"
+        in (run.output)
+    )
