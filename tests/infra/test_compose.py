@@ -3,6 +3,7 @@ against the file, the keyfile step run for real (with chown recorded), and the w
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -17,6 +18,8 @@ import yaml
 
 from harel_stack.compose import SMOKE_PROFILE, THREE_MEMBERS_PROFILE
 from harel_stack.settings import SECRET_VARIABLES, parse_env
+from tests.fake_mongod.fixtures import FakeDeployment
+from tests.infra.tools import docker_compose, mongosh
 
 pytestmark = pytest.mark.infra
 
@@ -113,8 +116,8 @@ def test_the_schema_check_rejects_a_broken_compose_file(tmp_path: Path) -> None:
 # --- the stack's rules ---------------------------------------------------------------------------------------
 
 
-def test_one_shot_services_are_the_keyfile_the_init_and_the_smoke_run(services: dict[str, Any]) -> None:
-    assert _one_shots(services) == {"keyfile", "mongo-init", "smoke"}
+def test_one_shot_services_are_the_keyfile_tls_the_init_and_the_smoke_run(services: dict[str, Any]) -> None:
+    assert _one_shots(services) == {"keyfile", "tls", "mongo-init", "smoke"}
     for name in _one_shots(services):
         assert services[name]["restart"] == "no", name
 
@@ -134,7 +137,7 @@ def test_a_member_is_healthy_only_as_primary_or_secondary_of_rs0(services: dict[
         test = services[name]["healthcheck"]["test"]
         assert test[1] == "mongosh"
         script = test[test.index("--eval") + 1]
-        assert "db.hello()" in script
+        assert ".hello()" in script and "--nodb" in test
         assert "h.setName === 'rs0'" in script
         assert "h.isWritablePrimary || h.secondary" in script
         # Never initiates from a healthcheck (that would hide a failed init), never carries credentials.
@@ -220,7 +223,8 @@ def test_mongo_init_reads_its_secrets_from_files_and_writes_the_url_file(service
     assert all(
         (s["uid"], s["gid"], s["mode"]) == ("10001", "10001", OWNER_READ_ONLY) for s in mounted.values()
     )
-    assert init["volumes"] == ["app-url:/run/harel"]
+    assert init["volumes"] == ["app-url:/run/harel", "tls:/tls:ro"]
+    assert command[command.index("--tls-mode") + 1] == "${HAREL_TLS_MODE:-disabled}"
 
 
 def test_workers_read_the_url_file_and_wait_for_the_database(services: dict[str, Any]) -> None:
@@ -232,7 +236,7 @@ def test_workers_read_the_url_file_and_wait_for_the_database(services: dict[str,
         "HAREL_MONGO_URL_FILE": "/run/harel/mongodb-url",
         "HAREL_CONNECT_DEADLINE": "0",
     }
-    assert worker["volumes"] == ["app-url:/run/harel:ro"]
+    assert worker["volumes"] == ["app-url:/run/harel:ro", "tls:/tls:ro"]
     assert services["smoke"]["command"] == ["smoke"]
     assert services["smoke"]["profiles"] == [SMOKE_PROFILE]
     assert _environment(services["smoke"]) == _environment(worker)
@@ -291,9 +295,20 @@ def test_image_tags_are_pinned_to_a_patch_release(services: dict[str, Any]) -> N
 
 
 def test_data_and_keyfile_live_in_named_volumes(compose: dict[str, Any], services: dict[str, Any]) -> None:
-    assert set(compose["volumes"]) == {"app-url", "keyfile", "mongo1-data", "mongo2-data", "mongo3-data"}
-    for service in services.values():
+    assert set(compose["volumes"]) == {
+        "app-url",
+        "keyfile",
+        "tls",
+        "mongo1-data",
+        "mongo2-data",
+        "mongo3-data",
+    }
+    for name, service in services.items():
         for volume in service.get("volumes", []):
+            if volume == "${HAREL_TLS_DIR:-./tls}:/tls-source:ro":
+                # The one bind mount: the operator's certificate folder, read by the `tls` one-shot only.
+                assert name == "tls"
+                continue
             source = volume.split(":", 1)[0]
             assert source in compose["volumes"], f"{volume}: bind mounts and anonymous volumes are not used"
 
@@ -458,3 +473,195 @@ def test_worker_image_installs_the_sdk_wheel_and_the_init_and_runs_harel_worker_
     ]
     for name in ("rs_init.py", "replica_set_plan.py"):
         assert (REPOSITORY_ROOT / "compose" / "mongo-init" / name).is_file()
+
+
+# --- TLS ---------------------------------------------------------------------------------------------------------
+
+
+def _env_file(directory: Path, **overrides: str) -> Path:
+    """compose/.env as `make up` writes it from the example (secrets filled), with `overrides`."""
+    lines = []
+    for example in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        key = example.split("=", 1)[0]
+        if key in overrides:
+            lines.append(f"{key}={overrides.pop(key)}")
+        elif key in SECRET_VARIABLES:
+            lines.append(f"{key}=secret-{key.lower()}")
+        else:
+            lines.append(example)
+    env_file = directory / ".env"
+    env_file.write_text(
+        "\n".join(lines + [f"{k}={v}" for k, v in overrides.items()]) + "\n", encoding="utf-8"
+    )
+    return env_file
+
+
+def _rendered(env_file: Path, *profiles: str) -> dict[str, Any]:
+    arguments = ["-f", str(COMPOSE_FILE), "--env-file", str(env_file), "-p", "harel"]
+    for profile in profiles:
+        arguments += ["--profile", profile]
+    result = docker_compose([*arguments, "config", "--format", "json"], cwd=REPOSITORY_ROOT)
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+@pytest.mark.parametrize("mode", ["disabled", "allowTLS", "preferTLS", "requireTLS"])
+def test_docker_compose_renders_every_tls_mode_from_env(tmp_path: Path, mode: str) -> None:
+    certificates = tmp_path / "certificates"
+    certificates.mkdir()
+    rendered = _rendered(
+        _env_file(tmp_path, HAREL_TLS_MODE=mode, HAREL_TLS_DIR=str(certificates)), THREE_MEMBERS_PROFILE
+    )
+    services = rendered["services"]
+
+    assert services["tls"]["environment"]["HAREL_TLS_MODE"] == mode
+    [source] = [volume for volume in services["tls"]["volumes"] if volume["target"] == "/tls-source"]
+    assert (source["type"], source["source"], source["read_only"]) == ("bind", str(certificates), True)
+    for member in ("mongo1", "mongo2", "mongo3"):
+        command = services[member]["command"]
+        assert command[command.index("--config") + 1] == "/tls/mongod.conf"
+        assert any(
+            (v["source"], v["target"], v.get("read_only")) == ("tls", "/tls", True)
+            for v in services[member]["volumes"]
+        )
+        assert services[member]["depends_on"]["tls"]["condition"] == "service_completed_successfully"
+    init = services["mongo-init"]["command"]
+    assert init[init.index("--tls-mode") + 1] == mode
+
+
+def test_docker_compose_refuses_a_file_that_breaks_the_specification(tmp_path: Path) -> None:
+    # The rendering above means something: compose itself fails on a value the specification does not allow.
+    broken = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+    broken["services"]["tls"]["restart_policy"] = "always"
+    path = tmp_path / "docker-compose.yml"
+    path.write_text(yaml.safe_dump(broken), encoding="utf-8")
+
+    result = docker_compose(
+        ["-f", str(path), "--env-file", str(_env_file(tmp_path)), "config", "--quiet"], cwd=REPOSITORY_ROOT
+    )
+
+    assert result.returncode != 0
+    assert "restart_policy" in result.stderr
+
+
+def _tls_script(services: dict[str, Any]) -> str:
+    service = services["tls"]
+    assert service["entrypoint"] == ["/bin/sh", "-euc"]
+    assert service["user"] == "0:0"
+    # Compose turns `$$` into `$` before the shell sees it.
+    return service["command"][0].replace("$$", "$")
+
+
+def _run_tls(
+    services: dict[str, Any], tmp_path: Path, mode: str, source: Path
+) -> tuple[subprocess.CompletedProcess[str], Path, str]:
+    """The `tls` one-shot's script, for real, with /tls and /tls-source moved under tmp_path and chown recorded."""
+    target = tmp_path / "tls-volume"
+    target.mkdir(exist_ok=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    calls = tmp_path / "chown-calls"
+    (bin_dir / "chown").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n', encoding="utf-8")
+    (bin_dir / "chown").chmod(0o755)
+    assert _environment(services["tls"]) == {
+        "HAREL_TLS_MODE": "${HAREL_TLS_MODE:-disabled}",
+        "TLS_SOURCE": "/tls-source",
+        "TLS_VOLUME": "/tls",
+    }
+    result = subprocess.run(
+        ["/bin/sh", "-euc", _tls_script(services)],
+        env={
+            **os.environ,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "HAREL_TLS_MODE": mode,
+            "TLS_SOURCE": str(source),
+            "TLS_VOLUME": str(target),
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    return result, target, calls.read_text(encoding="utf-8") if calls.exists() else ""
+
+
+def _certificates(directory: Path) -> Path:
+    directory.mkdir()
+    for name in ("ca.crt", "tls.crt", "tls.key"):
+        (directory / name).write_text(f"-----BEGIN {name}-----\n", encoding="ascii")
+    return directory
+
+
+@pytest.mark.parametrize("mode", ["allowTLS", "preferTLS", "requireTLS"])
+def test_tls_step_writes_the_members_settings_and_certificate(
+    services: dict[str, Any], tmp_path: Path, mode: str
+) -> None:
+    source = _certificates(tmp_path / "certificates")
+
+    result, volume, chowned = _run_tls(services, tmp_path, mode, source)
+
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load((volume / "mongod.conf").read_text()) == {
+        "net": {
+            "tls": {
+                "mode": mode,
+                "certificateKeyFile": "/tls/mongod.pem",
+                "CAFile": "/tls/ca.crt",
+                "allowConnectionsWithoutCertificates": True,
+            }
+        }
+    }
+    pem = volume / "mongod.pem"
+    assert pem.read_text() == "-----BEGIN tls.crt-----\n-----BEGIN tls.key-----\n"
+    assert stat.S_IMODE(pem.stat().st_mode) == 0o400
+    assert chowned.split() == ["999:999", str(pem)]
+    assert (volume / "ca.crt").read_text() == "-----BEGIN ca.crt-----\n"
+    assert stat.S_IMODE((volume / "ca.crt").stat().st_mode) == 0o644
+    expected_options = (
+        "&tls=true&tlsCAFile=/tls/ca.crt&tlsAllowInvalidHostnames=true" if mode == "requireTLS" else ""
+    )
+    assert (volume / "client-options").read_text() == expected_options
+
+
+def test_tls_step_turns_tls_off_and_refuses_a_mode_without_its_files(
+    services: dict[str, Any], tmp_path: Path
+) -> None:
+    source = _certificates(tmp_path / "certificates")
+    assert _run_tls(services, tmp_path, "preferTLS", source)[0].returncode == 0
+
+    off, volume, _ = _run_tls(services, tmp_path, "disabled", source)
+    assert off.returncode == 0, off.stderr
+    assert yaml.safe_load((volume / "mongod.conf").read_text()) == {"net": {"tls": {"mode": "disabled"}}}
+    assert not (volume / "mongod.pem").exists() and (volume / "client-options").read_text() == ""
+
+    (source / "tls.key").unlink()
+    missing, _, _ = _run_tls(services, tmp_path, "requireTLS", source)
+    assert missing.returncode == 1
+    assert "HAREL_TLS_MODE=requireTLS needs tls.key in HAREL_TLS_DIR" in missing.stderr
+    unknown, _, _ = _run_tls(services, tmp_path, "on", source)
+    assert unknown.returncode == 1 and "must be disabled, allowTLS, preferTLS or requireTLS" in unknown.stderr
+
+
+def test_member_healthcheck_runs_under_mongosh_against_the_fake_replica_set(
+    services: dict[str, Any], fake_rs: FakeDeployment, fake_secondary: FakeDeployment, tmp_path: Path
+) -> None:
+    """The members' healthcheck as compose runs it (exec, no shell), under the real mongosh, with the fake replica
+    set's port in place of 27017 and the `tls` step's client-options in a temporary file."""
+    options = tmp_path / "client-options"
+    options.write_text("")
+    test = services["mongo1"]["healthcheck"]["test"]
+    assert test[0] == "CMD"
+
+    def healthy(port: int) -> int:
+        arguments = [
+            argument.replace("/tls/client-options", str(options)).replace(
+                "127.0.0.1:27017", f"127.0.0.1:{port}"
+            )
+            for argument in test[1:]
+        ]
+        return mongosh(arguments, home=tmp_path / "home").returncode
+
+    primary, secondary = healthy(fake_rs.port), healthy(fake_secondary.port)
+    fake_rs.server.set_initialized(False)
+
+    assert (primary, secondary, healthy(fake_rs.port)) == (0, 0, 1)

@@ -1,7 +1,8 @@
-"""Where the test tools that `make test` installs outside .venv's packages live, and the error when one is missing.
+"""Where the test tools that `make test` installs outside .venv's packages live, how to run them, and the error when
+one is missing.
 
-checkov runs from a virtualenv of its own (its pins clash with the test environment's) and mongosh from the npm
-registry; both are pinned in tests/tools/. A test that needs one and does not find it fails, naming the command
+checkov runs from a virtualenv of its own (its pins clash with the test environment's), Docker Compose is its own
+binary, and mongosh comes from the npm registry; all are pinned in tests/tools/. A test that needs one and does not find it fails, naming the command
 that installs it: a missing tool is a broken set-up, not a reason to skip.
 """
 
@@ -18,6 +19,7 @@ import pytest
 REPOSITORY = Path(__file__).resolve().parents[2]
 CHECKOV = REPOSITORY / ".venv" / "tools" / "checkov" / "bin" / "checkov"
 MONGOSH = REPOSITORY / ".venv" / "node" / "node_modules" / ".bin" / "mongosh"
+DOCKER_COMPOSE = REPOSITORY / ".venv" / "tools" / "compose" / "docker-compose"
 
 
 def required(tool: Path) -> Path:
@@ -70,3 +72,23 @@ def mongosh(
         },
     )
     return MongoshRun(completed.returncode, completed.stdout, completed.stderr)
+
+
+def docker_compose(
+    arguments: Sequence[str], *, cwd: Path, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Docker Compose v2 with `arguments` (what follows `docker compose`), as the docker CLI runs its plugin. Only
+    commands that need no engine belong here (`config`); DOCKER_HOST points nowhere to make sure."""
+    return subprocess.run(
+        [str(required(DOCKER_COMPOSE)), *arguments],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": os.environ.get("HOME", "/nonexistent"),
+            "DOCKER_HOST": "unix:///nonexistent/docker.sock",
+        },
+    )
