@@ -787,6 +787,24 @@ def test_mongodb_config_with_tls_in_check_mode_then_for_real_then_unchanged(
     assert again.returncode == 0 and again.recap()["changed"] == 0, again.output
 
 
+def test_mongodb_keyfile_holds_both_keys_during_a_rotation(ansible: Ansible, tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    keys = [base64.b64encode(secrets.token_bytes(48)).decode() for _ in range(2)]
+    variables = mongodb_variables(tmp_path) | {"mongodb_keyfile_content": keys}
+
+    run = run_mongodb_config(ansible, variables)
+
+    assert run.returncode == 0, run.output
+    keyfile = Path(str(variables["mongodb_keyfile_path"]))
+    # MongoDB's format for several keys: a YAML list; members accept any key listed.
+    assert yaml.safe_load(keyfile.read_text()) == keys
+    assert all(key not in run.output for key in keys)
+    refused = run_mongodb_config(
+        ansible, variables | {"mongodb_keyfile_content": [*keys, keys[0]]}, "--check"
+    )
+    assert refused.returncode != 0 and "during a key rotation a list of the two keys" in refused.output
+
+
 def test_mongodb_role_refuses_tls_without_its_files(ansible: Ansible, tmp_path: Path) -> None:
     run = run_mongodb_config(
         ansible, mongodb_variables(tmp_path) | {"mongodb_tls_mode": "preferTLS"}, "--check"
@@ -1006,6 +1024,28 @@ def test_root_user_script_only_authenticates_when_the_user_exists(tmp_path: Path
     assert run.ok, run.error
     assert run.printed == ["present"]
     assert "createUser" not in run.commands()
+
+
+@requires_node
+def test_root_user_script_rotates_the_password_with_the_previous_one(tmp_path: Path) -> None:
+    previous = "the-password-being-replaced"
+    existing = {"root": user(previous, [{"role": "root", "db": "admin"}])}
+
+    run = run_mongosh_script(
+        tmp_path, "root_user.js", member_state(users=existing), ROOT | {"previousPassword": previous}
+    )
+    again = run_mongosh_script(
+        tmp_path,
+        "root_user.js",
+        member_state(users=run.member["users"]),
+        ROOT | {"previousPassword": previous},
+    )
+
+    assert run.ok, run.error
+    assert run.printed == ["rotated"]
+    assert run.member["users"]["root"]["password"] == ROOT["password"]
+    assert again.printed == ["present"]
+    assert "updateUser" not in again.commands()
 
 
 @requires_node
