@@ -1330,7 +1330,7 @@ class DoubleReplicaSet:
     def host(self, name: str) -> str:
         return f"{name}:{self.port}"
 
-    def run(self, names: Sequence[str], **variables: object) -> Run:
+    def run(self, names: Sequence[str], *flags: str, **variables: object) -> Run:
         """The mongodb role's replica-set tasks (`--tags mongodb_replicaset`) with `names` as the group, every host
         on this machine, and mongosh replaced by the double (which the role's mongosh arguments reach unchanged)."""
         inventory = self.directory / "inventory.yml"
@@ -1361,6 +1361,7 @@ class DoubleReplicaSet:
             },
             "--tags",
             "mongodb_replicaset",
+            *flags,
         )
 
 
@@ -1397,6 +1398,12 @@ def test_replica_set_tasks_initiate_add_and_remove_members_and_change_nothing_wh
     assert set(rs.member()["users"]) == {"root", "harel"}
     assert again.returncode == 0, again.output
     assert again.recap(three[0])["changed"] == 0, again.output
+
+    # Check mode reads the set and reports the first change it would make, and makes none.
+    checked = rs.run(four, "--check")
+    assert checked.returncode == 0, checked.output
+    assert f"Round 1: add {rs.host(four[3])} without a vote until it has caught up" in checked.output
+    assert rs.member()["config"] == config
 
     grown = rs.run(four)
     grown_again = rs.run(four)

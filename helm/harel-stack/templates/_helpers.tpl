@@ -249,7 +249,7 @@ Checks that need two values at once (JSON Schema draft-07 cannot compare two num
 A shrink must leave running a majority of the voting members running now: the StatefulSet deletes the pods
 before the init Job can take them out of the replica-set configuration, and a set whose remaining members
 are no majority has no primary to reconfigure. JSON Schema cannot compare with what is deployed, so this
-reads the live StatefulSets (lookup; offline renders see none and cannot check: README, "Remove a member").
+reads the live StatefulSets (lookup; offline renders see none and cannot check: README, "Add or remove a member").
 */}}
 {{- define "harel-stack.mongodb.checkScaleStep" -}}
 {{- $data := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "harel-stack.mongodb.fullname" .) }}
