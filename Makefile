@@ -3,6 +3,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+SDK_STAMP := $(VENV)/.installed-sdk
+STACK_STAMP := $(VENV)/.installed-stack
 STAMP := $(VENV)/.installed
 HAREL_STACK := $(BIN)/harel-stack
 # Test tools kept out of .venv's own packages: checkov in a virtualenv of its own (its pins clash with the test
@@ -17,16 +19,28 @@ NODE_STAMP := $(NODE_DIR)/.installed
 TEST_TOOLS := $(CHECKOV_STAMP) $(COMPOSE_STAMP) $(NODE_STAMP)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv up down status logs smoke demo test lint bench
+.PHONY: help venv up down status logs smoke demo test lint bench backup restore
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): sdk/pyproject.toml stack/pyproject.toml tests/requirements.txt
+# Each job installs what it needs into one .venv, in layers: `make demo` the SDK alone; `make up` & co. the
+# stack CLI on top; `make test`, `make lint` and `make bench` the test and infra tools on top of both.
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e 'sdk[test]' -e stack -r tests/requirements.txt
-	touch $(STAMP)
+
+$(SDK_STAMP): sdk/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -e sdk
+	touch $@
+
+$(STACK_STAMP): $(SDK_STAMP) stack/pyproject.toml
+	$(BIN)/pip install --quiet --disable-pip-version-check -e stack
+	touch $@
+
+$(STAMP): $(STACK_STAMP) sdk/pyproject.toml tests/requirements.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet -e 'sdk[test]' -r tests/requirements.txt
+	touch $@
 
 $(CHECKOV_STAMP): tests/tools/checkov.txt | $(STAMP)
 	$(PYTHON) -m venv $(CHECKOV_VENV)
@@ -52,23 +66,29 @@ $(NODE_STAMP): tests/tools/package.json tests/tools/package-lock.json | $(STAMP)
 
 venv: $(STAMP) ## create .venv with the SDK, the stack CLI and the test tools
 
-up: $(STAMP) ## start the local stack in Docker (needs a Docker engine) and wait until it is ready
+up: $(STACK_STAMP) ## start the local stack in Docker (needs a Docker engine) and wait until it is ready
 	$(HAREL_STACK) up
 
-down: $(STAMP) ## stop the local stack (VOLUMES=1 also deletes its data)
+down: $(STACK_STAMP) ## stop the local stack (VOLUMES=1 also deletes its data)
 	$(HAREL_STACK) down $(if $(VOLUMES),--volumes,)
 
-status: $(STAMP) ## services, replica-set members, workers and executions of the local stack
+status: $(STACK_STAMP) ## services, replica-set members, workers and executions of the local stack
 	$(HAREL_STACK) status
 
-logs: $(STAMP) ## follow the logs of the local stack (SERVICE=worker for one service)
+logs: $(STACK_STAMP) ## follow the logs of the local stack (SERVICE=worker for one service)
 	$(HAREL_STACK) logs $(SERVICE)
 
-smoke: $(STAMP) ## run the fork/join + durable-timer smoke workflow against the local stack
+smoke: $(STACK_STAMP) ## run the fork/join + durable-timer smoke workflow against the local stack
 	$(HAREL_STACK) smoke
 
-demo: $(STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock://
-	$(BIN)/harel demo
+backup: $(STACK_STAMP) ## back up the local stack (mongodump with its oplog) into compose/backups
+	$(HAREL_STACK) backup
+
+restore: $(STACK_STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to confirm): workers paused, oplog replayed
+	$(HAREL_STACK) restore "$(FILE)" $(if $(YES),--yes,)
+
+demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK only)
+	@$(BIN)/harel demo
 
 test: $(STAMP) $(TEST_TOOLS) ## the whole test suite (what CI runs); installs checkov and mongosh first
 	$(BIN)/python -m pytest

@@ -15,22 +15,23 @@ queries run for real under `explain` (executionStats).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
-import mongomock
-
 from bench.deployments import client_for, scratch_database
 from bench.report import Row, number
-from harel.model import Execution, TimerOp
+from harel.commands import Find
+from harel.local.embedded import EmbeddedClient
+from harel.model import Execution
 from harel.store import _documents as doc
 from harel.store.mongo import MongoStore
+from harel.transport._mailbox import chart_key
 from harel.worker import WorkerConfig
 
-NOW = 1_700_000_000.0
 TIMER_PATH = "waiting"
 FUTURE_SECONDS = 3600.0
-SEED_SCAN = doc.Find({"timers": {"$exists": True, "$ne": {}}}, {"timers": 1})
+SEED_SCAN = Find({"timers": {"$exists": True, "$ne": {}}}, {"timers": 1})
 INSERT_BATCH = 10_000
 NOT_MEASURED = "n/a (no server)"
 
@@ -53,40 +54,40 @@ class SweepCost:
     examined: Examined | None
 
 
-def fire_at(index: int, due: int) -> float:
-    """The first `due` executions are past due; the others fire an hour or more from NOW."""
-    return NOW - 1.0 - index if index < due else NOW + FUTURE_SECONDS + index
+def fire_at(index: int, due: int, now: float) -> float:
+    """The first `due` executions are past due; the others fire an hour or more from `now`."""
+    return now - 1.0 - index if index < due else now + FUTURE_SECONDS + index
 
 
-def documents(executions: int, due: int) -> list[dict[str, Any]]:
+def documents(executions: int, due: int, now: float) -> list[dict[str, Any]]:
     """Execution documents as MongoStore creates them (the shared builders), each with one armed timer."""
     built = []
     for index in range(executions):
-        at = fire_at(index, due)
         exe = Execution(
             id=f"sleeper-{index:06d}",
             definition_id="bench.sleeper",
             definition_version=1,
             configuration=[TIMER_PATH],
-            timers={TIMER_PATH: at},
-            created_at=NOW,
-            updated_at=NOW,
+            timers={TIMER_PATH: fire_at(index, due, now)},
+            created_at=now,
+            updated_at=now,
         )
-        parts = doc.commit_parts(exe, 0, (), (), [TimerOp("schedule", TIMER_PATH, at)], None, None)
-        built.append(doc.new_document(exe, parts))
+        parts = doc.commit_parts(exe, (), expected=0, timers_changed=True)
+        built.append(doc.created_document(parts, (), chart_key(exe.definition_id, 1), now))
     return built
 
 
 def measure(executions: int, due: int, real_url: str | None) -> SweepCost:
     batch = WorkerConfig().batch
-    client = mongomock.MongoClient()
+    now = time.time()
+    client = EmbeddedClient(clock=lambda: now)
     store = MongoStore(client, "harel")
     store.ensure_indexes()
     collection = client["harel"][doc.EXECUTIONS]
-    built = documents(executions, due)
+    built = documents(executions, due, now)
     collection.insert_many(built)
-    ours = doc.due_find(NOW, batch)
-    found = store.due_timers(NOW, batch)
+    ours = doc.due_find(now + 1.0, batch)
+    found = store.due_timers(now + 1.0, batch)
     return SweepCost(
         executions=executions,
         due=due,
@@ -97,7 +98,7 @@ def measure(executions: int, due: int, real_url: str | None) -> SweepCost:
     )
 
 
-def explain_on_server(url: str, built: list[dict[str, Any]], ours: doc.Find) -> Examined:
+def explain_on_server(url: str, built: list[dict[str, Any]], ours: Find) -> Examined:
     with client_for(url) as client, scratch_database(client) as db_name:
         MongoStore(client, db_name).ensure_indexes()
         collection = client[db_name][doc.EXECUTIONS]

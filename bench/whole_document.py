@@ -41,7 +41,8 @@ class WholeDocumentWrites:
         trace: Mapping[str, Any],
     ) -> dict[str, Any]:
         """Replace `document` (as stored at `exe.version`) by its next version; returns what was written."""
-        parts = doc.commit_parts(exe, 0, (), (), timers, processed_event_id, trace)
+        record = doc.StepRecord(processed_event_id, (), (), trace)
+        parts = doc.commit_parts(exe, [record], expected=exe.version, timers_changed=bool(timers))
         replacement = self.next_document(document, exe, parts)
         cas = {"_id": document["_id"], "version": exe.version}
         if self._executions.replace_one(cas, replacement).matched_count != 1:
@@ -54,16 +55,10 @@ class WholeDocumentWrites:
     ) -> dict[str, Any]:
         """What MongoStore's update operators do to the stored document, done here in Python."""
         after = copy.deepcopy(dict(document))
-        after.update(definition_id=exe.definition_id, version=exe.version + 1, data=parts.data)
-        for path, fire_at in parts.timers.items():
-            if fire_at is None:
-                after["timers"].pop(doc.enc(path), None)
-            else:
-                after["timers"][doc.enc(path)] = fire_at
-        if exe.next_fire_at is None:
-            after.pop("next_fire_at", None)
-        else:
-            after["next_fire_at"] = exe.next_fire_at
-        after["processed"] = [*after["processed"], parts.processed_event_id][-self.dedupe_window :]
-        after["trace"] = [*after["trace"], parts.trace][-self.trace_max :]
+        after.update(parts.promoted, version=parts.version, data=parts.data)
+        if parts.timers is not None:
+            after["timers"] = dict(parts.timers)
+            after["next_fire_at"] = parts.next_fire_at
+        after["processed"] = [*after["processed"], *parts.processed][-self.dedupe_window :]
+        after["trace"] = [*after["trace"], *parts.traces][-self.trace_max :]
         return after

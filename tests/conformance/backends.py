@@ -18,12 +18,14 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import mongomock
 import pytest
 
 from harel.aio_store import AsyncMongoStore
-from harel.store.memory import MemoryStore
+from harel.local.embedded import EmbeddedClient
+from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
+from harel.transport.memory import MemoryTransport
+from harel.transport.mongo import AsyncMongoTransport, MongoTransport
 from tests.conftest import REAL_MONGO_URL
 from tests.fake_mongod.server import FakeMongod
 
@@ -140,7 +142,8 @@ class RecordingDatabase:
 
 
 class SyncFacade:
-    """An async store driven synchronously: each coroutine runs to completion on a private loop."""
+    """An async store or transport driven synchronously: each coroutine runs to completion on a private
+    loop."""
 
     def __init__(self, store: Any, loop: asyncio.AbstractEventLoop) -> None:
         self._store = store
@@ -161,8 +164,9 @@ class SyncFacade:
 class StoreOptions:
     trace_max: int | None = None
     dedupe_window: int | None = None
-    # A MongoStore / AsyncMongoStore subclass to run instead (the broken stores use this).
+    # A MongoStore / AsyncMongoStore (MongoTransport) subclass to run instead: the broken ones use this.
     store_class: type | None = None
+    transport_class: type | None = None
 
     def kwargs(self) -> dict[str, int]:
         given = {"trace_max": self.trace_max, "dedupe_window": self.dedupe_window}
@@ -171,11 +175,13 @@ class StoreOptions:
 
 @dataclass
 class Harness:
-    """One store under test. `database` is the raw (synchronous) database behind a MongoDB store, read
-    past the store; `recorder` logs the store's collection calls. Both are None for the memory store."""
+    """One store and the transport over the same executions. `database` is the raw (synchronous) database
+    behind a MongoDB store, read past the store; `recorder` logs the collection calls of the store and the
+    transport. Both are None for the memory store."""
 
     backend: str
     store: Any
+    transport: Any
     database: Any
     recorder: Recorder | None
     reopen: Callable[[StoreOptions], Harness]
@@ -204,16 +210,20 @@ class Backend:
 
 @contextmanager
 def memory_backend(options: StoreOptions, reopen: Callable[[StoreOptions], Harness]) -> Iterator[Harness]:
-    store = (options.store_class or MemoryStore)(**options.kwargs())
-    yield Harness("memory", store, None, None, reopen)
+    database = MemoryDatabase()
+    store = (options.store_class or MemoryStore)(database, **options.kwargs())
+    yield Harness("memory", store, MemoryTransport(database), None, None, reopen)
 
 
 @contextmanager
 def mongomock_backend(options: StoreOptions, reopen: Callable[[StoreOptions], Harness]) -> Iterator[Harness]:
-    client = mongomock.MongoClient()
+    """The embedded client (mongomock serialised, with `$$NOW`), as `mongomock://` runs it."""
+    client = EmbeddedClient()
     recorder = Recorder()
-    store = (options.store_class or MongoStore)(RecordingClient(client, recorder), **options.kwargs())
-    yield Harness("mongomock", store, client["harel"], recorder, reopen)
+    recording = RecordingClient(client, recorder)
+    store = (options.store_class or MongoStore)(recording, **options.kwargs())
+    transport = (options.transport_class or MongoTransport)(recording, watch=False)
+    yield Harness("mongomock", store, transport, client["harel"], recorder, reopen)
 
 
 @contextmanager
@@ -222,14 +232,19 @@ def mongomock_motor_backend(
 ) -> Iterator[Harness]:
     from mongomock_motor import AsyncMongoMockClient
 
-    sync_client = mongomock.MongoClient()
+    sync_client = EmbeddedClient()
     recorder = Recorder()
     loop = asyncio.new_event_loop()
     try:
-        client = AsyncMongoMockClient(mock_mongo_client=sync_client, mock_io_loop=loop)
+        client = RecordingClient(
+            AsyncMongoMockClient(mock_mongo_client=sync_client, mock_io_loop=loop), recorder
+        )
         store_class = options.store_class or AsyncMongoStore
-        store = store_class(RecordingClient(client, recorder), **options.kwargs())
-        yield Harness("mongomock-motor", SyncFacade(store, loop), sync_client["harel"], recorder, reopen)
+        store = store_class(client, **options.kwargs())
+        transport = SyncFacade(AsyncMongoTransport(client, watch=False), loop)
+        yield Harness(
+            "mongomock-motor", SyncFacade(store, loop), transport, sync_client["harel"], recorder, reopen
+        )
     finally:
         loop.close()
 
@@ -242,11 +257,11 @@ def _server_mongo(
     db_name = f"harel_conformance_{uuid.uuid4().hex[:12]}"
     client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(url)
     recorder = Recorder()
+    recording = RecordingClient(client, recorder)
     try:
-        store = (options.store_class or MongoStore)(
-            RecordingClient(client, recorder), db_name, **options.kwargs()
-        )
-        yield Harness(name, store, client[db_name], recorder, reopen)
+        store = (options.store_class or MongoStore)(recording, db_name, **options.kwargs())
+        transport = MongoTransport(recording, db_name, watch=False)
+        yield Harness(name, store, transport, client[db_name], recorder, reopen)
     finally:
         client.drop_database(db_name)
         client.close()
@@ -272,9 +287,11 @@ def _server_mongo_async(
     loop = asyncio.new_event_loop()
     recorder = Recorder()
     store_class = options.store_class or AsyncMongoStore
-    store = store_class(RecordingClient(new_client(url, loop), recorder), db_name, **options.kwargs())
+    client = RecordingClient(new_client(url, loop), recorder)
+    store = store_class(client, db_name, **options.kwargs())
+    transport = SyncFacade(AsyncMongoTransport(client, db_name, watch=False), loop)
     try:
-        yield Harness(name, SyncFacade(store, loop), sync_client[db_name], recorder, reopen)
+        yield Harness(name, SyncFacade(store, loop), transport, sync_client[db_name], recorder, reopen)
     finally:
         loop.run_until_complete(store.close())
         loop.close()

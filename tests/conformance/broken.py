@@ -1,7 +1,7 @@
-"""Deliberately broken stores: each breaks one contract the conformance suite must catch.
+"""Deliberately broken stores and transports: each breaks one contract the conformance suites must catch.
 
-They reuse MongoStore's own document builders and change only the broken step, so a check that fails
-on them fails because of that step.
+They reuse MongoStore's and MongoTransport's own document builders and change only the broken step, so a
+check that fails on them fails because of that step.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ from harel.model import DueTimer, Execution, TimerOp
 from harel.store import _documents as doc
 from harel.store.base import Emit, Spawn
 from harel.store.mongo import MongoStore
+from harel.transport import _mailbox as mailbox
+from harel.transport.base import Claim
+from harel.transport.mongo import MongoTransport, new_owner_token
 
 
 class _PlannedCommit(MongoStore):
@@ -25,10 +28,13 @@ class _PlannedCommit(MongoStore):
         processed_event_id: str | None,
         trace: dict[str, Any] | None,
     ) -> doc.CommitWrite:
-        count = doc.seq_count(emits, spawns)
-        first_seq = self._allocate(doc.SEQ_COUNTER, count) if count else 0
-        parts = doc.commit_parts(exe, first_seq, emits, spawns, timers, processed_event_id, trace)
-        return doc.plan_commit(exe, parts, self.trace_max, self.dedupe_window)
+        record = doc.StepRecord(processed_event_id, emits, spawns, trace)
+        parts = doc.commit_parts(
+            exe, [record], expected=exe.version, timers_changed=bool(timers) or exe.version == 0
+        )
+        if exe.version == 0:
+            return doc.plan_create(parts, (), mailbox.chart_key(exe.definition_id, exe.definition_version))
+        return doc.plan_commit(parts, self.trace_max, self.dedupe_window)
 
 
 class NoVersionFilterStore(_PlannedCommit):
@@ -45,15 +51,19 @@ class NoVersionFilterStore(_PlannedCommit):
     ) -> None:
         write = self._plan(exe, emits, spawns, timers, processed_event_id, trace)
         if write.creates:
-            self._executions.insert_one(write.document)
+            self._write(write)
         else:
-            self._executions.update_one({"_id": exe.id}, write.update)
+            self._executions.update_one({"_id": exe.id}, write.pipeline)
         exe.version = write.version
 
 
 class SplitCommitStore(_PlannedCommit):
     """Advances the execution in one update and writes its outbox, spawns, dedupe mark, timers and trace
     in a second: a failure between the two leaves an advance without its bookkeeping."""
+
+    ADVANCE = frozenset(
+        {"definition_id", "status", "parent_id", "created_at", "updated_at", "version", "data"}
+    )
 
     def commit(
         self,
@@ -66,20 +76,46 @@ class SplitCommitStore(_PlannedCommit):
     ) -> None:
         write = self._plan(exe, emits, spawns, timers, processed_event_id, trace)
         if write.creates:
-            self._executions.insert_one(write.document)
+            self._write(write)
         else:
-            advance = {"$set": write.update["$set"]}
-            if self._executions.update_one(write.cas_filter, advance).matched_count != 1:
-                self._raise_conflict(write)
-            bookkeeping = {op: fields for op, fields in write.update.items() if op != "$set"}
+            fields = write.pipeline[0]["$set"]
+            advance = {name: value for name, value in fields.items() if name in self.ADVANCE}
+            if self._executions.update_one(write.filter, [{"$set": advance}]).matched_count != 1:
+                self._raise_conflict(write, None)
+            bookkeeping = {name: value for name, value in fields.items() if name not in self.ADVANCE}
             if bookkeeping:
-                self._executions.update_one({"_id": exe.id}, bookkeeping)
+                self._executions.update_one({"_id": exe.id}, [{"$set": bookkeeping}])
         exe.version = write.version
 
 
 class FireAtBlindStore(MongoStore):
     """Reports every armed timer as due, whatever its fire time."""
 
-    def due_timers(self, now: float, limit: int = 100) -> list[DueTimer]:
-        armed = self._executions.find({"timers": {"$ne": {}}}, doc.only("timers"))
-        return doc.parse_due(armed, float("inf"), limit)
+    def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
+        armed = self._executions.find({"next_fire_at": {"$ne": None}}, doc.only("timers", "next_fire_at"))
+        return doc.parse_due(armed)[:limit]
+
+
+class CallerClockTransport(MongoTransport):
+    """Leases on the caller's clock: a claim takes whatever is due by the worker's own estimate (its bound)
+    instead of the server's `$$NOW`, so a worker whose clock runs ahead takes leases before they expire."""
+
+    def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
+        owner = new_owner_token()
+        write = mailbox.claim_write(charts, owner, lease, bound)
+        caller_clock = {key: value for key, value in write.filter.items() if key != "$expr"}
+        found = self._executions.find_one_and_update(
+            caller_clock,
+            [
+                {
+                    "$set": {
+                        **write.update[0]["$set"],
+                        "lease": {**write.update[0]["$set"]["lease"], "at": bound},
+                    }
+                }
+            ],
+            sort=list(mailbox.CLAIM_SORT),
+            projection=doc.only(*mailbox.CLAIM_PROJECTION),
+            return_document=True,
+        )
+        return self._claimed(found, owner)

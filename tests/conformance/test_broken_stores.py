@@ -1,5 +1,5 @@
-"""The conformance suite can fail: each broken store fails the checks aimed at what it breaks, while
-the same checks, built the same way, pass on MongoStore."""
+"""The conformance suites can fail: each broken store or transport fails the checks aimed at what it
+breaks, while the same checks, built the same way, pass on MongoStore and MongoTransport."""
 
 from __future__ import annotations
 
@@ -8,25 +8,38 @@ from collections.abc import Callable
 import pytest
 
 from harel.store.mongo import MongoStore
+from harel.transport.mongo import MongoTransport
+from tests.conformance import test_mailbox_conformance as mailbox_checks
 from tests.conformance import test_store_conformance as checks
 from tests.conformance.backends import BACKENDS, Harness, HarnessPool, StoreOptions
-from tests.conformance.broken import FireAtBlindStore, NoVersionFilterStore, SplitCommitStore
+from tests.conformance.broken import (
+    CallerClockTransport,
+    FireAtBlindStore,
+    NoVersionFilterStore,
+    SplitCommitStore,
+)
 
 Check = Callable[[Harness], None]
 
-CAUGHT_BY: list[tuple[type[MongoStore], Check]] = [
+CAUGHT_BY: list[tuple[type[MongoStore] | type[MongoTransport], Check]] = [
     (NoVersionFilterStore, checks.test_stale_commit_conflicts_and_changes_nothing),
     (NoVersionFilterStore, checks.test_one_writer_per_version),
     (SplitCommitStore, checks.test_commit_is_all_or_nothing_when_a_round_trip_fails),
-    (FireAtBlindStore, checks.test_due_timers_respect_fire_at),
+    (FireAtBlindStore, checks.test_due_timers_are_due_on_the_servers_clock),
+    (CallerClockTransport, mailbox_checks.test_leases_run_on_the_servers_clock),
 ]
 
 
-def run_on(store_class: type[MongoStore], check: Check) -> None:
+def run_on(broken: type[MongoStore] | type[MongoTransport] | None, check: Check) -> None:
     [mongomock] = [backend for backend in BACKENDS if backend.name == "mongomock"]
     pool = HarnessPool(mongomock)
+    options = StoreOptions()
+    if broken is not None and issubclass(broken, MongoTransport):
+        options.transport_class = broken
+    elif broken is not None:
+        options.store_class = broken
     try:
-        check(pool.open(StoreOptions(store_class=store_class)))
+        check(pool.open(options))
     finally:
         pool.close()
 
@@ -36,7 +49,9 @@ def run_on(store_class: type[MongoStore], check: Check) -> None:
     CAUGHT_BY,
     ids=[f"{broken.__name__}-{check.__name__}" for broken, check in CAUGHT_BY],
 )
-def test_check_fails_on_the_broken_store(broken: type[MongoStore], check: Check) -> None:
-    run_on(MongoStore, check)
+def test_check_fails_on_the_broken_backend(
+    broken: type[MongoStore] | type[MongoTransport], check: Check
+) -> None:
+    run_on(None, check)
     with pytest.raises(AssertionError):
         run_on(broken, check)

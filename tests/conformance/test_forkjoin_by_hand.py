@@ -1,21 +1,25 @@
-"""A fork/join chart with durable timers, driven by hand through the interpreter and each store backend.
+"""A fork/join chart with durable timers, driven by hand through the interpreter, each store and its
+transport.
 
-No worker and no transport: the test does what they do, one call at a time, against the store's own API —
-commit every step, create children from the spawn entries, deliver the outbox, and fire timers only from
-`due_timers(now)` — so what it proves is the store's part: nothing it is given is lost, doubled or early.
+No worker: the test does what a worker does, one call at a time, against the backends' own API — claim an
+execution, step its pending events, commit them with the claim, create the children and deliver the outbox
+the commit wrote, and fire timers only from `due_timers` — so what it proves is the backends' part: nothing
+they are given is lost, doubled, reordered or early, on the server's clock.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import time
 
 from harel.app import Registry
 from harel.chart import load_chart
-from harel.errors import StoreConflict
 from harel.interpreter import step
-from harel.model import START_EVENT, TIMER_EVENT, ChildSeed, Event, Execution, ExecutionStatus
+from harel.model import Execution, ExecutionStatus, start_event
+from harel.store._documents import RelayWork, StepRecord
+from harel.transport.base import SendOutcome
 from tests.conformance.backends import Harness
 
+PACK, LABEL, COOL = 0.3, 0.6, 0.2
 CHART = load_chart(
     {
         "id": "shipment",
@@ -26,88 +30,106 @@ CHART = load_chart(
                 "parallel": {
                     "pack": {
                         "initial": "packing",
-                        "states": {"packing": {"after": {"2s": "packed"}}, "packed": {"final": True}},
+                        "states": {"packing": {"after": {f"{PACK}s": "packed"}}, "packed": {"final": True}},
                     },
                     "label": {
                         "initial": "printing",
-                        "states": {"printing": {"after": {"5s": "printed"}}, "printed": {"final": True}},
+                        "states": {
+                            "printing": {"after": {f"{LABEL}s": "printed"}},
+                            "printed": {"final": True},
+                        },
                     },
                 },
                 "on_done": "cooling",
             },
-            "cooling": {"after": {"1s": "shipped"}},
+            "cooling": {"after": {f"{COOL}s": "shipped"}},
             "shipped": {"final": True},
         },
     }
 )
+CHARTS = ["shipment@1"]
 
 
 class Hand:
-    """The worker's loop, by hand: every write goes through the store under test."""
+    """The worker's loop, by hand: every read and write goes through the backend under test."""
 
     def __init__(self, harness: Harness) -> None:
         self.store = harness.store
-        self.now = 100.0
-        self.inbox: deque[tuple[str, Event]] = deque()
+        self.transport = harness.transport
         self.fired: list[tuple[str, str, float, float]] = []
         self.created: list[str] = []
+        self.applied: dict[str, list[str]] = {}
 
-    def deliver(self) -> None:
-        while self.inbox:
-            target, event = self.inbox.popleft()
-            exe, seen = self.store.load_for_event(target, event.id)
-            assert exe is not None
-            if seen:
-                continue
-            result = step(CHART, exe, event, self.now, registry=Registry())
-            self.store.commit(
-                result.execution, result.emits, result.spawns, result.timers, event.id, result.trace
+    def work(self) -> None:
+        """Claim and apply until nothing is due."""
+        while (claim := self.transport.claim(CHARTS, 30.0, time.time() + 3600)) is not None:
+            exe = claim.execution
+            records, steps = [], []
+            for n, pending in enumerate(claim.pending):
+                result = step(
+                    CHART,
+                    exe.model_copy(update={"version": claim.execution.version + n}),
+                    pending.event,
+                    claim.server_time,
+                    registry=Registry(),
+                )
+                exe = result.execution
+                steps.append(result)
+                records.append(StepRecord(pending.id, result.emits, result.spawns, result.trace))
+                self.applied.setdefault(claim.execution_id, []).append(pending.event.name)
+            parts = self.store.commit_claim(
+                claim,
+                exe,
+                records,
+                applied=list(claim.pending),
+                timers_changed=any(s.timers for s in steps),
             )
-            self.relay()
+            self.relay(RelayWork(parts.execution_id, parts.outbox_entries(), parts.spawn_entries()))
 
-    def relay(self) -> None:
-        for spawn in self.store.pending_spawns():
-            child = ChildSeed.model_validate(spawn.context).to_execution(spawn, self.now)
-            try:
-                self.store.commit(child)
-                self.created.append(child.id)
-            except StoreConflict:
-                pass
-            self.inbox.append((child.id, Event(id=f"{child.id}:start", name=START_EVENT)))
-            self.store.ack_spawn(spawn.seq)
-        for entry in self.store.pending_outbox():
-            self.inbox.append((entry.target_id, entry.event))
-            self.store.ack_outbox(entry.seq)
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-        for due in self.store.due_timers(self.now):
-            self.fired.append((due.execution_id, due.path, due.fire_at, self.now))
-            event = Event(
-                id=f"{due.execution_id}:t:{due.path}@{due.fire_at}", name=TIMER_EVENT, data=due._asdict()
+    def relay(self, work: RelayWork) -> None:
+        assert self.store.create_children(work.spawns, now=time.time()) == []
+        self.created += [s.child_id for s in work.spawns]
+        for entry in work.outbox:
+            assert (
+                self.transport.send(entry.target_id, entry.event, source=entry.source_id)
+                is SendOutcome.QUEUED
             )
-            self.inbox.append((due.execution_id, event))
-            self.store.delete_timer(due.execution_id, due.path, due.fire_at)
-        self.deliver()
+        self.store.ack_relay(
+            work.execution_id, [e.seq for e in work.outbox], [s.seq for s in work.spawns], retry_in=1.0
+        )
+
+    def sweep(self) -> None:
+        for due in self.store.due_timers(time.time() + 3600):
+            if self.store.fire_timer(due, now=time.time()):
+                self.fired.append((due.execution_id, due.path, due.fire_at, time.time()))
+        self.work()
+
+    def until(self, seconds: float) -> None:
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            self.sweep()
+            time.sleep(0.01)
 
 
-def test_fork_join_with_durable_timers_through_the_store(harness: Harness) -> None:
+def test_fork_join_with_durable_timers_through_the_backends(harness: Harness) -> None:
     hand = Hand(harness)
-    hand.store.commit(Execution(id="r", definition_id="shipment", definition_version=1, created_at=100.0))
-    hand.inbox.append(("r", Event(id="r:start", name=START_EVENT)))
-    hand.deliver()
+    started = time.time()
+    root = Execution(id="r", definition_id="shipment", definition_version=1, created_at=started)
+    assert hand.store.create(root, [start_event("r", started)], now=started)
+    hand.work()
     parent = hand.store.load("r")
     assert parent.configuration == ["fork"] and len(parent.children) == 2
     assert len(hand.created) == 2, "one child per region, created from the spawn entries"
+    hand.work()
+    assert all(hand.store.load(c).configuration for c in hand.created), "each child started from its mailbox"
 
-    hand.advance(1.999)
+    hand.until(PACK - 0.15)
     assert hand.fired == [], "no timer fires before its fire_at"
-    hand.advance(0.001)
-    assert [(p, at >= fire) for _, p, fire, at in hand.fired] == [("fork.pack.packing", True)]
+    hand.until(0.3)
+    assert [path for _, path, _, _ in hand.fired] == ["fork.pack.packing"]
     assert hand.store.load("r").configuration == ["fork"], "one region done: no join yet"
 
-    hand.advance(3.0)
-    assert len(hand.fired) == 2
+    hand.until(LABEL - PACK)
     parent = hand.store.load("r")
     assert parent.configuration == ["cooling"], "the join fired once every region was final"
     joins = [s for s in hand.store.read_trace("r") if any(t["source"] == "fork" for t in s["transitions"])]
@@ -115,12 +137,11 @@ def test_fork_join_with_durable_timers_through_the_store(harness: Harness) -> No
     for child_id in hand.created:
         assert hand.store.load(child_id).status is ExecutionStatus.COMPLETED
 
-    hand.relay()  # a relay running again finds nothing left to do
-    hand.advance(0.5)
-    assert hand.store.load("r").status is ExecutionStatus.RUNNING
-    hand.advance(0.5)
+    hand.until(COOL + 0.2)
     parent = hand.store.load("r")
     assert parent.status is ExecutionStatus.COMPLETED and parent.configuration == ["shipped"]
-    assert hand.store.next_timer_at() is None, "no timer is left armed"
+    assert harness.raw("r")["next_fire_at"] is None, "no timer is left armed"
     assert sorted(hand.created) == sorted(set(hand.created)), "every child created once"
     assert all(at >= fire for _, _, fire, at in hand.fired), "no timer fired early"
+    assert hand.applied["r"] == ["harel.start", "harel.done", "harel.done", "harel.timer"]
+    assert hand.transport.pending_count() == 0 and hand.store.pending_outbox() == []

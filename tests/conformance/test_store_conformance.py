@@ -1,15 +1,18 @@
 """The store conformance suite: every check runs on every backend in `backends.BACKENDS`.
 
 `harness` checks hold for every store (the memory store reports its documents in MongoStore's shape);
-`mongo_harness` checks look at what a MongoDB store sends: its calls, projections, update documents and
+`mongo_harness` checks look at what a MongoDB store sends: its calls, projections, update pipelines and
 indexes, and what a failed round trip leaves behind. The checks raise AssertionError when a store
 breaks its contract (never pytest.raises, which fails with its own exception type), so
 test_broken_stores.py can run them against deliberately broken stores and expect them to fail.
+
+Times are the server's: timers armed "in the past" are due, "in an hour" are not, whatever the backend.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,8 +21,8 @@ import pymongo.errors
 import pytest
 
 from harel.errors import ExecutionTooLarge, StoreConflict
-from harel.model import DueTimer, Event, Execution, ExecutionStatus, TimerOp
-from harel.store._documents import DOT_STANDIN
+from harel.model import DueTimer, Event, Execution, ExecutionStatus, SpawnEntry, TimerOp
+from harel.store._documents import DOT_STANDIN, RELAY_GRACE_SECONDS, SEQ_STRIDE
 from tests.conformance.backends import Harness, InjectedFault
 
 # --- builders ----------------------------------------------------------------------------------------
@@ -65,6 +68,15 @@ def key(path: str) -> str:
     return path.replace(".", DOT_STANDIN)
 
 
+def near(value: Any, expected: float, slack: float = 5.0) -> bool:
+    return isinstance(value, float) and abs(value - expected) <= slack
+
+
+def without_relay_time(document: dict[str, Any]) -> dict[str, Any]:
+    """The document with `relay_at` (a server time) checked apart."""
+    return {k: v for k, v in document.items() if k != "relay_at"}
+
+
 def rich_commit(store: Any, exe: Execution, tag: str) -> None:
     """A commit that touches every embedded field: outbox, spawns, timers, dedupe mark and trace."""
     path = f"fork.{tag}.wait"
@@ -77,6 +89,27 @@ def rich_commit(store: Any, exe: Execution, tag: str) -> None:
         processed_event_id=f"{tag}-in",
         trace={"event": f"{tag}-in"},
     )
+
+
+MAILBOX_SEED = {
+    "chart": "order@1",
+    "inbox": [],
+    "inbox_bytes": 0,
+    "inbox_at": None,
+    "lease": None,
+    "attempts": 0,
+    "last_error": None,
+    "parked": None,
+}
+
+
+def promoted(exe: Execution) -> dict[str, Any]:
+    return {
+        "status": exe.status.value,
+        "parent_id": exe.parent_id,
+        "created_at": exe.created_at,
+        "updated_at": exe.updated_at,
+    }
 
 
 # --- document shape ------------------------------------------------------------------------------
@@ -94,29 +127,34 @@ def test_create_writes_every_field(harness: Harness) -> None:
         trace={"event": "harel.start"},
     )
     assert exe.version == 1
-    assert harness.raw("exe-1") == {
+    document = harness.raw("exe-1")
+    assert without_relay_time(document) == {
         "_id": "exe-1",
         "definition_id": "order",
+        **promoted(exe),
         "version": 1,
         "data": exe.model_dump_json(),
         "outbox": [
-            {"seq": 1, "target_id": "exe-2", "event": event("out-1").model_dump_json()},
-            {"seq": 2, "target_id": None, "event": event("out-2").model_dump_json()},
+            {"seq": 0, "target_id": "exe-2", "event": event("out-1").model_dump_json(), "at": 0.0},
+            {"seq": 1, "target_id": None, "event": event("out-2").model_dump_json(), "at": 0.0},
         ],
         "spawns": [
             {
-                "seq": 3,
+                "seq": 2,
                 "parent_id": "exe-1",
                 "child_id": "exe-1-A",
                 "root_path": "fork.A",
                 "context": {"items": [1, 2]},
+                "at": 0.0,
             }
         ],
         "processed": ["in-1"],
         "timers": {"fork\uff0eA\uff0ewait": 30.0},
         "trace": [{"event": "harel.start", "index": 0}],
         "next_fire_at": 30.0,
+        **MAILBOX_SEED,
     }
+    assert near(document["relay_at"], time.time() + RELAY_GRACE_SECONDS), "relay work held by its committer"
     assert harness.store.load("exe-1") == exe
 
 
@@ -125,14 +163,32 @@ def test_create_without_bookkeeping_seeds_empty_fields(harness: Harness) -> None
     assert harness.raw(exe.id) == {
         "_id": "exe-1",
         "definition_id": "order",
+        **promoted(exe),
         "version": 1,
         "data": exe.model_dump_json(),
         "outbox": [],
         "spawns": [],
         "processed": [],
         "timers": {},
+        "next_fire_at": None,
         "trace": [],
+        "relay_at": None,
+        **MAILBOX_SEED,
     }
+
+
+def test_create_with_events_waiting(harness: Harness) -> None:
+    exe = execution("with-start")
+    assert harness.store.create(exe, [event("first"), event("second")], now=5.0)
+    document = harness.raw("with-start")
+    assert [entry["id"] for entry in document["inbox"]] == ["first", "second"]
+    assert document["inbox_bytes"] == sum(entry["size"] for entry in document["inbox"]) > 0
+    assert near(document["inbox_at"], time.time()), "due from the server's time of creation"
+    assert document["version"] == 1 and harness.store.load("with-start") == exe.model_copy(
+        update={"version": 1}
+    )
+    assert not harness.store.create(execution("with-start", context={"other": 1}), [event("x")], now=6.0)
+    assert [entry["id"] for entry in harness.raw("with-start")["inbox"]] == ["first", "second"]
 
 
 def test_advance_appends_to_every_array(harness: Harness) -> None:
@@ -150,22 +206,31 @@ def test_advance_appends_to_every_array(harness: Harness) -> None:
         trace={"step": "b"},
     )
     assert exe.version == 2
-    assert harness.raw("exe-1") == {
+    assert without_relay_time(harness.raw("exe-1")) == {
         "_id": "exe-1",
         "definition_id": "order",
+        **promoted(exe),
         "version": 2,
         "data": exe.model_dump_json(),
         "outbox": [
-            {"seq": 1, "target_id": "exe-2", "event": event("out-1").model_dump_json()},
-            {"seq": 2, "target_id": "exe-3", "event": event("out-2").model_dump_json()},
+            {"seq": 0, "target_id": "exe-2", "event": event("out-1").model_dump_json(), "at": 0.0},
+            {"seq": SEQ_STRIDE, "target_id": "exe-3", "event": event("out-2").model_dump_json(), "at": 0.0},
         ],
         "spawns": [
-            {"seq": 3, "parent_id": "exe-1", "child_id": "exe-1-B", "root_path": "fork.B", "context": {}}
+            {
+                "seq": SEQ_STRIDE + 1,
+                "parent_id": "exe-1",
+                "child_id": "exe-1-B",
+                "root_path": "fork.B",
+                "context": {},
+                "at": 0.0,
+            }
         ],
         "processed": ["in-1", "in-2"],
         "timers": {key("placed.wait"): 5.0},
         "trace": [{"step": "a", "index": 0}, {"step": "b", "index": 1}],
         "next_fire_at": 5.0,
+        **MAILBOX_SEED,
     }
     assert json.loads(harness.raw("exe-1")["data"])["version"] == 2
 
@@ -186,19 +251,16 @@ def test_timer_schedule_and_cancel(harness: Harness) -> None:
     arm(store, exe, {})
     document = harness.raw(exe.id)
     assert document["timers"] == {}
-    assert "next_fire_at" not in document
-    assert store.due_timers(1000.0) == []
+    assert document["next_fire_at"] is None
+    assert store.due_timers(time.time() + 3600) == []
 
 
-def test_last_timer_op_on_a_path_wins(harness: Harness) -> None:
+def test_a_timer_is_due_from_its_millisecond(harness: Harness) -> None:
+    """The server's clock has millisecond resolution: a timer is stored as due from the millisecond at or
+    after its fire time, so it cannot be taken for due before it."""
     store = harness.store
-    exe = created(store)
-    exe.timers = {"s.wait": 7.0}
-    store.commit(exe, timers=[TimerOp("cancel", "s.wait"), TimerOp("schedule", "s.wait", 7.0)])
-    assert harness.raw(exe.id)["timers"] == {key("s.wait"): 7.0}
-    exe.timers = {}
-    store.commit(exe, timers=[TimerOp("schedule", "s.wait", 9.0), TimerOp("cancel", "s.wait")])
-    assert harness.raw(exe.id)["timers"] == {}
+    arm(store, created(store), {"wait": 1234.5671})
+    assert harness.raw("exe-1")["next_fire_at"] == 1234.568
 
 
 # --- one writer per version ----------------------------------------------------------------------
@@ -229,7 +291,7 @@ def test_stale_commit_conflicts_and_changes_nothing(harness: Harness) -> None:
     assert store.load(exe.id) == exe
     assert [e.event.id for e in store.pending_outbox()] == ["out-1"]
     assert store.pending_spawns() == []
-    assert store.due_timers(10.0) == []
+    assert store.due_timers(time.time() + 3600) == []
     assert not store.is_processed(exe.id, "in-stale")
 
 
@@ -302,6 +364,16 @@ def test_redelivered_event_takes_effect_once(harness: Harness) -> None:
     assert store.load_for_event("missing", "evt-1") == (None, False)
 
 
+def test_dollar_prefixed_ids_are_data(harness: Harness) -> None:
+    """An id that starts with `$` is compared as a value, never read as a field path."""
+    store = harness.store
+    exe = created(store, "$root")
+    store.commit(exe, processed_event_id="$processed")
+    assert store.load_for_event("$root", "$processed") == (exe, True)
+    assert store.load_for_event("$root", "$data") == (exe, False)
+    assert store.is_processed("$root", "$processed")
+
+
 def test_dedupe_window_keeps_the_latest_ids(harness: Harness) -> None:
     small = harness.fresh(dedupe_window=3)
     exe = created(small.store)
@@ -353,7 +425,7 @@ def test_append_trace_outside_a_commit(harness: Harness) -> None:
 
 # --- listing -------------------------------------------------------------------------------------
 
-LISTED = [
+LISTED = [  # newest first
     ("a1", "order", ExecutionStatus.RUNNING, None),
     ("a2", "invoice", ExecutionStatus.COMPLETED, None),
     ("a3", "order", ExecutionStatus.COMPLETED, "a1"),
@@ -377,15 +449,19 @@ def walk(store: Any, limit: int, **filters: Any) -> list[list[str]]:
         cursor = page.next_cursor
 
 
-def test_listing_pages_and_filters(harness: Harness) -> None:
+def test_listing_pages_newest_first_with_filters_on_the_server(harness: Harness) -> None:
     store = harness.store
-    for execution_id, definition_id, status, parent_id in reversed(LISTED):
-        store.commit(execution(execution_id, definition_id, status=status, parent_id=parent_id))
+    for age, (execution_id, definition_id, status, parent_id) in enumerate(LISTED):
+        store.commit(
+            execution(
+                execution_id, definition_id, status=status, parent_id=parent_id, created_at=1000.0 - age
+            )
+        )
+    store.append_trace("trace-only", {"note": "not an execution"})
     ids = [row[0] for row in LISTED]
 
     pages = walk(store, 3)
     assert pages == [ids[0:3], ids[3:6], ids[6:7]]
-    assert len(pages[-1]) < 3
 
     wanted = [
         row[0] for row in LISTED if row[1] == "order" and row[2] is ExecutionStatus.RUNNING and row[3] is None
@@ -400,6 +476,7 @@ def test_listing_pages_and_filters(harness: Harness) -> None:
     assert walk(store, 10, definition_id="invoice") == [[r[0] for r in LISTED if r[1] == "invoice"]]
     assert walk(store, 10, roots_only=True) == [[r[0] for r in LISTED if r[3] is None]]
     assert walk(store, 10, definition_id="nothing") == [[]]
+    assert walk(store, 7) == [ids], "a page that holds the rest carries no cursor"
 
     summary = store.list_executions(limit=1, cursor=None, definition_id="invoice", roots_only=False).items[0]
     assert (summary.id, summary.version, summary.status, summary.parent_id) == ("a2", 1, "completed", None)
@@ -410,7 +487,7 @@ def test_listing_pages_and_filters(harness: Harness) -> None:
 # --- relays --------------------------------------------------------------------------------------
 
 
-def test_relays_deliver_in_seq_order_and_ack(harness: Harness) -> None:
+def test_relay_entries_are_numbered_per_execution_and_acknowledged(harness: Harness) -> None:
     store = harness.store
     a, b = created(store, "a"), created(store, "b")
     store.commit(a, emits=[("b", event("a-1")), (None, event("a-2"))], spawns=[("a-X", "fork.X", {"n": 1})])
@@ -418,91 +495,123 @@ def test_relays_deliver_in_seq_order_and_ack(harness: Harness) -> None:
     store.commit(a, emits=[("b", event("a-3"))])
 
     outbox = store.pending_outbox()
-    assert [(e.target_id, e.event) for e in outbox] == [
-        ("b", event("a-1")),
-        (None, event("a-2")),
-        ("a", event("b-1")),
-        ("b", event("a-3")),
+    assert sorted((e.source_id, e.seq, e.target_id, e.event.id) for e in outbox) == [
+        ("a", SEQ_STRIDE, "b", "a-1"),
+        ("a", SEQ_STRIDE + 1, None, "a-2"),
+        ("a", 2 * SEQ_STRIDE, "b", "a-3"),
+        ("b", SEQ_STRIDE, "a", "b-1"),
     ]
     spawns = store.pending_spawns()
-    assert [(s.parent_id, s.child_id, s.root_path, s.context) for s in spawns] == [
-        ("a", "a-X", "fork.X", {"n": 1}),
-        ("b", "b-Y", "fork.Y", {"n": 2}),
+    assert sorted((s.parent_id, s.seq, s.child_id, s.root_path, s.context) for s in spawns) == [
+        ("a", SEQ_STRIDE + 2, "a-X", "fork.X", {"n": 1}),
+        ("b", SEQ_STRIDE + 1, "b-Y", "fork.Y", {"n": 2}),
     ]
-    seqs = [e.seq for e in outbox] + [s.seq for s in spawns]
-    assert [e.seq for e in outbox] == sorted(e.seq for e in outbox)
-    assert len(set(seqs)) == len(seqs)
-    assert store.pending_outbox(limit=2) == outbox[:2]
-    assert store.pending_spawns(limit=1) == spawns[:1]
+    assert len(store.pending_outbox(limit=2)) == 2
 
-    store.ack_outbox(outbox[1].seq)
-    store.ack_outbox(outbox[1].seq)
-    store.ack_outbox(max(seqs) + 100)
-    assert store.pending_outbox() == [outbox[0], outbox[2], outbox[3]]
-    assert [entry["seq"] for entry in harness.raw("a")["outbox"]] == [outbox[0].seq, outbox[3].seq]
-    store.ack_spawn(spawns[0].seq)
-    assert store.pending_spawns() == spawns[1:]
-    for entry in store.pending_outbox():
-        store.ack_outbox(entry.seq)
-    assert store.pending_outbox() == []
+    store.ack_outbox("a", SEQ_STRIDE + 1)
+    store.ack_outbox("a", SEQ_STRIDE + 1)
+    store.ack_outbox("a", 99 * SEQ_STRIDE)
+    assert [entry["seq"] for entry in harness.raw("a")["outbox"]] == [SEQ_STRIDE, 2 * SEQ_STRIDE]
+    store.ack_spawn("a", SEQ_STRIDE + 2)
+    assert [s.child_id for s in store.pending_spawns()] == ["b-Y"]
+    store.ack_relay("a", [SEQ_STRIDE, 2 * SEQ_STRIDE], [], retry_in=0.0)
     assert harness.raw("a")["outbox"] == []
+    assert harness.raw("a")["relay_at"] is None, "nothing left to relay"
+    assert harness.raw("b")["relay_at"] is not None
+
+
+def test_relay_work_goes_to_one_relay_after_its_committer_had_its_time(harness: Harness) -> None:
+    store = harness.store
+    a = created(store, "a")
+    store.commit(a, emits=[("b", event("a-1")), ("c", event("a-2"))], spawns=[("a-X", "fork.X", {})])
+    bound = time.time() + 3600
+    assert store.take_relay_work(30.0, bound) is None, "the committer relays it itself first"
+
+    store.ack_relay("a", [SEQ_STRIDE], [], retry_in=0.0)  # one delivered; the rest is due again now
+    work = store.take_relay_work(30.0, bound)
+    assert work is not None and work.execution_id == "a"
+    assert [(e.seq, e.event.id) for e in work.outbox] == [(SEQ_STRIDE + 1, "a-2")]
+    assert [s.child_id for s in work.spawns] == ["a-X"]
+    assert store.take_relay_work(30.0, bound) is None, "held by the relay that took it"
+    assert near(harness.raw("a")["relay_at"], time.time() + 30.0)
+
+
+def test_children_are_created_with_their_start_waiting(harness: Harness) -> None:
+    store = harness.store
+    seed = {"definition_id": "order", "definition_version": 1, "context": {"k": 1}, "siblings": {"x": "p/x"}}
+    entries = [SpawnEntry(n, "p", f"p/{name}", f"fork.{name}", dict(seed)) for n, name in enumerate("xy")]
+    assert store.create_children(entries, now=7.0) == []
+    child = store.load("p/x")
+    assert (child.parent_id, child.root_path, child.context, child.siblings) == (
+        "p",
+        "fork.x",
+        {"k": 1},
+        {"x": "p/x"},
+    )
+    assert [entry["id"] for entry in harness.raw("p/y")["inbox"]] == ["p/y:start"]
+    assert store.create_children(entries, now=8.0) == ["p/x", "p/y"], "a second relay creates nothing"
+    assert store.create_children([], now=9.0) == []
 
 
 # --- timers --------------------------------------------------------------------------------------
 
 
-def test_due_timers_respect_fire_at(harness: Harness) -> None:
+def test_due_timers_are_due_on_the_servers_clock(harness: Harness) -> None:
     store = harness.store
-    arm(store, created(store, "a"), {"fork.A.wait": 10.0, "fork.B.wait": 30.0})
-    arm(store, created(store, "b"), {"wait": 20.0})
+    now = time.time()
+    arm(store, created(store, "a"), {"fork.A.wait": now - 30, "fork.B.wait": now - 10})
+    arm(store, created(store, "b"), {"wait": now - 20})
     created(store, "c")
-    arm(store, created(store, "d"), {"wait": 40.0})
+    arm(store, created(store, "d"), {"wait": now + 3600})
 
-    assert store.due_timers(5.0) == []
-    assert store.due_timers(10.0) == [DueTimer("a", "fork.A.wait", 10.0)]
-    assert store.due_timers(25.0) == [DueTimer("a", "fork.A.wait", 10.0), DueTimer("b", "wait", 20.0)]
-    everything = [
-        DueTimer("a", "fork.A.wait", 10.0),
-        DueTimer("b", "wait", 20.0),
-        DueTimer("a", "fork.B.wait", 30.0),
-        DueTimer("d", "wait", 40.0),
-    ]
-    assert store.due_timers(100.0) == everything
-    assert store.due_timers(100.0, limit=2) == everything[:2]
+    due = store.due_timers(now + 3600)
+    assert [(t.execution_id, t.path) for t in due] == [("a", "fork.A.wait"), ("b", "wait")]
+    assert due[0].next_fire_at == pytest.approx(now - 10, abs=0.002), "the next timer of `a`"
+    assert due[1].next_fire_at is None
+    assert [t.execution_id for t in store.due_timers(now + 3600, limit=1)] == ["a"]
+    assert store.due_timers(now - 3600) == [], "the bound limits the index range"
 
 
-def test_guarded_delete_leaves_a_rearmed_timer(harness: Harness) -> None:
+def test_a_fired_timer_becomes_an_event_in_its_mailbox_once(harness: Harness) -> None:
     store = harness.store
+    now = time.time()
     exe = created(store)
-    arm(store, exe, {"fork.A.wait": 10.0})
-    [due] = store.due_timers(15.0)
-    arm(store, exe, {"fork.A.wait": 50.0})  # re-armed after the sweep read it
-
-    store.delete_timer(exe.id, due.path, due.fire_at)
-    assert harness.raw(exe.id)["timers"] == {key("fork.A.wait"): 50.0}
-    assert store.due_timers(60.0) == [DueTimer(exe.id, "fork.A.wait", 50.0)]
-
-    store.delete_timer(exe.id, "fork.A.wait", 50.0)
+    arm(store, exe, {"fork.A.wait": now - 1, "fork.B.wait": now + 3600})
+    [due] = store.due_timers(now + 3600)
+    assert store.fire_timer(due, now=now)
     document = harness.raw(exe.id)
-    assert document["timers"] == {}
-    # next_fire_at is left for the timer event's commit to recompute; meanwhile nothing is due.
-    assert document["next_fire_at"] == 50.0
-    assert store.due_timers(60.0) == []
+    [entry] = document["inbox"]
+    assert entry["id"] == f"exe-1:timer:fork.A.wait@{now - 1!r}"
+    assert json.loads(entry["event"])["data"] == {"path": "fork.A.wait", "fire_at": now - 1}
+    assert document["next_fire_at"] == pytest.approx(now + 3600, abs=0.002)
+    assert near(document["inbox_at"], time.time())
+    assert store.due_timers(now + 3600) == []
+    assert store.fire_timer(due, now=now), "a second sweep holding the same read fires nothing new"
+    assert len(harness.raw(exe.id)["inbox"]) == 1
 
 
-def test_next_timer_at(harness: Harness) -> None:
+def test_a_timer_rearmed_after_the_sweep_read_it_is_left_alone(harness: Harness) -> None:
     store = harness.store
-    assert store.next_timer_at() is None
-    a = created(store, "a")
-    b = created(store, "b")
-    assert store.next_timer_at() is None
-    arm(store, a, {"wait": 30.0})
-    arm(store, b, {"one": 25.0, "two": 20.0})
-    assert store.next_timer_at() == 20.0
-    arm(store, b, {})
-    assert store.next_timer_at() == 30.0
-    arm(store, a, {})
-    assert store.next_timer_at() is None
+    now = time.time()
+    exe = created(store)
+    arm(store, exe, {"fork.A.wait": now - 1})
+    [due] = store.due_timers(now + 3600)
+    arm(store, exe, {"fork.A.wait": now + 3600})  # re-armed after the sweep read it
+    assert not store.fire_timer(due, now=now)
+    document = harness.raw(exe.id)
+    assert document["inbox"] == []
+    assert document["next_fire_at"] == pytest.approx(now + 3600, abs=0.002)
+
+
+def test_a_timer_not_yet_due_is_not_fired(harness: Harness) -> None:
+    """The fire's own check is on the server's clock: a sweep whose read is stale cannot fire early."""
+    store = harness.store
+    now = time.time()
+    exe = created(store)
+    arm(store, exe, {"wait": now + 3600})
+    stored = {key("wait"): now + 3600}
+    assert not store.fire_timer(DueTimer(exe.id, "wait", now + 3600, stored, None), now=now + 3600)
+    assert harness.raw(exe.id)["inbox"] == []
 
 
 # --- size ----------------------------------------------------------------------------------------
@@ -529,40 +638,48 @@ def test_too_large_commit_is_refused_before_it_is_sent(harness: Harness) -> None
 # --- what a MongoDB store sends --------------------------------------------------------------------
 
 
-def test_commit_round_trips(mongo_harness: Harness) -> None:
+def test_every_commit_is_one_update(mongo_harness: Harness) -> None:
     store, recorder = mongo_harness.store, mongo_harness.recorder
     recorder.clear()
     exe = created(store)
-    assert [(c.collection, c.method) for c in recorder.calls] == [("executions", "insert_one")]
+    assert [(c.collection, c.method) for c in recorder.calls] == [("executions", "update_one")]
+    assert recorder.calls[0].kwargs == {"upsert": True}
+    assert recorder.calls[0].args[0] == {"_id": "exe-1", "version": -1}, "an upsert that can only insert"
 
     recorder.clear()
     rich_commit(store, exe, "a")
-    assert [(c.collection, c.method) for c in recorder.calls] == [
-        ("counters", "find_one_and_update"),
-        ("executions", "update_one"),
-    ]
-    assert recorder.calls[0].args[1] == {"$inc": {"n": 2}}
+    assert [(c.collection, c.method) for c in recorder.calls] == [("executions", "update_one")]
 
     recorder.clear()
     store.commit(exe, processed_event_id="in-2", trace={"step": 2})
-    assert [(c.collection, c.method) for c in recorder.calls] == [("executions", "update_one")]
-    cas_filter, update = recorder.calls[0].args
+    [call] = recorder.calls
+    cas_filter, pipeline = call.args
     assert cas_filter == {"_id": "exe-1", "version": 2}
-    assert set(update) == {"$set", "$push"}
-    assert update["$set"] == {
-        "definition_id": "order",
-        "version": 3,
-        "data": exe.model_dump_json(),
-        "next_fire_at": 100.0,
+    [stage] = pipeline
+    assert set(stage["$set"]) == {
+        "definition_id",
+        "status",
+        "parent_id",
+        "created_at",
+        "updated_at",
+        "version",
+        "data",
+        "processed",
+        "trace",
+    }, "only what this step changed"
+    assert stage["$set"]["data"] == {"$literal": exe.model_dump_json()}
+    assert stage["$set"]["processed"] == {
+        "$slice": [
+            {"$concatArrays": [{"$ifNull": ["$processed", []]}, {"$literal": ["in-2"]}]},
+            -store.dedupe_window,
+        ]
     }
-    assert update["$push"]["processed"] == {"$each": ["in-2"], "$slice": -store.dedupe_window}
-    assert update["$push"]["trace"] == {"$each": [{"step": 2, "index": 2}], "$slice": -store.trace_max}
 
 
 def test_update_document_does_not_grow_with_the_execution(mongo_harness: Harness) -> None:
     store, recorder = mongo_harness.store, mongo_harness.recorder
     exe = created(store)
-    updates: dict[int, tuple[dict[str, Any], str]] = {}
+    updates: dict[int, tuple[list[dict[str, Any]], str]] = {}
     for number in range(1, 1001):
         recorder.clear()
         store.commit(
@@ -580,12 +697,12 @@ def test_update_document_does_not_grow_with_the_execution(mongo_harness: Harness
     assert len(document["trace"]) == store.trace_max
 
     def size_beside_data(number: int) -> int:
-        update, data = updates[number]
-        assert update["$set"]["data"] == data  # the execution itself, never the document
-        return len(bson.encode(update)) - len(data)
+        pipeline, data = updates[number]
+        assert pipeline[0]["$set"]["data"] == {"$literal": data}  # the execution itself, never the document
+        return len(bson.encode({"u": pipeline})) - len(data)
 
     assert size_beside_data(1000) <= size_beside_data(10)
-    assert len(bson.encode(updates[1000][0])) < len(bson.encode(document)) / 100
+    assert len(bson.encode({"u": updates[1000][0]})) < len(bson.encode(document)) / 100
 
 
 def test_reads_fetch_only_what_they_use(mongo_harness: Harness) -> None:
@@ -608,49 +725,53 @@ def test_reads_fetch_only_what_they_use(mongo_harness: Harness) -> None:
 
     recorder.clear()
     store.pending_outbox()
-    store.pending_spawns()
-    store.due_timers(200.0)
+    store.due_timers(time.time())
     store.list_executions()
     assert [(c.method, c.args[1]) for c in recorder.calls] == [
-        ("find", {"outbox": 1}),
-        ("find", {"spawns": 1}),
-        ("find", {"timers": 1}),
+        ("find", {"outbox": 1, "spawns": 1}),
+        ("find", {"timers": 1, "next_fire_at": 1}),
         ("find", {"version": 1, "data": 1}),
     ]
 
 
 def test_sweep_and_relays_select_only_pending_documents(mongo_harness: Harness) -> None:
     store, recorder = mongo_harness.store, mongo_harness.recorder
-    arm(store, created(store, "due"), {"wait": 10.0})
-    arm(store, created(store, "later"), {"wait": 30.0})
+    now = time.time()
+    arm(store, created(store, "due"), {"wait": now - 10})
+    arm(store, created(store, "later"), {"wait": now + 3600})
     store.commit(created(store, "sender"), emits=[("due", event("ping"))])
     created(store, "idle")
 
     recorder.clear()
-    store.due_timers(15.0)
-    store.pending_outbox()
+    assert [t.execution_id for t in store.due_timers(now + 60)] == ["due"]
+    assert [e.source_id for e in store.pending_outbox()] == ["sender"]
     due_filter, outbox_filter = (c.args[0] for c in recorder.of("executions", "find"))
-    executions = mongo_harness.database["executions"]
-    assert [d["_id"] for d in executions.find(due_filter)] == ["due"]
-    assert [d["_id"] for d in executions.find(outbox_filter)] == ["sender"]
-    assert due_filter == {"next_fire_at": {"$lte": 15.0}}
-    assert outbox_filter == {"outbox.seq": {"$gte": 1}}
+    assert due_filter["next_fire_at"] == {"$gte": 0, "$lte": now + 60}, "an index range, bounded"
+    assert "$expr" in due_filter, "due on the server's clock"
+    assert outbox_filter == {"relay_at": {"$gte": 0}}
 
 
 def test_ensure_indexes_is_idempotent(mongo_harness: Harness) -> None:
+    executions = mongo_harness.database["executions"]
+    executions.create_index("outbox.seq", name="outbox.seq_1", sparse=True)  # an earlier release's
     mongo_harness.store.ensure_indexes()
     mongo_harness.store.ensure_indexes()
-    indexes = mongo_harness.database["executions"].index_information()
+    mongo_harness.transport.ensure_indexes()
+    indexes = executions.index_information()
     wanted = {
-        "definition_id_1": ([("definition_id", 1)], False),
-        "next_fire_at_1": ([("next_fire_at", 1)], True),
-        "outbox.seq_1": ([("outbox.seq", 1)], True),
-        "spawns.seq_1": ([("spawns.seq", 1)], True),
+        "created": [("created_at", -1), ("_id", 1)],
+        "status_created": [("status", 1), ("created_at", -1), ("_id", 1)],
+        "definition_created": [("definition_id", 1), ("created_at", -1), ("_id", 1)],
+        "next_fire_at_1": [("next_fire_at", 1)],
+        "relay_at": [("relay_at", 1)],
+        "mailbox": [("chart", 1), ("inbox_at", 1)],
+        "parked": [("parked.at", 1)],
     }
-    for name, (keys, sparse) in wanted.items():
+    for name, keys in wanted.items():
         assert [tuple(k) for k in indexes[name]["key"]] == keys
-        assert bool(indexes[name].get("sparse")) is sparse
-    assert set(indexes) == {"_id_", *wanted}
+    assert indexes["next_fire_at_1"].get("sparse") is True
+    assert indexes["mailbox"]["partialFilterExpression"] == {"inbox_at": {"$gte": 0}}
+    assert set(indexes) == {"_id_", *wanted}, "retired indexes are dropped"
 
 
 @pytest.mark.parametrize(
@@ -693,31 +814,26 @@ def landed_whole(document: dict[str, Any], tag: str) -> bool:
 
 
 def test_commit_is_all_or_nothing_when_a_round_trip_fails(mongo_harness: Harness) -> None:
-    """A fault before or after each write call of a commit (a lost request or a lost reply) leaves the
-    document as it was or fully committed; a retry then completes it exactly once."""
+    """A fault before or after the write of a commit (a lost request or a lost reply) leaves the document
+    as it was or fully committed; a retry then completes it exactly once."""
     store, recorder = mongo_harness.store, mongo_harness.recorder
-    for nth in (1, 2, 3):
-        for when in ("before", "after"):
-            exe = created(store, f"exe-{nth}-{when}")
-            before = stored_bytes(mongo_harness, exe.id)
-            recorder.fail_write(nth, when)
-            try:
-                rich_commit(store, exe, "a")
-            except InjectedFault:
-                assert exe.version == 1
-            recorder.clear()
-            after = mongo_harness.raw(exe.id)
-            assert bson.encode(after) == before or landed_whole(after, "a"), (nth, when, after)
+    for when in ("before", "after"):
+        exe = created(store, f"exe-{when}")
+        before = stored_bytes(mongo_harness, exe.id)
+        recorder.fail_write(1, when)
+        try:
+            rich_commit(store, exe, "a")
+        except InjectedFault:
+            assert exe.version == 1
+        recorder.clear()
+        after = mongo_harness.raw(exe.id)
+        assert bson.encode(after) == before or landed_whole(after, "a"), (when, after)
 
-            reloaded, processed = store.load_for_event(exe.id, "a-in")
-            if not processed:
-                rich_commit(store, reloaded, "a")
-            assert landed_whole(mongo_harness.raw(exe.id), "a"), (nth, when)
-            # Nothing lost and nothing doubled: one outbox entry, one spawn, one timer.
-            [sent] = store.pending_outbox()
-            [spawn] = store.pending_spawns()
-            assert (sent.event.id, spawn.child_id) == ("a-out", f"{exe.id}-a")
-            assert store.due_timers(100.0) == [DueTimer(exe.id, "fork.a.wait", 100.0)]
-            store.ack_outbox(sent.seq)
-            store.ack_spawn(spawn.seq)
-            store.delete_timer(exe.id, "fork.a.wait", 100.0)
+        reloaded, processed = store.load_for_event(exe.id, "a-in")
+        if not processed:
+            rich_commit(store, reloaded, "a")
+        assert landed_whole(mongo_harness.raw(exe.id), "a"), when
+        # Nothing lost and nothing doubled: one outbox entry, one spawn, one timer.
+        assert [e.event.id for e in store.pending_outbox() if e.source_id == exe.id] == ["a-out"]
+        assert [s.child_id for s in store.pending_spawns() if s.parent_id == exe.id] == [f"{exe.id}-a"]
+        assert mongo_harness.raw(exe.id)["timers"] == {key("fork.a.wait"): 100.0}

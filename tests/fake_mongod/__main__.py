@@ -1,7 +1,9 @@
-"""`python -m tests.fake_mongod --port N [--standalone|--secondary|--mongos] [--set-name rs0]`.
+"""`python -m tests.fake_mongod --port N [--standalone|--secondary|--mongos] [--set-name rs0] [--latency-ms MS]
+[--clock-offset SECONDS]`.
 
 Serves on 127.0.0.1 until SIGTERM or SIGINT. `--port 0` lets the OS choose; either way the first line on
-stdout is `listening 127.0.0.1:PORT`, printed once the server accepts connections.
+stdout is `listening 127.0.0.1:PORT`, printed once the server accepts connections. SIGUSR1 withholds
+write-concern acknowledgement (a set without its majority), SIGUSR2 releases it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ import argparse
 import logging
 import signal
 import sys
-import threading
+
+from harel.local.server import serve_until_signalled
 
 from .server import FakeMongod
 from .topology import Role
@@ -30,6 +33,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="start as a member awaiting replSetInitiate (NotYetInitialized until then)",
     )
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="network latency added to every command, outside the execution lock (default: 0)",
+    )
+    parser.add_argument(
+        "--clock-offset",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="run the server's clock ($$NOW, hello.localTime) this far ahead of real time; negative: behind",
+    )
     parser.add_argument("--log-level", default="WARNING", help="logging level on stderr (default: WARNING)")
     return parser.parse_args(argv)
 
@@ -39,19 +55,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.uninitialized and args.role not in (Role.PRIMARY, Role.SECONDARY):
         print("--uninitialized applies to replica-set members only", file=sys.stderr)
         return 2
+    if args.latency_ms < 0:
+        print("--latency-ms must not be negative", file=sys.stderr)
+        return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    server = FakeMongod(args.role, set_name=args.set_name, port=args.port).start()
-    try:
+    server = FakeMongod(
+        args.role,
+        set_name=args.set_name,
+        port=args.port,
+        latency_ms=args.latency_ms,
+        clock_offset=args.clock_offset,
+    ).start()
+    signal.signal(signal.SIGUSR1, lambda *_: server.withhold_write_concern())
+    signal.signal(signal.SIGUSR2, lambda *_: server.release_write_concern())
+
+    def announce() -> None:
         if args.uninitialized:
             server.set_initialized(False)
         print(f"listening {server.host_port}", flush=True)
-        stop.wait()
-    finally:
-        server.stop()
-    return 0
+
+    return serve_until_signalled(server, announce)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ const scenario = JSON.parse(fs.readFileSync(scenarioPath, 'utf8'));
 //   members: {"<host:port>": {setName: string|null, arbiter: bool, unreachableFor: attempts}},
 //   root: {user, password},           the root user the members know
 //   users: {"<name>": {roles, mechanisms}},
+//   roles: {"<name>": {privileges, roles}},  user-defined roles in admin (optional)
 //   statusError: {code, codeName}|null,  replSetGetStatus refuses with this
 //   electionPolls: n,                 replica-set connections that find no primary after initiation
 //   localReplsetDocs: n,              documents in local.system.replset of the bootstrap instance
@@ -113,6 +114,19 @@ function execute(connection, database, body) {
       }
       cluster.users[body.updateUser] = { roles: body.roles, mechanisms: body.mechanisms || null, pwd: body.pwd };
       return { ok: 1 };
+    case 'rolesInfo': {
+      const role = (cluster.roles || {})[body.rolesInfo.role];
+      return { ok: 1, roles: role ? [Object.assign({ role: body.rolesInfo.role }, role)] : [] };
+    }
+    case 'createRole':
+    case 'updateRole': {
+      cluster.roles = cluster.roles || {};
+      if ((name === 'createRole') === (body[name] in cluster.roles)) {
+        throw new MongoServerError(name === 'createRole' ? 51002 : 31, name === 'createRole' ? 'Location51002' : 'RoleNotFound', `role ${body[name]}`);
+      }
+      cluster.roles[body[name]] = { privileges: body.privileges, roles: body.roles };
+      return { ok: 1 };
+    }
     default:
       throw new MongoServerError(59, 'CommandNotFound', `no such command: '${name}'`);
   }

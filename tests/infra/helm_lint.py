@@ -72,6 +72,33 @@ def configurations() -> dict[str, dict[str, Any]]:
             },
             "imagePullSecrets": [{"name": "registry-credentials"}],
         },
+        "metrics, dashboard, alerts, backups to a volume": {
+            "mongodbExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
+            "grafanaDashboard": {"enabled": True},
+            "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+            "backup": {"enabled": True},
+        },
+        "metrics + backups to S3, TLS, plain Jobs": {
+            "mongodbExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
+            "backup": {
+                "enabled": True,
+                "target": "s3",
+                "s3": {
+                    "bucket": "harel-backups",
+                    "existingSecret": "s3-credentials",
+                    "endpoint": "https://minio.example.invalid:9000",
+                },
+            },
+            "opsUsers": {"existingSecret": "harel-ops-credentials"},
+            "tls": {"enabled": True, "existingSecret": "harel-mongodb-tls"},
+            "mongodb": {"init": {"useHooks": False}},
+        },
+        "dashboard + alerts, external MongoDB": {
+            "mongodb": {"enabled": False},
+            "externalMongodb": {"existingSecret": "atlas-connection"},
+            "grafanaDashboard": {"enabled": True},
+            "prometheusRule": {"enabled": True},
+        },
     }
 
 

@@ -23,7 +23,6 @@ import base64
 import datetime
 import getpass
 import grp
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -38,7 +37,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,12 +49,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 from pymongo import MongoClient
 
 from tests.fake_mongod.fixtures import FakeDeployment, FakeProcess, start_fake_mongod_process
 from tests.infra.tools import mongosh
+from tests.wheelhouse import fill_wheelhouse, runtime_dependencies
 
 pytestmark = pytest.mark.infra
 
@@ -234,56 +231,6 @@ def test_example_inventory_builds_the_workers_url_from_the_members_and_the_vault
 # --- the worker role, for real, under a temporary prefix --------------------------------------------------------
 
 
-def runtime_dependencies(distribution: str) -> set[str]:
-    """Every distribution `distribution` needs at run time (no extras), by canonical name, itself excluded."""
-    root = canonicalize_name(distribution)
-    found: set[str] = set()
-    pending = [root]
-    while pending:
-        name = canonicalize_name(pending.pop())
-        if name in found:
-            continue
-        found.add(name)
-        for text in importlib.metadata.distribution(name).requires or []:
-            requirement = Requirement(text)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                pending.append(requirement.name)
-    return found - {root}
-
-
-def pack_installed_wheel(distribution: importlib.metadata.Distribution, directory: Path) -> Path:
-    """A wheel of an installed distribution, from the files its RECORD lists (bytecode caches left out).
-
-    The tests install the SDK's dependencies from these with `pip --no-index`, so the run downloads nothing
-    and installs exactly the versions this environment was tested with.
-    """
-    files = distribution.files or []
-    info_dir = next(path.parts[0] for path in files if path.parts[0].endswith(".dist-info"))
-    wheel_metadata = (distribution.read_text("WHEEL") or "").splitlines()
-    tags = [line.removeprefix("Tag:").strip() for line in wheel_metadata if line.startswith("Tag:")]
-    tag = "-".join(".".join(sorted({t.split("-")[part] for t in tags})) for part in range(3))
-    name = re.sub(r"[-_.]+", "_", distribution.metadata["Name"])
-    wheel = directory / f"{name}-{distribution.version}-{tag}.whl"
-    skipped_metadata = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
-    record: list[str] = []
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for path in files:
-            outside = path.parts[0] == ".."
-            if (
-                outside
-                or "__pycache__" in path.parts
-                or (path.parts[0] == info_dir and path.name in skipped_metadata)
-            ):
-                continue
-            data = Path(str(distribution.locate_file(path))).read_bytes()
-            archive.writestr(path.as_posix(), data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{path.as_posix()},sha256={digest},{len(data)}")
-        record.append(f"{info_dir}/RECORD,,")
-        archive.writestr(f"{info_dir}/RECORD", "\n".join(record) + "\n")
-    return wheel
-
-
 @dataclass(frozen=True)
 class WorkerInstall:
     prefix: Path
@@ -326,8 +273,7 @@ def worker_install(ansible: Ansible, fake_replica_set: FakeProcess) -> WorkerIns
     prefix = ansible.scratch / "worker-prefix"
     wheelhouse = ansible.scratch / "wheelhouse"
     wheelhouse.mkdir()
-    for name in runtime_dependencies("harel"):
-        pack_installed_wheel(importlib.metadata.distribution(name), wheelhouse)
+    fill_wheelhouse(wheelhouse, runtime_dependencies("harel"))
     variables = {
         "worker_prefix": str(prefix),
         "worker_manage_system": False,

@@ -26,6 +26,8 @@ pytestmark = pytest.mark.infra
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_DIR = REPOSITORY_ROOT / "compose"
 COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yml"
+# docker-compose.yml includes it: the observability and backup profiles.
+OPERATIONS_FILE = COMPOSE_DIR / "observability.yml"
 ENV_EXAMPLE = COMPOSE_DIR / ".env.example"
 DOCKERFILE = COMPOSE_DIR / "Dockerfile.worker"
 VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)")
@@ -316,11 +318,15 @@ def test_data_and_keyfile_live_in_named_volumes(compose: dict[str, Any], service
 # --- compose/.env.example ------------------------------------------------------------------------------------
 
 
+def _compose_text() -> str:
+    return "\n".join(path.read_text(encoding="utf-8") for path in (COMPOSE_FILE, OPERATIONS_FILE))
+
+
 def test_env_example_documents_exactly_the_variables_the_compose_file_uses() -> None:
-    text = COMPOSE_FILE.read_text(encoding="utf-8")
-    secrets = {secret["environment"] for secret in yaml.safe_load(text)["secrets"].values()}
-    # $${...} is the shell's, not compose's.
-    used = set(VARIABLE.findall(text.replace("$${", ""))) | secrets
+    text = _compose_text()
+    secrets = {secret["environment"] for secret in yaml.safe_load(COMPOSE_FILE.read_text())["secrets"].values()}
+    # $${...} is the shell's, not compose's. HAREL_OBSERVABILITY is harel-stack's own: it chooses the profiles.
+    used = set(VARIABLE.findall(text.replace("$${", ""))) | secrets | {"HAREL_OBSERVABILITY"}
     example = ENV_EXAMPLE.read_text(encoding="utf-8")
     documented = set(parse_env(example))
     assert used == documented
@@ -336,7 +342,7 @@ def test_env_example_documents_exactly_the_variables_the_compose_file_uses() -> 
 
 
 def test_env_example_defaults_match_the_compose_defaults() -> None:
-    text = COMPOSE_FILE.read_text(encoding="utf-8").replace("$${", "")
+    text = _compose_text().replace("$${", "")
     example = parse_env(ENV_EXAMPLE.read_text(encoding="utf-8"))
     defaults = dict(re.findall(r"\$\{([A-Z_][A-Z0-9_]*):-([^}]*)\}", text))
     for variable, default in defaults.items():

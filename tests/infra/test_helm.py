@@ -41,10 +41,12 @@ NAMESPACE = "harel"
 FULLNAME = f"{RELEASE}-harel-stack"
 MONGO_UID = 999
 WORKER_UID = 10001
+EXPORTER_UID = 65535
 CONFIGURATIONS = configurations()
 
 # Kinds from CRDs that kubernetes-validate has no schema for, each checked against the fields the
 # chart uses instead (taken from the Prometheus Operator's CRD).
+DURATION = "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
 CRD_SCHEMAS: dict[str, dict[str, Any]] = {
     "monitoring.coreos.com/v1/ServiceMonitor": {
         "type": "object",
@@ -75,9 +77,24 @@ CRD_SCHEMAS: dict[str, dict[str, Any]] = {
                             "properties": {
                                 "port": {"type": "string"},
                                 "path": {"type": "string"},
-                                "interval": {
-                                    "type": "string",
-                                    "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+                                "interval": {"type": "string", "pattern": DURATION},
+                                "params": {
+                                    "type": "object",
+                                    "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                                },
+                                "relabelings": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "action": {"type": "string", "enum": ["replace", "keep", "drop"]},
+                                            "targetLabel": {"type": "string"},
+                                            "replacement": {"type": "string"},
+                                            "sourceLabels": {"type": "array", "items": {"type": "string"}},
+                                            "regex": {"type": "string"},
+                                        },
+                                    },
                                 },
                             },
                         },
@@ -85,7 +102,55 @@ CRD_SCHEMAS: dict[str, dict[str, Any]] = {
                 },
             },
         },
-    }
+    },
+    "monitoring.coreos.com/v1/PrometheusRule": {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "metadata": {"type": "object", "required": ["name", "namespace"]},
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["groups"],
+                "properties": {
+                    "groups": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["name", "rules"],
+                            "properties": {
+                                "name": {"type": "string", "minLength": 1},
+                                "rules": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "required": ["alert", "expr"],
+                                        "properties": {
+                                            "alert": {"type": "string", "minLength": 1},
+                                            "expr": {"type": "string", "minLength": 1},
+                                            "for": {"type": "string", "pattern": DURATION},
+                                            "labels": {
+                                                "type": "object",
+                                                "additionalProperties": {"type": "string"},
+                                            },
+                                            "annotations": {
+                                                "type": "object",
+                                                "additionalProperties": {"type": "string"},
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    }
+                },
+            },
+        },
+    },
 }
 
 POD_OWNERS = {"Deployment", "StatefulSet", "Job"}
@@ -775,12 +840,15 @@ def test_every_container_is_non_root_and_long_running_ones_are_probed(
         assert pod_context["runAsUser"] > 0, where
         assert pod_context["seccompProfile"] == {"type": "RuntimeDefault"}, where
         assert spec["automountServiceAccountToken"] is False, where
-        uses_mongo_image = any(c["image"].startswith("mongo:") for c in spec["containers"])
-        assert (
-            pod_context["runAsUser"]
-            == pod_context["fsGroup"]
-            == (MONGO_UID if uses_mongo_image else WORKER_UID)
+        images = {c["image"].split(":")[0] for c in spec["containers"]}
+        expected_uid = (
+            MONGO_UID
+            if "mongo" in images
+            else EXPORTER_UID
+            if images == {"percona/mongodb_exporter"}
+            else WORKER_UID
         )
+        assert pod_context["runAsUser"] == pod_context["fsGroup"] == expected_uid, where
         long_running = manifest.kind in {"Deployment", "StatefulSet"}
         for c in spec.get("initContainers", []) + spec["containers"]:
             context = c["securityContext"]
@@ -802,12 +870,14 @@ def test_credentials_only_reach_containers_as_files(chart: helm_python.Chart, co
         spec = pod_spec(manifest)
         for c in spec.get("initContainers", []) + spec["containers"]:
             for name, item in env_of(c).items():
-                assert "valueFrom" not in item, (
-                    f"{manifest.name}/{c['name']}: {name} comes from a Secret as a value"
-                )
-                assert "://" not in str(item.get("value", "")), f"{name} carries a URL as plain text"
-                if re.search(r"PASSWORD|URL|SECRET|TOKEN", name):
-                    assert name.endswith("_FILE") and item["value"].startswith("/"), f"{name} is not a file"
+                if name.endswith("_FILE"):
+                    # The path of a mounted secret, not the secret.
+                    assert item["value"].startswith("/var/run/harel/"), f"{manifest.name}: {name}"
+                elif re.search(r"PASSWORD|URL|SECRET|TOKEN", name):
+                    assert "value" not in item, f"{manifest.name}/{c['name']}: {name} is a plain value"
+                    assert "secretKeyRef" in item["valueFrom"], name
+                else:
+                    assert "://" not in str(item.get("value", "")), f"{name} carries a URL as plain text"
 
 
 def test_no_secret_defaults_in_values() -> None:

@@ -40,6 +40,7 @@ def deployment_replies(
         database=database,
         hello=replies["hello"],
         build_info=replies["buildInfo"],
+        feature_compatibility=replies["getParameter"],
         default_rw_concern=replies["getDefaultRWConcern"],
         list_collections=replies["listCollections"],
     )

@@ -65,21 +65,21 @@ def region(states: dict[str, Any], initial: str | None = None) -> dict[str, Any]
 def test_the_order_chart_loads_with_every_target_resolved() -> None:
     chart = load_chart(ORDER_YAML)
     assert (chart.id, chart.version, chart.initial) == ("order", 1, "placed")
-    assert chart.node("placed").on["approve"] == Edge("placed", "fulfilling", "order_is_valid")
-    assert chart.node("placed").on["reject"] == Edge("placed", "rejected")
+    assert chart.node("placed").on["approve"] == (Edge("placed", "fulfilling", "order_is_valid"),)
+    assert chart.node("placed").on["reject"] == (Edge("placed", "rejected"),)
     fulfilling = chart.node("fulfilling")
     assert fulfilling.kind == "parallel"
     assert fulfilling.children == ("fulfilling.payment", "fulfilling.shipping")
-    assert fulfilling.on_done == Edge("fulfilling", "delivered")
+    assert fulfilling.on_done == (Edge("fulfilling", "delivered"),)
     charging = chart.node("fulfilling.payment.charging")
     assert charging.scope == "fulfilling.payment"
     assert charging.entry == ("charge_card",)
-    assert charging.on["charged"].target == "fulfilling.payment.paid"
+    assert charging.on["charged"][0].target == "fulfilling.payment.paid"
     assert charging.after is not None
     assert charging.after.seconds == 30.0
-    assert charging.after.edge.target == "fulfilling.payment.failed"
+    assert charging.after.edges[0].target == "fulfilling.payment.failed"
     assert chart.node("fulfilling.shipping.packing").after == After(
-        2.0, Edge("fulfilling.shipping.packing", "fulfilling.shipping.shipped")
+        2.0, (Edge("fulfilling.shipping.packing", "fulfilling.shipping.shipped"),)
     )
     assert chart.node("delivered").kind == "final"
     assert chart.node("delivered").final_status is ExecutionStatus.COMPLETED
@@ -161,8 +161,8 @@ def test_plain_number_keys_in_yaml_are_seconds() -> None:
     chart = load_chart(
         "id: t\nversion: 1\ninitial: a\nstates:\n  a: {after: {5: b}}\n  b: {after: {1.5: a}}\n"
     )
-    assert chart.node("a").after == After(5.0, Edge("a", "b"))
-    assert chart.node("b").after == After(1.5, Edge("b", "a"))
+    assert chart.node("a").after == After(5.0, (Edge("a", "b"),))
+    assert chart.node("b").after == After(1.5, (Edge("b", "a"),))
 
 
 # --- targets -----------------------------------------------------------------------------------------
@@ -186,20 +186,20 @@ def test_bare_names_prefer_siblings_then_enclosing_levels_and_dots_are_absolute(
         )
     )
     on = chart.node("outer.x").on
-    assert on["near"].target == "outer.y"
-    assert on["far"].target == "outer.done"
-    assert on["abs"].target == "outer.y"
-    assert on["top"].target == "outer.x"
+    assert on["near"][0].target == "outer.y"
+    assert on["far"][0].target == "outer.done"
+    assert on["abs"][0].target == "outer.y"
+    assert on["top"][0].target == "outer.x"
     chart = load_chart(
         chart_dict({"outer": {"initial": "x", "states": {"x": {"on": {"go": "done"}}}}, "done": {}})
     )
-    assert chart.node("outer.x").on["go"].target == "done"
+    assert chart.node("outer.x").on["go"][0].target == "done"
 
 
 def test_internal_transitions_have_no_target() -> None:
     chart = load_chart(chart_dict({"a": {"on": {"ping": None, "log": {"actions": ["note"]}}}}))
-    assert chart.node("a").on["ping"] == Edge("a", None)
-    assert chart.node("a").on["log"] == Edge("a", None, None, ("note",))
+    assert chart.node("a").on["ping"] == (Edge("a", None),)
+    assert chart.node("a").on["log"] == (Edge("a", None, None, ("note",)),)
 
 
 def test_references_are_deduplicated_in_document_order() -> None:
@@ -409,10 +409,10 @@ def test_transitions_inside_a_region_and_nested_regions_are_fine() -> None:
             }
         )
     )
-    assert chart.node("fork.left.busy").on["next"].target == "fork.left.nest"
-    assert chart.node("fork.left.nest.inner.deep").on["x"].target == "fork.left.nest.inner.end"
+    assert chart.node("fork.left.busy").on["next"][0].target == "fork.left.nest"
+    assert chart.node("fork.left.nest.inner.deep").on["x"][0].target == "fork.left.nest.inner.end"
     assert chart.node("fork.left.nest.inner.deep").scope == "fork.left.nest.inner"
-    assert chart.node("fork.left.nest").on_done == Edge("fork.left.nest", "fork.left.done")
+    assert chart.node("fork.left.nest").on_done == (Edge("fork.left.nest", "fork.left.done"),)
 
 
 def test_shape_problems_unknown_keys_and_types_are_all_reported() -> None:
@@ -434,10 +434,7 @@ def test_shape_problems_unknown_keys_and_types_are_all_reported() -> None:
     ]
 
 
-def test_on_done_takes_no_guard_and_parallel_and_compound_do_not_mix() -> None:
-    assert problems_of(
-        chart_dict({"a": {"initial": "b", "states": {"b": {}}, "on_done": {"target": "a", "guard": "g"}}})
-    ) == ["states.a.on_done.guard: unknown key"]
+def test_parallel_and_compound_do_not_mix() -> None:
     assert problems_of(
         chart_dict({"a": {"initial": "b", "states": {"b": {}}, "parallel": {"r": region({"s": {}})}}})
     ) == ["states.a: a state is either compound (initial, states) or parallel, not both"]
@@ -495,3 +492,158 @@ def test_unreadable_sources(tmp_path: Path) -> None:
     assert problems_of("charts/order") == [
         "chart text: a chart is a mapping, got str; a file path must end in .yaml, .yml or .json"
     ]
+
+
+# --- alternatives, always, results, duplicate keys -----------------------------------------------------
+
+
+def test_an_event_may_list_guarded_alternatives_in_document_order() -> None:
+    chart = load_chart(
+        chart_dict(
+            {
+                "a": {"on": {"go": [{"target": "b", "guard": "g"}, "c", None, {"actions": ["log"]}]}},
+                "b": {},
+                "c": {},
+            }
+        )
+    )
+    assert chart.node("a").on["go"] == (
+        Edge("a", "b", "g"),
+        Edge("a", "c"),
+        Edge("a", None),
+        Edge("a", None, None, ("log",)),
+    )
+    assert problems_of(chart_dict({"a": {"on": {"go": []}}})) == [
+        "states.a.on.go: an empty list; give at least one transition"
+    ]
+
+
+def test_problems_inside_a_list_of_alternatives_name_the_alternative() -> None:
+    problems = problems_of(
+        chart_dict(
+            {"a": {"on": {"go": [{"target": "b", "guard": "g"}, {"target": "zz"}, {"tagret": "b"}]}}, "b": {}}
+        )
+    )
+    assert problems == ["states.a.on.go.2.tagret: unknown key"]
+    assert problems_of(chart_dict({"a": {"on": {"go": [{"target": "b", "guard": "g"}, "zz"]}}, "b": {}})) == [
+        "states.a.on.go.1: no state named 'zz'"
+    ]
+
+
+def test_always_holds_eventless_alternatives_and_on_done_takes_guards() -> None:
+    chart = load_chart(
+        chart_dict(
+            {
+                "a": {"always": [{"target": "b", "guard": "ready"}, {"actions": ["wait"], "guard": "slow"}]},
+                "b": {
+                    "initial": "c",
+                    "states": {"c": {"final": True}},
+                    "on_done": [{"target": "a", "guard": "again"}, "d"],
+                },
+                "d": {"always": "a"},
+            }
+        )
+    )
+    assert chart.node("a").always == (Edge("a", "b", "ready"), Edge("a", None, "slow", ("wait",)))
+    assert chart.node("b").on_done == (Edge("b", "a", "again"), Edge("b", "d"))
+    assert chart.node("d").always == (Edge("d", "a"),)
+    assert problems_of(chart_dict({"a": {"always": {"actions": ["spin"]}}})) == [
+        "states.a.always: an eventless transition with neither guard nor target would fire forever; "
+        "give it a guard or a target"
+    ]
+    assert problems_of(chart_dict({"a": {"on": {"x": "b"}}, "b": {"final": True, "always": "a"}})) == [
+        "states.b: a final state has no transitions or children; remove always"
+    ]
+
+
+def test_a_final_state_may_carry_a_json_result_and_exit_actions() -> None:
+    chart = load_chart(
+        chart_dict(
+            {"a": {"on": {"x": "b"}}, "b": {"final": True, "result": {"vote": [1, "yes"]}, "exit": ["bye"]}}
+        )
+    )
+    assert chart.node("b").result == {"vote": [1, "yes"]}
+    assert chart.node("b").exit == ("bye",)
+    assert problems_of(chart_dict({"a": {"result": 1}})) == [
+        "states.a.result: only a final state has a result"
+    ]
+    assert problems_of(chart_dict({"a": {"final": True, "result": {"x": [float("nan")]}}})) == [
+        "states.a.result.x.0: nan is not a JSON number (JSON has no NaN or Infinity)"
+    ]
+
+
+DUPLICATE_YAML = """\
+id: t
+version: 1
+initial: a
+states:
+  a:
+    on:
+      go: {target: b, guard: g}
+      go: c
+  b: {}
+  a: {}
+  c: {}
+"""
+
+
+def test_duplicate_keys_in_yaml_are_refused_with_their_path_and_lines(tmp_path: Path) -> None:
+    expected = [
+        "states.a.on.go: duplicate key 'go' (line 8; first given on line 7)",
+        "states.a: duplicate key 'a' (line 10; first given on line 5)",
+    ]
+    assert problems_of(DUPLICATE_YAML) == [f"chart text: {p}" for p in expected]
+    (tmp_path / "dup.yaml").write_text(DUPLICATE_YAML)
+    assert problems_of(tmp_path / "dup.yaml") == [f"{tmp_path / 'dup.yaml'}: {p}" for p in expected]
+
+
+def test_duplicate_keys_in_json_are_refused_with_their_path(tmp_path: Path) -> None:
+    text = (
+        '{"id": "t", "version": 1, "initial": "a", "states": {'
+        '"a": {"on": {"go": {"target": "b", "guard": "g"}, "go": "c"}}, "b": {}, "a": {}, "c": {}}}'
+    )
+    expected = ["states.a.on.go: duplicate key 'go'", "states.a: duplicate key 'a'"]
+    assert problems_of(text) == [f"chart text: {p}" for p in expected]
+    (tmp_path / "dup.json").write_text(text)
+    assert problems_of(tmp_path / "dup.json") == [f"{tmp_path / 'dup.json'}: {p}" for p in expected]
+
+
+def test_yaml_merge_keys_may_override_and_json_refuses_nan(tmp_path: Path) -> None:
+    chart = load_chart(
+        "id: t\nversion: 1\ninitial: a\nstates:\n"
+        "  base: &base {on: {go: b}}\n  a: {<<: *base, on: {go: c}}\n  b: {}\n  c: {}\n"
+    )
+    assert chart.node("a").on["go"][0].target == "c"
+    (tmp_path / "nan.json").write_text(
+        '{"id": "t", "version": 1, "initial": "a", "states": {"a": {}}, "x": NaN}'
+    )
+    assert problems_of(tmp_path / "nan.json") == [
+        f"{tmp_path / 'nan.json'}: not valid JSON (NaN is not JSON)"
+    ]
+
+
+def test_regions_know_the_events_handled_inside_them_and_where_they_start() -> None:
+    chart = load_chart(ORDER_YAML)
+    assert chart.region("fulfilling.payment").handles == frozenset({"charged"})
+    assert chart.region("fulfilling.shipping").handles == frozenset()
+    assert chart.start_states() == ("placed",)
+    assert chart.start_states("fulfilling.payment") == ("fulfilling.payment.charging",)
+    charging = chart.node("fulfilling.payment.charging")
+    assert charging.chain == ("fulfilling.payment.charging",)
+    assert chart.node("placed").handlers == {
+        "approve": (Edge("placed", "fulfilling", "order_is_valid"),),
+        "reject": (Edge("placed", "rejected"),),
+    }
+
+
+@pytest.mark.semantics("sem-diff-unsupported")
+def test_what_harel_does_not_support_is_refused_at_load() -> None:
+    assert problems_of(chart_dict({"a": {"type": "history"}})) == ["states.a.type: unknown key"]
+    assert problems_of(chart_dict({"a": {"on": {"go": {"target": "b", "delay": "1s"}}}, "b": {}})) == [
+        "states.a.on.go.delay: unknown key"
+    ]
+    assert problems_of(chart_dict({"a": {"after": {"1s": "a", "2s": "a"}}}))[0].startswith(
+        "states.a.after: a state has at most one timer"
+    )
+    leaving = chart_dict({"p": {"parallel": {"r": region({"x": {"on": {"out": "q"}}})}}, "q": {}})
+    assert "cannot be left from the inside" in problems_of(leaving)[0]

@@ -11,21 +11,28 @@ import logging
 import secrets
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harel import __version__, cli
+from harel import __version__
+from harel.cli import deployment as check_command
+from harel.cli import main, settings
+from harel.cli.exits import exit_code_for
 from harel.errors import (
+    AuthenticationFailed,
     ChartError,
     ConnectionFailed,
     DeploymentRefused,
     InvalidURL,
     StoreConflict,
+    TLSFailed,
     UnknownEvent,
     UnknownExecution,
     WeakWriteConcernError,
 )
+from tests.loopback import mongod, untrusted_tls
 from tests.unit.recorded_replies import RecordedClient, scenario
 
 PASSWORD = "pw-" + secrets.token_hex(8)
@@ -57,14 +64,14 @@ def deployment(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[RecordedCl
             built.append(RecordedClient.for_url(url, scenario(name, **replace)))
             return built[-1]
 
-        monkeypatch.setattr(cli, "connect", fake_connect)
+        monkeypatch.setattr(check_command, "connect", fake_connect)
         return built
 
     return serve
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
+    code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -123,7 +130,7 @@ def test_a_sound_deployment_passes_with_a_table(
     assert header.split() == ["check", "found", "required", "status"]
     for check_name in ("server version", "deployment", "write concern", "read concern", "read preference"):
         assert any(line.startswith(check_name) and line.endswith("ok") for line in lines), check_name
-    assert lines[-1] == "11 ok, 1 warning: passed."
+    assert lines[-1] == "13 ok, 1 warning: passed."
     assert "    fix: credentials and documents cross the network unencrypted" in out  # the warning's fix
     assert err == ""
     assert clients[0].closed
@@ -145,7 +152,7 @@ def test_a_weak_url_fails_listing_every_error_with_its_fix(
         row = next(i for i, line in enumerate(lines) if line.startswith(check_name))
         assert lines[row].endswith("ERROR")
         assert lines[row + 1].startswith("    fix: ")
-    assert lines[-1].startswith("7 ok, 1 warning, 4 errors: refused.")
+    assert lines[-1].startswith("9 ok, 1 warning, 4 errors: refused.")
     assert PASSWORD not in out + err + caplog.text
 
 
@@ -168,7 +175,7 @@ def test_json_is_one_machine_document(
         "findings",
     }
     assert document["passed"] is False
-    assert document["counts"] == {"ok": 7, "warning": 1, "error": 4, "relaxed": 0}
+    assert document["counts"] == {"ok": 9, "warning": 1, "error": 4, "relaxed": 0}
     write = next(f for f in document["findings"] if f["check"] == "write concern")
     assert write == {
         "check": "write concern",
@@ -269,6 +276,46 @@ def test_an_unreachable_deployment_exits_3_naming_the_redacted_url(
     assert PASSWORD not in err + caplog.text
 
 
+def test_a_wrong_password_exits_4_naming_the_user_and_never_the_password(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with mongod(refuse_credentials=True) as server:
+        url = (
+            f"mongodb://harel:{PASSWORD}@{server.address_string}/harel?authSource=admin&directConnection=true"
+        )
+
+        code, out, err = run(capsys, "check", url, "--deadline", "0")
+
+    assert code == 4
+    assert out == ""
+    assert err.startswith(
+        "harel check: authentication failed for user harel on DB admin at mongodb://harel:***@"
+    )
+    assert err.count("\n") == 1
+    assert "not ready" not in caplog.text
+    assert PASSWORD not in err + caplog.text
+
+
+def test_an_untrusted_certificate_exits_4_naming_the_member(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with untrusted_tls(tmp_path) as listener:
+        code, _, err = run(capsys, "check", f"mongodb://{listener.address}/?tls=true&directConnection=true")
+
+    assert code == 4
+    assert err.startswith(f"harel check: TLS handshake with {listener.address} failed at mongodb://")
+    assert "certificate verify failed: self-signed certificate" in err
+
+
+def test_a_negative_deadline_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "check", "mongodb://127.0.0.1:1/", "--deadline", "-1")
+
+    assert code == 2
+    assert err.startswith("harel check: Invalid value for '--deadline'")
+    assert "give a number of seconds >= 0" in err
+
+
 @pytest.mark.parametrize("argv", [[], ["frobnicate"], ["check", "--deadline", "soon"]])
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     assert run(capsys, *argv)[0] == 2
@@ -288,12 +335,14 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         (UnknownEvent("order", "ship", ["approve"]), 2),
         (ConnectionFailed("x", 1.0, "refused"), 3),
         (DeploymentRefused([WeakWriteConcernError("w=1", "w=majority", "set w=majority")]), 4),
+        (AuthenticationFailed("harel", "admin", "x", "Authentication failed."), 4),
+        (TLSFailed(["mongo1:27017"], "certificate verify failed", "x"), 4),
         (UnknownExecution("order-1"), 5),
         (StoreConflict("order-1", 3, 4), 1),
     ],
 )
 def test_each_error_maps_to_its_exit_code(error: Exception, code: int) -> None:
-    assert cli.exit_code_for(error) == code  # type: ignore[arg-type]
+    assert exit_code_for(error) == code  # type: ignore[arg-type]
 
 
 def test_a_refusal_is_printed_on_one_line(
@@ -301,12 +350,13 @@ def test_a_refusal_is_printed_on_one_line(
 ) -> None:
     refused = DeploymentRefused([WeakWriteConcernError("w=1", "w=majority", "set w=majority")])
 
-    def refuse(_: Any) -> int:
+    def refuse(*_: Any, **__: Any) -> Any:
         raise refused
 
-    monkeypatch.setattr(cli, "COMMANDS", (cli.Command("refuse", "always refuses", lambda _: None, refuse),))
+    monkeypatch.setattr(settings, "open_backend", refuse)
 
-    code, _, err = run(capsys, "refuse")
+    code, _, err = run(capsys, "status", "order-1", "--url", SET_URL)
 
     assert code == 4
     assert err.count("\n") == 1 and "write concern: found w=1" in err
+    assert err.startswith("harel status: refusing to start on this deployment:")

@@ -1,4 +1,5 @@
-"""harel.connection: safe defaults, the deadline wait, redaction, and every start-up rule on recorded replies."""
+"""harel.connection: safe defaults, waiting for the deployment, redaction, and every start-up rule on recorded
+replies. A deployment that rejects the client (authentication, TLS) is in test_connection_rejected.py."""
 
 from __future__ import annotations
 
@@ -7,14 +8,18 @@ import json
 import logging
 import secrets
 import socket
+import threading
+import time
 from typing import Any
 
 import pymongo
 import pytest
 
-from harel import connection
-from harel.cli import render_report
+from harel.cli.deployment import report_view
+from harel.cli.output import Output
 from harel.connection import (
+    STORE_COLLECTIONS,
+    WRITE_CONCERN_TIMEOUT_MS,
     CheckReport,
     Status,
     check,
@@ -23,6 +28,7 @@ from harel.connection import (
     client_settings,
     connect,
     connect_async,
+    connecting,
     embedded_backend,
     embedded_report,
     evaluate,
@@ -32,6 +38,8 @@ from harel.errors import (
     CollationError,
     ConnectionFailed,
     DeploymentRefused,
+    FeatureCompatibilityError,
+    InvalidArgument,
     InvalidURL,
     NotPrimaryError,
     ReadPreferenceError,
@@ -41,6 +49,7 @@ from harel.errors import (
     WeakReadConcernError,
     WeakWriteConcernError,
 )
+from tests.loopback import mongod
 from tests.unit.recorded_replies import (
     RecordedAsyncClient,
     RecordedClient,
@@ -66,9 +75,11 @@ OK, WARNING, ERROR, RELAXED = Status.OK, Status.WARNING, Status.ERROR, Status.RE
 # What every scenario shares with a safe client: the client's own settings pass, auth is on, TLS is off.
 CLIENT_ROWS = {
     "server version": OK,
+    "feature compatibility": OK,
     "write concern": OK,
     "read concern": OK,
     "read preference": OK,
+    "write concern timeout": OK,
     "collation": OK,
     "authentication": OK,
     "TLS": WARNING,
@@ -87,6 +98,11 @@ def statuses(report: CheckReport) -> dict[str, Status]:
 def finding(report: CheckReport, check_name: str) -> Any:
     (match,) = [f for f in report.findings if f.check == check_name]
     return match
+
+
+def render_report(report: CheckReport, url: str) -> str:
+    """What `harel check` prints off a terminal."""
+    return "\n".join(line.plain for line in report_view(report, url, Output(as_json=False)))
 
 
 def everything_said(report: CheckReport) -> str:
@@ -145,7 +161,7 @@ def everything_said(report: CheckReport) -> str:
                 "deployment": OK,
                 "primary": OK,
                 "retryable writes": OK,
-                "cluster default": WARNING,
+                "cluster default": OK,
                 "fault tolerance": WARNING,
             },
             [],
@@ -154,7 +170,12 @@ def everything_said(report: CheckReport) -> str:
         pytest.param(
             "mongos",
             MONGOS_URL,
-            {"deployment": OK, "retryable writes": OK, "cluster default": OK},
+            {
+                "feature compatibility": WARNING,
+                "deployment": OK,
+                "retryable writes": OK,
+                "cluster default": OK,
+            },
             [],
             id="mongos",
         ),
@@ -196,11 +217,13 @@ def test_standalone_says_what_it_is_and_how_to_fix_it() -> None:
     assert "standalone cannot retry writes" in finding(report, "retryable writes").found
 
 
-def test_psa_set_flags_the_implicit_w1_default_and_the_stall() -> None:
+def test_psa_set_reports_the_implicit_w1_default_and_flags_the_stall() -> None:
     report = report_for("psa", SET_URL)
 
     assert report.deployment.startswith("replica set rs0: 2 data-bearing members + 1 arbiter")
-    assert finding(report, "cluster default").found == "w=1 (implicit)"
+    assert finding(report, "cluster default").found == (
+        "w=1 (implicit), unused: the client sets w=majority, j=true"
+    )
     tolerance = finding(report, "fault tolerance")
     assert "2 data-bearing members + 1 arbiter" in tolerance.found and "stall" in tolerance.found
     assert "replace arbiters" in tolerance.fix
@@ -216,6 +239,9 @@ def test_psa_set_with_a_client_that_sets_no_write_concern_is_refused() -> None:
     assert weak.found == "w=1, j=unset (w and j from the cluster default)"
     assert isinstance(weak.error, WeakWriteConcernError)
     assert finding(report, "read concern").found == "local (the cluster default)"
+    default = finding(report, "cluster default")
+    assert (default.status, default.found) == (WARNING, "w=1 (implicit)")
+    assert "setDefaultRWConcern" in default.fix
 
 
 def test_one_member_set_is_fine_for_development_only() -> None:
@@ -270,63 +296,86 @@ def test_a_weak_url_reports_all_four_violations_in_one_run() -> None:
 def test_safe_defaults_fill_what_the_url_leaves_unset() -> None:
     options = safe_client("mongodb://h1/").options
 
-    assert options.write_concern.document == {"w": "majority", "j": True}
+    assert options.write_concern.document == {
+        "w": "majority",
+        "j": True,
+        "wtimeout": WRITE_CONCERN_TIMEOUT_MS,
+    }
     assert options.read_concern.level == "majority"
     assert options.read_preference.mongos_mode == "primary"
     assert options.retry_writes is True
+    assert options.timeout is None  # PyMongo would retry a retryable write as often as a timeoutMS allows
     assert options.pool_options.appname == "harel"
 
 
 def test_the_url_and_the_options_override_the_defaults_case_insensitively() -> None:
-    url = "mongodb://h1/?W=1&READPREFERENCE=nearest&appName=mine"
+    url = "mongodb://h1/?W=1&READPREFERENCE=nearest&appName=mine&WTIMEOUTMS=5000"
     client = pymongo.MongoClient(url, **client_arguments(url, "harel", {"readConcernLevel": "local"}))
 
-    assert client.options.write_concern.document == {"w": 1, "j": True}
+    assert client.options.write_concern.document == {"w": 1, "j": True, "wtimeout": 5000}
     assert client.options.read_preference.mongos_mode == "nearest"
     assert client.options.read_concern.level == "local"
     assert client.options.pool_options.appname == "mine"
 
 
-def test_unreadable_cluster_default_is_a_warning_when_the_client_is_explicit() -> None:
-    report = report_for("rs3", SET_URL, getDefaultRWConcern="unauthorized_getDefaultRWConcern")
-
-    unknown = finding(report, "cluster default")
-    assert (unknown.status, unknown.found) == (WARNING, "unknown (not authorized)")
-    assert finding(report, "write concern").status is OK
-    assert report.passed
+# --- write concern timeout ---------------------------------------------------------------------------------
 
 
-def test_unreadable_cluster_default_with_a_bare_client_is_an_error() -> None:
-    bare = pymongo.MongoClient(SET_URL, connect=False)
-    replies = deployment_replies(scenario("rs3", getDefaultRWConcern="unauthorized_getDefaultRWConcern"))
-    report = evaluate(replies, client_settings(bare))
-
-    assert finding(report, "write concern").found == (
-        "w=unset, j=unset (the client sets no w and j; the cluster default is unknown: not authorized)"
+def write_concern_timeout(url: str, client: pymongo.MongoClient[Any] | None = None) -> Any:
+    return finding(
+        evaluate(deployment_replies(scenario("rs3")), client_settings(client or safe_client(url))),
+        "write concern timeout",
     )
-    assert [type(e) for e in report.errors] == [WeakWriteConcernError, WeakReadConcernError]
 
 
-def test_a_weak_global_default_is_a_warning_for_other_clients() -> None:
-    report = report_for("rs3", SET_URL, getDefaultRWConcern="global_w1_getDefaultRWConcern")
+def test_waiting_for_a_majority_is_bounded_by_default() -> None:
+    bound = write_concern_timeout(SET_URL)
 
-    assert finding(report, "cluster default").found == "w=1 (global)"
-    assert "setDefaultRWConcern" in finding(report, "cluster default").fix
+    assert (bound.status, bound.found) == (OK, "wtimeoutMS=10000")
+
+
+def test_a_wtimeout_in_the_url_is_kept_and_does_not_weaken_the_write_concern() -> None:
+    url = SET_URL + "&wtimeoutMS=5000"
+    report = evaluate(deployment_replies(scenario("rs3")), client_settings(safe_client(url)))
+
+    assert finding(report, "write concern").found == "w=majority, j=true"
+    assert finding(report, "write concern").status is OK
+    assert finding(report, "write concern timeout").found == "wtimeoutMS=5000"
     assert report.passed
 
 
-def test_no_credentials_and_no_tls_are_warnings() -> None:
-    report = report_for("rs3", "mongodb://mongo1,mongo2,mongo3/?replicaSet=rs0")
+def test_a_timeout_of_the_callers_replaces_the_default_wtimeout() -> None:
+    # With timeoutMS set PyMongo leaves wtimeout out of every command: adding one would only mislead.
+    url = SET_URL + "&timeoutMS=20000"
+    client = safe_client(url)
 
-    assert finding(report, "authentication").status is WARNING
-    assert finding(report, "TLS").status is WARNING
-    assert report.passed
+    assert client.options.write_concern.document == {"w": "majority", "j": True}
+    assert client.options.timeout == 20.0
+    bound = write_concern_timeout(url)
+    assert (bound.status, bound.found) == (OK, "timeoutMS=20000 (every operation)")
 
 
-def test_tls_on_passes() -> None:
-    report = report_for("rs3", SET_URL + "&tls=true")
+@pytest.mark.parametrize(
+    ("url", "found", "fix"),
+    [
+        (SET_URL + "&wtimeoutMS=0", "wtimeoutMS=0: no bound", "remove wtimeoutMS=0"),
+        (SET_URL + "&timeoutMS=0", "timeoutMS=0: no bound", "remove timeoutMS=0"),
+        (SET_URL + "&timeoutMS=0&wtimeoutMS=5000", "timeoutMS=0: no bound", "remove timeoutMS=0"),
+    ],
+    ids=["wtimeout-0", "timeout-0", "timeout-0-hides-wtimeout"],
+)
+def test_an_unbounded_client_is_a_warning(url: str, found: str, fix: str) -> None:
+    bound = write_concern_timeout(url)
 
-    assert finding(report, "TLS").status is OK
+    assert (bound.status, bound.found) == (WARNING, found)
+    assert fix in bound.fix and "wtimeoutMS=10000" in bound.fix
+
+
+def test_a_client_built_without_connect_has_no_bound() -> None:
+    bound = write_concern_timeout(SET_URL, pymongo.MongoClient(SET_URL, connect=False))
+
+    assert (bound.status, bound.found) == (WARNING, "none")
+    assert "set wtimeoutMS" in bound.fix
 
 
 # --- collations and versions ---------------------------------------------------------------------------------
@@ -337,8 +386,8 @@ def test_a_store_collection_with_a_locale_collation_is_refused() -> None:
 
     wrong = finding(report, "collation")
     assert isinstance(wrong.error, CollationError)
-    assert wrong.found == "executions: locale en, strength 2; queue: locale fr, strength 1"
-    assert "re-create executions, queue" in wrong.fix
+    assert wrong.found == "executions: locale en, strength 2; workers: locale fr, strength 1"
+    assert "re-create executions, workers" in wrong.fix
 
 
 def test_unlisted_collections_are_a_warning() -> None:
@@ -360,6 +409,49 @@ def test_a_server_older_than_the_minimum_is_refused_with_the_reason() -> None:
     assert isinstance(old.error, UnsupportedServerError)
     assert (old.found, old.required) == ("4.4.29", "5.0 or newer")
     assert "majority read concern cannot be disabled" in old.fix
+
+
+# --- feature compatibility version ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variant", "status", "found"),
+    [
+        ("fcv_4_4_getParameter", ERROR, "4.4"),
+        ("fcv_upgrading_getParameter", ERROR, "4.4 (upgrading to 5.0)"),
+        ("fcv_downgrading_getParameter", OK, "7.0 (downgrading from 8.0)"),
+    ],
+)
+def test_the_feature_compatibility_version_decides_below_5_0(
+    variant: str, status: Status, found: str
+) -> None:
+    report = report_for("rs3", SET_URL, getParameter=variant)
+
+    fcv = finding(report, "feature compatibility")
+    assert (fcv.status, fcv.found, fcv.required) == (status, found, "5.0 or newer")
+    assert finding(report, "server version").status is OK  # an 8.0 binary: the version alone does not tell
+    if status is ERROR:
+        assert isinstance(fcv.error, FeatureCompatibilityError)
+        assert "setFeatureCompatibilityVersion: '5.0'" in fcv.fix
+        assert not report.passed
+
+
+def test_a_user_not_allowed_to_read_the_feature_compatibility_version_gets_a_warning() -> None:
+    report = report_for("rs3", SET_URL, getParameter="unauthorized_getParameter")
+
+    fcv = finding(report, "feature compatibility")
+    assert (fcv.status, fcv.found) == (WARNING, "unknown (not authorized)")
+    assert "getParameter: 1, featureCompatibilityVersion: 1" in fcv.fix
+    assert report.passed
+
+
+def test_through_mongos_the_feature_compatibility_version_is_not_trusted() -> None:
+    # A mongos before 8.3 answers getParameter with its own binary's version, not the cluster's.
+    report = report_for("mongos", MONGOS_URL, getParameter="fcv_4_4_getParameter")
+
+    fcv = finding(report, "feature compatibility")
+    assert fcv.status is WARNING
+    assert "mongos" in fcv.found and "each shard's primary" in fcv.fix
 
 
 @pytest.mark.parametrize(("wire", "status"), [(25, OK), (12, ERROR)])
@@ -420,7 +512,7 @@ def test_without_the_override_nothing_is_logged(caplog: pytest.LogCaptureFixture
 # --- check / check_async gather the same replies -------------------------------------------------------------
 
 
-def test_check_asks_four_commands_and_evaluates_their_replies() -> None:
+def test_check_asks_five_commands_and_evaluates_their_replies() -> None:
     url = f"mongodb://harel:{PASSWORD}@mongo1,mongo2,mongo3/appdb?replicaSet=rs0&authSource=admin"
     client = RecordedClient.for_url(
         url, scenario("rs3", getDefaultRWConcern="unauthorized_getDefaultRWConcern")
@@ -431,13 +523,15 @@ def test_check_asks_four_commands_and_evaluates_their_replies() -> None:
     assert [(db, next(iter(command))) for db, command in client.commands] == [
         ("admin", "hello"),
         ("admin", "buildInfo"),
+        ("admin", "getParameter"),
         ("admin", "getDefaultRWConcern"),
         ("appdb", "listCollections"),
     ]
-    assert client.commands[-1][1]["filter"] == {"name": {"$in": list(connection.STORE_COLLECTIONS)}}
+    assert client.commands[2][1] == {"getParameter": 1, "featureCompatibilityVersion": 1}
+    assert client.commands[-1][1]["filter"] == {"name": {"$in": list(STORE_COLLECTIONS)}}
     expected = evaluate(deployment_replies(client.replies, "appdb"), client_settings(client._client))
     assert report.document() == expected.document()
-    assert finding(report, "cluster default").found == "unknown (not authorized)"
+    assert finding(report, "cluster default").found.startswith("unknown (not authorized)")
 
 
 def test_check_async_gives_the_same_report_as_check() -> None:
@@ -521,8 +615,9 @@ def closed_port() -> int:
 def quick_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
     # Short attempts and pauses, so a deadline of about a second sees several attempts (PyMongo's server
     # selection gives up no sooner than half a second).
-    monkeypatch.setattr(connection, "MAX_ATTEMPT", 0.1)
-    monkeypatch.setattr(connection, "FIRST_PAUSE", 0.02)
+    monkeypatch.setattr(connecting, "FIRST_ATTEMPT", 0.1)
+    monkeypatch.setattr(connecting, "MAX_ATTEMPT", 0.1)
+    monkeypatch.setattr(connecting, "FIRST_PAUSE", 0.02)
 
 
 def assert_gave_up(error: ConnectionFailed, port: int, deadline: float, log: str) -> None:
@@ -558,19 +653,96 @@ def test_connect_async_backs_off_until_the_deadline_then_fails_redacted(
     assert_gave_up(failed.value, port, 1.2, caplog.text)
 
 
+def connect_in_a_thread(
+    use_async: bool, url: str, deadline: float | None
+) -> tuple[threading.Thread, list[Any]]:
+    """Start connecting in a thread; the returned list receives the client (or the error)."""
+    outcome: list[Any] = []
+
+    async def connect_and_close() -> None:
+        client = await connect_async(url, deadline=deadline)
+        outcome.append(client)
+        await client.close()
+
+    def run() -> None:
+        try:
+            if use_async:
+                asyncio.run(connect_and_close())
+            else:
+                client = connect(url, deadline=deadline)
+                outcome.append(client)
+                client.close()
+        except Exception as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, name="connecting", daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def not_ready_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "not ready (attempt" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    ("use_async", "deadline"), [(False, None), (True, 0)], ids=["sync-none", "async-zero"]
+)
+def test_without_a_deadline_connect_waits_until_the_deployment_answers(
+    quick_attempts: None, caplog: pytest.LogCaptureFixture, use_async: bool, deadline: float | None
+) -> None:
+    caplog.set_level(logging.WARNING, logger="harel.connection")
+    port = closed_port()
+    thread, outcome = connect_in_a_thread(
+        use_async, f"mongodb://127.0.0.1:{port}/?directConnection=true", deadline
+    )
+
+    # Longer than a short deadline would have allowed: it keeps trying, and says so on every attempt.
+    waited = threading.Event()
+    while len(not_ready_lines(caplog)) < 3:
+        assert thread.is_alive(), outcome
+        waited.wait(0.05)
+    with mongod(port):
+        thread.join(timeout=10)
+
+    assert not thread.is_alive()
+    assert [type(o) for o in outcome] == [pymongo.AsyncMongoClient if use_async else pymongo.MongoClient]
+    lines = not_ready_lines(caplog)
+    assert all("no deadline" in line for line in lines)
+    for attempt, line in enumerate(lines[:3], start=1):
+        assert f"attempt {attempt}," in line and "[Errno 111]" in line
+
+
+def test_a_negative_deadline_is_refused() -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        connect("mongodb://127.0.0.1:1/", deadline=-1)
+
+    assert "0 to wait indefinitely" in str(refused.value)
+
+
+def test_attempts_start_short_and_grow_to_the_cap() -> None:
+    patience = connecting.Patience("mongodb://h1/", deadline=None)
+
+    lengths = []
+    for _ in range(6):
+        lengths.append(patience.attempt_timeout())
+        patience.pause_after("refused")
+
+    assert lengths == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
 def test_pauses_grow_exponentially_with_jitter_up_to_the_cap() -> None:
-    patience = connection._Patience("mongodb://h1/", deadline=3600.0)
+    patience = connecting.Patience("mongodb://h1/", deadline=3600.0)
 
     pauses = [patience.pause_after("refused") for _ in range(12)]
 
     for attempt, pause in enumerate(pauses, start=1):
-        ceiling = min(connection.MAX_PAUSE, connection.FIRST_PAUSE * 2 ** (attempt - 1))
+        ceiling = min(connecting.MAX_PAUSE, connecting.FIRST_PAUSE * 2 ** (attempt - 1))
         assert pause is not None and ceiling / 2 <= pause <= ceiling
-    assert max(p for p in pauses if p is not None) <= connection.MAX_PAUSE
+    assert max(p for p in pauses if p is not None) <= connecting.MAX_PAUSE
 
 
 def test_no_pause_once_the_deadline_has_passed() -> None:
-    patience = connection._Patience("mongodb://h1/", deadline=0.0)
+    patience = connecting.Patience("mongodb://h1/", deadline=1.0, started=time.monotonic() - 2.0)
 
     assert patience.pause_after("connection refused") is None
     assert patience.gave_up().last_error == "connection refused"

@@ -1,4 +1,6 @@
-"""The pure step, one rule at a time: entering and exiting, guards, timers, fork/join, sends, cancel."""
+"""The pure step, one rule at a time: entering and exiting, guards, timers, fork/join, sends, cancel.
+
+Each test names the statements of docs/semantics.md it backs (`@pytest.mark.semantics`)."""
 
 from __future__ import annotations
 
@@ -31,9 +33,12 @@ TRACE_KEYS = {
     "from",
     "to",
     "handled",
+    "disposition",
+    "forwarded_to",
     "reason",
     "transitions",
     "actions",
+    "internal",
     "timers",
     "emits",
     "spawns",
@@ -210,6 +215,7 @@ def exe_chart(exe: Execution) -> Chart:
 # --- start, entry and exit ------------------------------------------------------------------------------
 
 
+@pytest.mark.semantics("sem-start", "sem-timers-armed", "sem-trace")
 def test_start_enters_the_initial_configuration_outer_to_inner_and_arms_timers() -> None:
     calls: list[tuple[str, str]] = []
     exe = new_execution(NESTED)
@@ -229,9 +235,12 @@ def test_start_enters_the_initial_configuration_outer_to_inner_and_arms_timers()
         "from": [],
         "to": ["a.a1"],
         "handled": True,
+        "disposition": "handled",
+        "forwarded_to": [],
         "reason": None,
-        "transitions": [{"source": None, "target": "a"}],
+        "transitions": [{"source": None, "target": "a", "via": "start"}],
         "actions": ["enter_a", "enter_a1"],
+        "internal": [],
         "timers": [{"op": "schedule", "path": "a.a1", "fire_at": 110.0}],
         "emits": [],
         "spawns": [],
@@ -239,6 +248,7 @@ def test_start_enters_the_initial_configuration_outer_to_inner_and_arms_timers()
     }
 
 
+@pytest.mark.semantics("sem-start")
 def test_a_second_start_and_events_before_the_start_are_ignored() -> None:
     exe = started(NESTED)
     again = run(NESTED, exe, START_EVENT, 1.0)
@@ -252,6 +262,7 @@ def test_a_second_start_and_events_before_the_start_are_ignored() -> None:
     assert early.execution.configuration == []
 
 
+@pytest.mark.semantics("sem-order-exit-actions-entry", "sem-domain", "sem-timers-armed")
 def test_a_transition_exits_inner_to_outer_runs_its_actions_then_enters_outer_to_inner() -> None:
     calls: list[tuple[str, str]] = []
     exe = started(NESTED)
@@ -260,7 +271,7 @@ def test_a_transition_exits_inner_to_outer_runs_its_actions_then_enters_outer_to
     assert result.execution.configuration == ["b.b1"]
     assert result.timers == [TimerOp("cancel", "a.a1"), TimerOp("schedule", "b", 65.0)]
     assert result.execution.timers == {"b": 65.0}
-    assert result.trace["transitions"] == [{"source": "a", "target": "b"}]
+    assert result.trace["transitions"] == [{"source": "a", "target": "b", "via": "on:jump"}]
 
     calls.clear()
     moved = run(NESTED, exe, "next", 5.0, make_registry(calls))
@@ -268,16 +279,17 @@ def test_a_transition_exits_inner_to_outer_runs_its_actions_then_enters_outer_to
     assert moved.execution.configuration == ["a.a2"]
 
 
+@pytest.mark.semantics("sem-select-innermost", "sem-domain", "sem-ignored")
 def test_the_innermost_enabled_transition_wins_and_a_false_guard_falls_through_to_outer_states() -> None:
     in_a2 = committed(run(NESTED, started(NESTED), "next", 1.0))
     allowed = in_a2.model_copy(update={"context": {"allow": True}})
     inner = run(NESTED, allowed, "jump", 2.0)
-    assert inner.trace["transitions"] == [{"source": "a.a2", "target": "a.a1"}]
+    assert inner.trace["transitions"] == [{"source": "a.a2", "target": "a.a1", "via": "on:jump"}]
     assert inner.trace["actions"] == ["exit_a2", "enter_a1"]  # `a` encloses both ends: not exited
     assert inner.execution.configuration == ["a.a1"]
 
     outer = run(NESTED, in_a2, "jump", 2.0)
-    assert outer.trace["transitions"] == [{"source": "a", "target": "b"}]
+    assert outer.trace["transitions"] == [{"source": "a", "target": "b", "via": "on:jump"}]
     assert outer.execution.configuration == ["b.b1"]
 
     refused = run(NESTED, in_a2, "stay", 2.0)
@@ -288,6 +300,7 @@ def test_the_innermost_enabled_transition_wins_and_a_false_guard_falls_through_t
     assert refused.execution.configuration == ["a.a2"]
 
 
+@pytest.mark.semantics("sem-guards-see")
 def test_guards_see_the_source_state_the_event_and_the_context() -> None:
     seen: list[ActionContext] = []
     registry = make_registry()
@@ -298,7 +311,7 @@ def test_guards_see_the_source_state_the_event_and_the_context() -> None:
 
     registry.guards["allow"] = allow
     in_a2 = committed(run(NESTED, started(NESTED), "next", 1.0))
-    in_a2.context["total"] = 3
+    in_a2 = in_a2.model_copy(update={"context": {"total": 3}})
     step(NESTED, in_a2, event("jump", "j1", why="test"), 7.0, registry=registry)
     [ctx] = seen
     assert (ctx.execution_id, ctx.state, ctx.now) == ("e1", "a.a2", 7.0)
@@ -306,23 +319,25 @@ def test_guards_see_the_source_state_the_event_and_the_context() -> None:
     assert dict(ctx.context) == {"total": 3}
 
 
+@pytest.mark.semantics("sem-internal-transition")
 def test_an_internal_transition_runs_its_actions_only() -> None:
     exe = started(NESTED)
     result = run(NESTED, exe, "poke", 3.0)
     assert result.handled
     assert result.trace["actions"] == ["poked"]
-    assert result.trace["transitions"] == [{"source": "a", "target": None}]
+    assert result.trace["transitions"] == [{"source": "a", "target": None, "via": "on:poke"}]
     assert result.timers == []
     assert result.execution.configuration == ["a.a1"]
     assert result.execution.timers == exe.timers
 
 
+@pytest.mark.semantics("sem-final-nested")
 def test_a_compound_state_with_a_final_child_fires_its_on_done() -> None:
     in_b = committed(run(NESTED, started(NESTED), "jump", 1.0))
     result = run(NESTED, in_b, "finish", 2.0)
     assert result.trace["transitions"] == [
-        {"source": "b.b1", "target": "b.b_done"},
-        {"source": "b", "target": "c"},
+        {"source": "b.b1", "target": "b.b_done", "via": "on:finish"},
+        {"source": "b", "target": "c", "via": "on_done"},
     ]
     assert result.trace["actions"] == ["joined"]
     assert result.timers == [TimerOp("cancel", "b")]
@@ -331,6 +346,7 @@ def test_a_compound_state_with_a_final_child_fires_its_on_done() -> None:
     assert result.execution.timers == {}
 
 
+@pytest.mark.semantics("sem-final-top")
 def test_a_failed_final_state_fails_the_execution() -> None:
     in_split = committed(run(FORK, started(FORK), "go", 1.0))
     result = run(FORK, in_split, "abort", 2.0)
@@ -342,30 +358,37 @@ def test_a_failed_final_state_fails_the_execution() -> None:
 # --- purity ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.semantics("sem-step-pure")
 def test_the_same_inputs_give_an_equal_step_and_the_input_is_not_touched() -> None:
-    exe = started(FORK)
-    exe.context["items"] = {"nested": [1, 2]}
+    exe = started(FORK).model_copy(update={"context": {"items": {"nested": [1, 2]}}})
     before = exe.model_dump()
     first = step(FORK, exe, event("go"), 4.0, registry=make_registry())
     second = step(FORK, exe, event("go"), 4.0, registry=make_registry())
     assert first == second
     assert first.spawns
     assert exe.model_dump() == before
-    first.execution.context["items"]["nested"].append(3)
-    assert exe.context["items"] == {"nested": [1, 2]}
+    # copy on write: the new context is a new object; the values the step did not change are shared
+    assert first.execution.context == {"items": {"nested": [1, 2]}, "prepared": True}
+    assert first.execution.context is not exe.context
+    assert first.execution.context["items"] is exe.context["items"]
+    assert first.execution.timers is exe.timers  # no timer changed
+    assert first.execution.children is not exe.children
 
 
+@pytest.mark.semantics("sem-ignored", "sem-trace")
 def test_an_unknown_event_is_ignored_traced_and_changes_nothing_else() -> None:
     exe = started(NESTED)
     result = run(NESTED, exe, "nobody-listens", 9.0)
     assert not result.handled
     assert result.trace["reason"] == "no active state handles 'nobody-listens'"
+    assert (result.disposition, result.trace["disposition"]) == ("ignored", "ignored")
     assert result.trace["from"] == result.trace["to"] == ["a.a1"]
     assert result.execution == exe.model_copy(update={"updated_at": 9.0})
     assert (result.emits, result.spawns, result.timers) == ([], [], [])
     assert set(result.trace) == TRACE_KEYS
 
 
+@pytest.mark.semantics("sem-versions-pinned")
 def test_the_chart_must_be_the_one_the_execution_pinned() -> None:
     with pytest.raises(ValueError, match="runs chart 'nested' version 1, not 'timed' version 1"):
         step(TIMED, new_execution(NESTED), event(START_EVENT), 0.0)
@@ -374,6 +397,7 @@ def test_the_chart_must_be_the_one_the_execution_pinned() -> None:
 # --- timers ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.semantics("sem-timers-armed")
 def test_a_due_timer_takes_its_transition_and_disarms() -> None:
     exe = started(TIMED, now=10.0)
     assert exe.timers == {"wait": 15.0}
@@ -387,6 +411,7 @@ def test_a_due_timer_takes_its_transition_and_disarms() -> None:
     assert set(result.trace) == TRACE_KEYS | {"timer_fire_at"}
 
 
+@pytest.mark.semantics("sem-timers-rearm", "sem-timers-stale")
 def test_reentering_rearms_and_the_older_arming_is_stale() -> None:
     exe = started(TIMED, now=0.0)
     rearmed = run(TIMED, exe, "again", 2.0)
@@ -404,6 +429,7 @@ def test_reentering_rearms_and_the_older_arming_is_stale() -> None:
     assert timer(exe, "wait", 7.0).execution.configuration == ["timeout"]
 
 
+@pytest.mark.semantics("sem-timers-armed", "sem-timers-stale")
 def test_leaving_a_state_cancels_its_timer_and_a_late_timer_event_is_ignored() -> None:
     exe = started(TIMED, now=0.0)
     left = run(TIMED, exe, "leave", 1.0)
@@ -422,6 +448,7 @@ def test_leaving_a_state_cancels_its_timer_and_a_late_timer_event_is_ignored() -
     assert back.timers == [TimerOp("schedule", "wait", 13.0)]
 
 
+@pytest.mark.semantics("sem-timers-guarded", "sem-diff-guarded-after")
 def test_a_timer_whose_guard_refuses_is_spent() -> None:
     exe = started(TIMED, now=0.0).model_copy(update={"context": {"may_time_out": False}})
     result = timer(exe, "wait", 5.0)
@@ -432,11 +459,12 @@ def test_a_timer_whose_guard_refuses_is_spent() -> None:
     assert result.execution.configuration == ["wait"]
 
 
+@pytest.mark.semantics("sem-timers-ancestor")
 def test_the_timer_of_an_active_ancestor_fires_from_a_descendant() -> None:
     in_b = committed(run(NESTED, started(NESTED), "jump", 1.0))
     assert in_b.timers == {"b": 61.0}
     result = timer(in_b, "b", 61.0)
-    assert result.trace["transitions"] == [{"source": "b", "target": "a"}]
+    assert result.trace["transitions"] == [{"source": "b", "target": "a", "via": "after"}]
     assert result.execution.configuration == ["a.a1"]
     assert result.execution.timers == {"a.a1": 71.0}
 
@@ -456,6 +484,7 @@ def child_of(parent: Execution, spawn: tuple[str, str, dict[str, Any]], now: flo
     return ChildSeed.model_validate(seed).to_execution(entry, now)
 
 
+@pytest.mark.semantics("sem-region-children", "sem-ids-deterministic")
 def test_entering_a_parallel_state_forks_one_child_per_region_with_deterministic_ids() -> None:
     parent, forked = in_split(version=4)
     siblings = {"left": "root/split.left@4", "right": "root/split.right@4"}
@@ -478,13 +507,14 @@ def test_entering_a_parallel_state_forks_one_child_per_region_with_deterministic
     assert parent.configuration == ["split"]
 
 
+@pytest.mark.semantics("sem-region-addressing", "sem-ids-deterministic")
 def test_a_child_starts_in_its_region_and_sends_to_a_sibling() -> None:
     parent, forked = in_split()
     left = child_of(parent, forked.spawns[0])
     assert (left.parent_id, left.root_path, left.context) == ("root", "split.left", {"prepared": True})
     result = run(FORK, left, START_EVENT, 12.0)
     assert result.execution.configuration == ["split.left.working"]
-    assert result.trace["transitions"] == [{"source": None, "target": "split.left.working"}]
+    assert result.trace["transitions"] == [{"source": None, "target": "split.left.working", "via": "start"}]
     [(target, hello)] = result.emits
     assert target == "root/split.right@4"
     assert hello == Event(
@@ -499,6 +529,7 @@ def test_a_child_starts_in_its_region_and_sends_to_a_sibling() -> None:
     ]
 
 
+@pytest.mark.semantics("sem-final-top", "sem-region-results", "sem-region-failed")
 def test_a_child_reaching_a_final_state_completes_and_tells_its_parent() -> None:
     parent, forked = in_split()
     left = committed(run(FORK, child_of(parent, forked.spawns[0]), START_EVENT, 12.0))
@@ -511,7 +542,14 @@ def test_a_child_reaching_a_final_state_completes_and_tells_its_parent() -> None
             Event(
                 id="root/split.left@4@1#0",
                 name=DONE_EVENT,
-                data={"child_id": "root/split.left@4", "root_path": "split.left"},
+                data={
+                    "child_id": "root/split.left@4",
+                    "root_path": "split.left",
+                    "state": "done",
+                    "status": "completed",
+                    "result": None,
+                    "context": {"prepared": True},
+                },
                 source_id="root/split.left@4",
                 created_at=13.0,
             ),
@@ -520,7 +558,8 @@ def test_a_child_reaching_a_final_state_completes_and_tells_its_parent() -> None
     right = committed(run(FORK, child_of(parent, forked.spawns[1]), START_EVENT, 12.0))
     timed_out = timer(right, "split.right.waiting", 15.0)
     assert timed_out.execution.status is ExecutionStatus.FAILED
-    assert [e.name for _, e in timed_out.emits] == [DONE_EVENT]
+    [(_, failed)] = timed_out.emits
+    assert (failed.name, failed.data["status"], failed.data["state"]) == (DONE_EVENT, "failed", "done")
 
 
 def done(child_id: str, event_id: str | None = None) -> Event:
@@ -529,6 +568,7 @@ def done(child_id: str, event_id: str | None = None) -> Event:
     )
 
 
+@pytest.mark.semantics("sem-region-join", "sem-region-results")
 def test_the_join_fires_once_when_every_region_is_done() -> None:
     parent, _ = in_split()
     first = step(FORK, parent, done("root/split.left@4"), 20.0, registry=make_registry())
@@ -551,7 +591,7 @@ def test_the_join_fires_once_when_every_region_is_done() -> None:
 
     joined = step(FORK, parent, done("root/split.right@4"), 22.0, registry=make_registry())
     assert joined.handled
-    assert joined.trace["transitions"] == [{"source": "split", "target": "joined"}]
+    assert joined.trace["transitions"] == [{"source": "split", "target": "joined", "via": "on_done"}]
     assert joined.trace["actions"] == ["leave_split", "after_join"]
     assert joined.execution.children == {}
     assert joined.emits == []  # both children were done: nobody to cancel
@@ -563,6 +603,7 @@ def test_the_join_fires_once_when_every_region_is_done() -> None:
     assert late.trace["reason"] == "execution is completed"
 
 
+@pytest.mark.semantics("sem-region-cancel", "sem-diff-parallel-exit-order")
 def test_leaving_a_parallel_state_cancels_the_children_still_running() -> None:
     parent, _ = in_split()
     parent = committed(step(FORK, parent, done("root/split.left@4"), 20.0, registry=make_registry()))
@@ -577,6 +618,7 @@ def test_leaving_a_parallel_state_cancels_the_children_still_running() -> None:
 # --- cancel and finished executions ---------------------------------------------------------------------
 
 
+@pytest.mark.semantics("sem-cancel")
 def test_cancel_exits_everything_disarms_timers_and_cascades_to_running_children() -> None:
     parent, _ = in_split()
     result = run(FORK, parent, CANCEL_EVENT, 30.0)
@@ -595,6 +637,7 @@ def test_cancel_exits_everything_disarms_timers_and_cascades_to_running_children
     assert cancelled.execution.timers == {}
 
 
+@pytest.mark.semantics("sem-cancel")
 def test_an_execution_can_be_cancelled_before_it_starts() -> None:
     result = run(NESTED, new_execution(NESTED), CANCEL_EVENT, 1.0)
     assert result.handled
@@ -602,6 +645,7 @@ def test_an_execution_can_be_cancelled_before_it_starts() -> None:
     assert result.trace["actions"] == []
 
 
+@pytest.mark.semantics("sem-cancel")
 @pytest.mark.parametrize("name", [START_EVENT, CANCEL_EVENT, "jump", TIMER_EVENT, DONE_EVENT])
 def test_finished_executions_ignore_every_event(name: str) -> None:
     for status in (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED):
@@ -636,6 +680,7 @@ def acting(
     return step(ACTING, exe, event("go"), 1.0, registry=registry)
 
 
+@pytest.mark.semantics("sem-actions-context")
 def test_context_updates_merge_shallowly_and_later_actions_see_them() -> None:
     seen: dict[str, Any] = {}
 
@@ -648,6 +693,9 @@ def test_context_updates_merge_shallowly_and_later_actions_see_them() -> None:
     assert result.execution.context == {"a": {"x": 1}, "b": 2}
 
 
+@pytest.mark.semantics(
+    "sem-sends", "sem-ids-deterministic", "sem-rtc-internal-first", "sem-diff-sends-external"
+)
 def test_sends_go_to_parent_self_sibling_or_any_id_with_numbered_ids() -> None:
     sends = [Send("up", to="parent"), Send("me", to="self"), Send("side", to="sibling:other", data={"k": 1})]
     result = acting(
@@ -655,14 +703,18 @@ def test_sends_go_to_parent_self_sibling_or_any_id_with_numbered_ids() -> None:
         lambda ctx: ActionResult(send=[Send("far", to="elsewhere-42")]),
         siblings={"other": "sib-1"},
     )
+    # the event to self stays inside the step (run to completion) but keeps its place in the numbering
     assert [(target, e.name, e.id, e.data, e.source_id) for target, e in result.emits] == [
         ("p", "up", "me@8#0", {}, "me"),
-        ("me", "me", "me@8#1", {}, "me"),
         ("sib-1", "side", "me@8#2", {"k": 1}, "me"),
         ("elsewhere-42", "far", "me@8#3", {}, "me"),
     ]
+    assert result.trace["internal"] == [
+        {"event": "me", "id": "me@8#1", "disposition": "ignored", "reason": "no active state handles 'me'"}
+    ]
 
 
+@pytest.mark.semantics("sem-sends")
 def test_sends_to_a_missing_parent_or_sibling_are_errors() -> None:
     with pytest.raises(InvalidSend, match="cannot send to 'parent': a root execution has no parent"):
         acting(lambda ctx: ActionResult(send=[Send("up")]), parent_id=None)
@@ -670,6 +722,7 @@ def test_sends_to_a_missing_parent_or_sibling_are_errors() -> None:
         acting(lambda ctx: ActionResult(send=[Send("x", to="sibling:ghost")]), siblings={"other": "o"})
 
 
+@pytest.mark.semantics("sem-actions-errors")
 def test_failing_unknown_and_malformed_actions_raise_out_of_step() -> None:
     def explode(ctx: ActionContext) -> None:
         raise RuntimeError("card declined")
@@ -683,3 +736,34 @@ def test_failing_unknown_and_malformed_actions_raise_out_of_step() -> None:
         step(ACTING, exe, event("bad"), 1.0)
     with pytest.raises(UnknownAction, match="no guard named 'allow' is registered"):
         step(NESTED, committed(run(NESTED, started(NESTED), "next", 1.0)), event("stay"), 2.0)
+
+
+@pytest.mark.semantics("sem-step-pure")
+def test_the_models_a_step_builds_are_equal_to_validated_ones() -> None:
+    parent, forked = in_split()
+    joined = step(
+        FORK,
+        committed(step(FORK, parent, done("root/split.left@4"), 20.0, registry=make_registry())),
+        done("root/split.right@4"),
+        21.0,
+        registry=make_registry(),
+    )
+    left = run(FORK, child_of(parent, forked.spawns[0]), START_EVENT, 12.0)
+    for result in (forked, joined, left):
+        built = result.execution
+        assert Execution.model_validate_json(built.model_dump_json()) == built
+        assert built.model_copy() == built and built.model_fields_set >= {"configuration", "updated_at"}
+        for ref in built.children.values():
+            assert ChildRef.model_validate(ref.model_dump()) == ref
+        for _, emitted in result.emits:
+            assert Event.model_validate_json(emitted.model_dump_json()) == emitted
+    before = started(FORK).model_copy(update={"version": 4, "id": "root"})
+    after = run(FORK, before, "go", 10.0).execution
+    changed = {
+        "configuration": ["split"],
+        "updated_at": 10.0,
+        "context": after.context,
+        "children": after.children,
+    }
+    assert after == before.model_copy(update=changed)
+    assert after.model_fields_set == before.model_copy(update=changed).model_fields_set

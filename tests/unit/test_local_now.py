@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from harel.local.embedded import EmbeddedClient
-from harel.local.now import bind_filter, bind_pipeline, bind_update, server_now
+from harel.local.engine import Engine
+from harel.local.now import bind_command, bind_filter, bind_pipeline, bind_update, server_now
 
 EPOCH = datetime(1970, 1, 1)
 NOW_SECONDS = {"$divide": [{"$subtract": ["$$NOW", {"$literal": EPOCH}]}, 1000]}
@@ -61,3 +62,81 @@ def test_the_embedded_client_serves_its_own_clock() -> None:
     assert collection.find_one(due_now) is None
     assert collection.count_documents(due_now) == 0
     assert [d["n"] for d in collection.aggregate([{"$project": {"n": NOW_SECONDS}}])] == [999.0]
+
+
+def test_bind_command_binds_every_expression_context_of_each_command() -> None:
+    expr = {"$expr": {"$lte": ["$due", "$$NOW"]}}
+    bound_expr = {"$expr": {"$lte": ["$due", {"$literal": INSTANT}]}}
+    stamp = [{"$set": {"at": "$$NOW"}}]
+    bound_stamp = [{"$set": {"at": {"$literal": INSTANT}}}]
+    commands = {
+        "find": ({"find": "c", "filter": expr}, {"find": "c", "filter": bound_expr}),
+        "count": ({"count": "c", "query": expr}, {"count": "c", "query": bound_expr}),
+        "distinct": (
+            {"distinct": "c", "key": "k", "query": expr},
+            {"distinct": "c", "key": "k", "query": bound_expr},
+        ),
+        "findAndModify": (
+            {"findAndModify": "c", "query": expr, "update": stamp},
+            {"findAndModify": "c", "query": bound_expr, "update": bound_stamp},
+        ),
+        "findandmodify": (
+            {"findandmodify": "c", "query": expr, "update": {"$set": {"raw": "$$NOW"}}},
+            {"findandmodify": "c", "query": bound_expr, "update": {"$set": {"raw": "$$NOW"}}},
+        ),
+        "update": (
+            {
+                "update": "c",
+                "updates": [{"q": expr, "u": stamp}, {"q": {"a": "$$NOW"}, "u": {"$set": {"b": "$$NOW"}}}],
+            },
+            {
+                "update": "c",
+                "updates": [
+                    {"q": bound_expr, "u": bound_stamp},
+                    {"q": {"a": "$$NOW"}, "u": {"$set": {"b": "$$NOW"}}},
+                ],
+            },
+        ),
+        "delete": (
+            {"delete": "c", "deletes": [{"q": expr, "limit": 1}]},
+            {"delete": "c", "deletes": [{"q": bound_expr, "limit": 1}]},
+        ),
+        "aggregate": (
+            {"aggregate": "c", "pipeline": [{"$match": expr}, {"$project": {"n": "$$NOW"}}]},
+            {
+                "aggregate": "c",
+                "pipeline": [{"$match": bound_expr}, {"$project": {"n": {"$literal": INSTANT}}}],
+            },
+        ),
+        "insert": (
+            {"insert": "c", "documents": [{"raw": "$$NOW"}]},
+            {"insert": "c", "documents": [{"raw": "$$NOW"}]},
+        ),
+    }
+    for name, (command, expected) in commands.items():
+        assert bind_command(command, INSTANT) == expected, name
+
+
+def test_the_engine_reads_its_clock_once_per_command() -> None:
+    """Every statement of one command sees the same `$$NOW`; the next command sees the clock move."""
+    readings = iter([1000.0, 2000.0, 3000.0, 4000.0])
+    calls: list[float] = []
+
+    def clock() -> float:
+        calls.append(next(readings))
+        return calls[-1]
+
+    engine = Engine(clock)
+    engine.execute("insert", "db", {"insert": "c", "documents": [{"_id": n} for n in range(3)]})
+    stamp = [{"$set": {"at": NOW_SECONDS}}]
+    engine.execute(
+        "update", "db", {"update": "c", "updates": [{"q": {"_id": n}, "u": stamp} for n in range(3)]}
+    )
+    reply = engine.execute("find", "db", {"find": "c", "filter": {"$expr": {"$lt": ["$at", NOW_SECONDS]}}})
+    projected = engine.execute(
+        "aggregate", "db", {"aggregate": "c", "pipeline": [{"$project": {"n": NOW_SECONDS}}], "cursor": {}}
+    )
+
+    assert len(calls) == 4  # insert, update, find, aggregate: one reading each
+    assert [d["at"] for d in reply["cursor"]["firstBatch"]] == [2000.0, 2000.0, 2000.0]
+    assert {d["n"] for d in projected["cursor"]["firstBatch"]} == {4000.0}

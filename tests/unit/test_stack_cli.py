@@ -7,7 +7,7 @@ import io
 import re
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -80,10 +80,14 @@ class FakeCompose:
     members: int
     calls: list[tuple[tuple[str, ...], bool]] = field(default_factory=list)
     codes: dict[str, int] = field(default_factory=dict)
+    # The profiles added to each call, in call order (the backup one-shots run with one).
+    profiles: list[tuple[str, ...]] = field(default_factory=list)
 
-    def __call__(self, *args: str, all_profiles: bool = False) -> int:
+    def __call__(self, *args: str, all_profiles: bool = False, profiles: Sequence[str] = ()) -> int:
         self.calls.append((args, all_profiles))
-        code = self.codes.get(args[0], 0)
+        self.profiles.append(tuple(profiles))
+        # A code for the service a `run` names wins over one for the subcommand.
+        code = self.codes.get(args[-1], self.codes.get(args[0], 0))
         if args[0] == "up" and code == 0:
             members = [container(f"mongo{i}", 1, "running", "healthy") for i in range(1, self.members + 1)]
             self.client.containers.items = [
@@ -273,8 +277,15 @@ def test_up_keeps_an_existing_env_file(harness: Harness) -> None:
     harness.probe.members = 1
     harness.probe.workers_beating = 1
     assert harness.run("up") == 0
-    assert env_file.read_text(encoding="utf-8") == mine
+    # Kept line for line; the secrets it lacks (added by a later release) are appended.
+    text = env_file.read_text(encoding="utf-8")
+    assert text.startswith(mine)
+    added = parse_env(text[len(mine) :])
+    assert set(added) == {"HAREL_MONITOR_PASSWORD", "HAREL_BACKUP_PASSWORD", "HAREL_GRAFANA_ADMIN_PASSWORD"}
     assert "wrote" not in harness.out.getvalue()
+    assert f"added new random secrets to {env_file}: HAREL_MONITOR_PASSWORD" in harness.out.getvalue()
+    assert harness.run("up") == 0
+    assert env_file.read_text(encoding="utf-8") == text, "a complete file is left alone"
     assert "replica set rs0 (1 member), 1 worker(s)" in harness.out.getvalue()
     assert harness.composes[0].members == 1
 

@@ -150,7 +150,18 @@ def test_compose_command_line_selects_the_profile_from_the_member_count() -> Non
     assert DockerCompose(project, 3).command("ps") == [*base, "--profile", "three-members", "ps"]
     # `down` reaches every container an earlier run may have left, whatever HAREL_MEMBERS says now.
     assert DockerCompose(project, 1).command("down", all_profiles=True) == [
-        *base, "--profile", "three-members", "--profile", "smoke", "down",
+        *base, "--profile", "three-members", "--profile", "observability", "--profile", "smoke",
+        "--profile", "backup", "down",
+    ]  # fmt: skip
+    # HAREL_OBSERVABILITY=1 adds its profile to every command; a one-shot's profile is added to its run only.
+    assert DockerCompose(project, 1, observability=True).command("up") == [
+        *base,
+        "--profile",
+        "observability",
+        "up",
+    ]
+    assert DockerCompose(project, 1).command("run", "backup", profiles=["backup"]) == [
+        *base, "--profile", "backup", "run", "backup",
     ]  # fmt: skip
 
 

@@ -1,181 +1,134 @@
-"""The transport contract on every backend: memory, MongoTransport on mongomock, AsyncMongoTransport on
-mongomock-motor (driven through a small sync adapter so each test is written once)."""
+"""What the mailbox transport decides on its own, apart from the backends' shared contract (which the
+mailbox conformance suite checks on every backend): the shape of its decisive queries, its backoff, and
+its wake-ups."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Callable, Iterator
+import time
 from typing import Any
 
-import mongomock
-import pytest
-from mongomock_motor import AsyncMongoMockClient
+import pymongo.errors
 
-from harel.model import Event
+from harel.model import Event, Execution
+from harel.servertime import NOW
+from harel.store.memory import MemoryDatabase, MemoryStore
+from harel.transport import _mailbox as mailbox
 from harel.transport.base import BACKOFF_CAP_SECONDS, backoff
 from harel.transport.memory import MemoryTransport
-from harel.transport.mongo import AsyncMongoTransport, MongoTransport
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class SyncAsync:
-    """Runs an async transport's coroutines on a private loop so the same tests drive it."""
-
-    def __init__(self, inner: AsyncMongoTransport) -> None:
-        self._inner = inner
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self.max_attempts = inner.max_attempts
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self._inner, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop).result(10)
-
-        return call
-
-    def stop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-
-
-@pytest.fixture(params=["memory", "mongomock", "mongomock-motor"])
-def transport(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Clock]]:
-    clock = Clock()
-    if request.param == "memory":
-        yield MemoryTransport(max_attempts=3, clock=clock), clock
-    elif request.param == "mongomock":
-        t = MongoTransport(mongomock.MongoClient(), max_attempts=3, clock=clock, watch=False)
-        t.ensure_indexes()
-        yield t, clock
-    else:
-        inner = AsyncMongoTransport(AsyncMongoMockClient(), max_attempts=3, clock=clock, watch=False)
-        adapter = SyncAsync(inner)
-        adapter.ensure_indexes()
-        yield adapter, clock
-        adapter.stop()
-
-
-def ev(n: int) -> Event:
-    return Event(id=f"e{n}", name="go", data={"n": n})
-
-
-def test_claim_leases_without_deleting_and_ack_deletes(transport: tuple[Any, Clock]) -> None:
-    t, _ = transport
-    t.send("x", ev(1))
-    message = t.claim(lease=10)
-    assert message is not None and message.event == ev(1) and message.target_id == "x"
-    assert message.attempts == 1
-    assert t.depth() == 1, "a claim must lease, not delete"
-    assert t.claim(lease=10) is None, "a leased message is invisible to other consumers"
-    assert t.ack(message)
-    assert t.depth() == 0
-
-
-def test_send_is_idempotent_by_event_id(transport: tuple[Any, Clock]) -> None:
-    t, _ = transport
-    t.send("x", ev(1))
-    t.send("x", ev(1))
-    assert t.depth() == 1
-
-
-def test_oldest_visible_first_and_delay(transport: tuple[Any, Clock]) -> None:
-    t, clock = transport
-    t.send("x", ev(1), delay=5)
-    clock.now += 1
-    t.send("x", ev(2))
-    first = t.claim()
-    assert first is not None and first.id == "e2"
-    assert t.claim() is None, "the delayed message is not visible yet"
-    clock.now += 5
-    second = t.claim()
-    assert second is not None and second.id == "e1"
-    assert t.next_visible_at() is not None
-
-
-def test_expired_lease_is_reclaimed_and_late_ack_refused(transport: tuple[Any, Clock]) -> None:
-    t, clock = transport
-    t.send("x", ev(1))
-    first = t.claim(lease=5)
-    clock.now += 6
-    second = t.claim(lease=5)
-    assert second is not None and second.id == first.id and second.owner != first.owner
-    assert second.attempts == 2
-    assert not t.ack(first), "the first owner lost its lease"
-    assert t.extend(first) is None
-    assert t.ack(second)
-
-
-def test_extend_keeps_the_lease(transport: tuple[Any, Clock]) -> None:
-    t, clock = transport
-    t.send("x", ev(1))
-    message = t.claim(lease=5)
-    clock.now += 4
-    extended = t.extend(message, lease=5)
-    assert extended is not None and extended.lease_until == clock.now + 5
-    clock.now += 3
-    assert t.claim() is None, "an extended lease still holds"
-    assert t.ack(extended)
-
-
-def test_nack_backs_off_then_dead_letters_with_last_error(transport: tuple[Any, Clock]) -> None:
-    t, clock = transport
-    t.send("x", ev(1))
-    for attempt in range(1, 4):
-        message = t.claim(lease=5)
-        assert message is not None and message.attempts == attempt
-        dead = t.nack(message, f"boom {attempt}")
-        assert dead is (attempt == 3)
-        if not dead:
-            assert t.claim() is None, "a nacked message waits for its backoff"
-            clock.now += backoff(attempt) + 0.001
-    assert t.depth() == 0
-    [letter] = t.dead_letters()
-    assert letter.id == "e1" and letter.attempts == 3 and letter.last_error == "boom 3"
-    assert letter.event == ev(1)
-
-
-def test_release_does_not_count_an_attempt(transport: tuple[Any, Clock]) -> None:
-    t, clock = transport
-    t.send("x", ev(1))
-    message = t.claim()
-    t.release(message, delay=1)
-    assert t.claim() is None
-    clock.now += 1
-    again = t.claim()
-    assert again is not None and again.attempts == 1
+from harel.transport.mongo import MongoTransport
 
 
 def test_backoff_is_exponential_and_capped() -> None:
-    assert backoff(1) < backoff(2) < backoff(3)
-    assert backoff(100) == BACKOFF_CAP_SECONDS
+    assert [backoff(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 4.0]
+    assert backoff(50) == BACKOFF_CAP_SECONDS
 
 
-def test_memory_wait_hint_wakes_on_send() -> None:
-    t = MemoryTransport()
-    woke: list[bool] = []
-    waiter = threading.Thread(target=lambda: woke.append(t.wait_hint(5)))
+def test_the_claim_is_one_index_range_decided_on_the_servers_clock() -> None:
+    write = mailbox.claim_write(["order@1", "billing@2"], "owner-1", 30.0, 1234.5)
+    assert write.filter == {
+        "chart": {"$in": ["order@1", "billing@2"]},
+        "inbox_at": {"$gte": 0, "$lte": 1234.5},
+        "$expr": {"$lte": ["$inbox_at", NOW]},
+    }, "the chart and one range on the indexed inbox_at, no $or; $$NOW decides"
+    lease = write.update[0]["$set"]["lease"]
+    assert lease["owner"] == {"$literal": "owner-1"} and lease["at"] == NOW
+    assert mailbox.CLAIM_SORT == (("inbox_at", 1),)
+    index = next(spec for spec in mailbox.INDEXES if spec.name == "mailbox")
+    assert index.keys == (("chart", 1), ("inbox_at", 1))
+    assert index.partial == {"inbox_at": {"$gte": 0}}, "the claim's range implies the partial filter"
+
+
+def test_every_client_value_enters_a_pipeline_as_a_literal() -> None:
+    event = Event(id="$id", name="$name", data={"$key": "$value"})
+    write = mailbox.send_write("$target", mailbox.entry(event, "$source", 1.0))
+    appended = write.update[0]["$set"]["inbox"]["$concatArrays"][1]
+    assert set(appended) == {"$literal"}, "the whole entry is data"
+    assert write.filter["_id"] == "$target" and write.filter["inbox.id"] == {"$ne": "$id"}
+
+
+def test_a_memory_send_wakes_a_waiting_consumer() -> None:
+    database = MemoryDatabase()
+    store, transport = MemoryStore(database), MemoryTransport(database)
+    store.create(Execution(id="a", definition_id="order", definition_version=1), now=time.time())
+    woken: list[bool] = []
+    waiter = threading.Thread(target=lambda: woken.append(transport.wait_hint(5.0)))
     waiter.start()
-    for n in range(200):  # a send before the waiter waits is missed (a hint only), so keep sending
-        t.send("x", ev(n))
-        waiter.join(0.01)
-        if not waiter.is_alive():
-            break
-    assert woke == [True]
+    time.sleep(0.05)
+    transport.send("a", Event(id="e1", name="go"))
+    waiter.join(5)
+    assert woken == [True]
 
 
-def test_claim_query_uses_one_indexed_field_without_or() -> None:
-    from harel.transport import _messages as q
+class _FailingStream:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
-    flt = q.claim_filter(5.0)
-    assert list(flt) == ["visible_at"] and "$or" not in repr(flt)
-    assert ("queue", [("visible_at", 1)]) in [(c, k) for c, k, _ in q.INDEXES]
+    def __enter__(self) -> Any:
+        raise self.error
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _WatchedCollection:
+    """A collection whose change stream fails a given number of times, then reports one change."""
+
+    def __init__(self, failures: list[Exception]) -> None:
+        self.failures = failures
+        self.watches = 0
+
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        self.watches += 1
+        if self.failures:
+            return _FailingStream(self.failures.pop(0))
+        return _OneChange()
+
+
+class _OneChange:
+    def __init__(self) -> None:
+        self.given = False
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def try_next(self) -> Any:
+        if not self.given:
+            self.given = True
+            return {"operationType": "insert"}
+        time.sleep(0.01)
+        return None
+
+
+class _Client:
+    def __init__(self, collection: _WatchedCollection) -> None:
+        self.collection = collection
+
+    def __getitem__(self, name: str) -> Any:
+        return {"executions": self.collection}
+
+    def close(self) -> None:
+        return None
+
+
+def test_the_wake_up_watch_restarts_after_an_error(monkeypatch: Any) -> None:
+    monkeypatch.setattr("harel.transport.mongo.WATCH_RETRY_FIRST", 0.01)
+    collection = _WatchedCollection([pymongo.errors.AutoReconnect("primary stepped down")] * 2)
+    transport = MongoTransport(_Client(collection))
+    assert transport.wait_hint(5.0), "woken once the watch came back"
+    assert collection.watches == 3
+    transport.close()
+
+
+def test_a_deployment_without_change_streams_polls_only() -> None:
+    refused = pymongo.errors.OperationFailure(
+        "The $changeStream stage is only supported on replica sets", 40573
+    )
+    collection = _WatchedCollection([refused])
+    transport = MongoTransport(_Client(collection))
+    assert not transport.wait_hint(0.2)
+    assert collection.watches == 1, "not retried: the deployment has none"
+    transport.close()

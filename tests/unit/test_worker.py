@@ -1,26 +1,36 @@
-"""The worker runtime, driven step by step with a fake clock on the in-memory and mongomock backends."""
+"""The worker runtime, driven step by step on the in-memory and mongomock backends whose deployment clock
+is the tests' fake clock (so leases and timers are decided on a clock the test moves)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from harel.app import ActionContext, ActionResult, App, Send
 from harel.backend import Backend, open_backend
-from harel.client import cancel_execution, start_execution
+from harel.client import cancel_execution, send_event, start_execution
 from harel.errors import StoreConflict
-from harel.model import TIMER_EVENT, Event, ExecutionStatus
+from harel.heartbeat import MongoHeartbeats
+from harel.local.embedded import EmbeddedClient
+from harel.model import TIMER_EVENT, Event, ExecutionStatus, timer_event
+from harel.servertime import ServerClock
 from harel.smoke import check, gather, register_smoke, run_smoke
+from harel.store.memory import MemoryDatabase, MemoryStore
+from harel.store.mongo import MongoStore
+from harel.transport.base import SendOutcome
 from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
-from harel.worker import Worker, WorkerConfig, start_event_id
+from harel.worker import Worker, WorkerConfig
 
 
 class Clock:
+    """The deployment's clock, moved by the test."""
+
     def __init__(self) -> None:
         self.now = 1_000_000.0
 
@@ -59,16 +69,32 @@ LOOP = {
     "version": 1,
     "initial": "a",
     "states": {
-        "a": {"after": {"10s": "b"}, "on": {"skip": "b", "bump": {"actions": ["bump"]}}},
-        "b": {"on": {"back": "a"}},
+        "a": {
+            "after": {"10s": "b"},
+            "on": {"skip": "b", "bump": {"actions": ["bump"]}, "poison": {"actions": ["explode"]}},
+        },
+        "b": {"on": {"back": "a", "bump": {"actions": ["bump"]}}},
+    },
+}
+
+# The first issue's chart: e1's action is slow, so with several consumers e2 could overtake it.
+ORDERED = {
+    "id": "ordered",
+    "version": 1,
+    "initial": "S0",
+    "states": {
+        "S0": {"on": {"e1": {"target": "S1", "actions": ["slow"]}}},
+        "S1": {"on": {"e2": "S2"}},
+        "S2": {},
     },
 }
 
 
-def make_app(fail: dict[str, int] | None = None) -> App:
+def make_app(slow: float = 0.0) -> App:
     app = App("test")
     app.chart(FLOW)
     app.chart(LOOP)
+    app.chart(ORDERED)
     register_smoke(app, region_timer=0.05, final_timer=0.05)
 
     @app.action("hello")
@@ -81,24 +107,43 @@ def make_app(fail: dict[str, int] | None = None) -> App:
 
     @app.action("bump")
     def bump(ctx: ActionContext) -> ActionResult:
-        return ActionResult(context={"n": ctx.context.get("n", 0) + 1})
+        seen = [*ctx.context.get("seen", []), ctx.event.id]
+        return ActionResult(context={"n": ctx.context.get("n", 0) + 1, "seen": seen})
+
+    @app.action("slow")
+    def slow_action(ctx: ActionContext) -> ActionResult:
+        time.sleep(slow)
+        return ActionResult()
 
     return app
 
 
-CLOCK = Clock()
+@dataclass
+class Deployment:
+    """A backend whose deployment clock is `clock`."""
+
+    name: str
+    store: Any
+    transport: Any
+    clock: Clock
+    client: Any = None
+
+    def worker(self, app: App, **config: Any) -> Worker:
+        return Worker(self.store, self.transport, app, config=WorkerConfig(**config))
 
 
-@pytest.fixture(params=["memory://", "mongomock://"])
-def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    """The production backends, with the transport on the tests' fake clock (the store keeps no time)."""
-    b = open_backend(request.param)
-    if request.param == "memory://":
-        b.transport = MemoryTransport(clock=CLOCK)
-    else:
-        b.transport = MongoTransport(b.client, clock=CLOCK, watch=False)
-    yield b
-    b.close()
+def deployment(name: str, clock: Clock) -> Deployment:
+    if name == "memory":
+        database = MemoryDatabase(clock)
+        return Deployment(name, MemoryStore(database), MemoryTransport(database), clock)
+    client = EmbeddedClient(clock)
+    transport = MongoTransport(client, clock=ServerClock(local=clock, monotonic=clock), watch=False)
+    return Deployment(name, MongoStore(client), transport, clock, client)
+
+
+@pytest.fixture(params=["memory", "mongomock"])
+def backend(request: pytest.FixtureRequest) -> Deployment:
+    return deployment(request.param, Clock())
 
 
 @pytest.fixture(params=["memory://", "mongomock://"])
@@ -107,15 +152,6 @@ def live_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     b = open_backend(request.param)
     yield b
     b.close()
-
-
-@pytest.fixture(autouse=True)
-def reset_clock() -> None:
-    CLOCK.now = 1_000_000.0
-
-
-def worker(backend: Backend, app: App, clock: Clock, **config: Any) -> Worker:
-    return Worker(backend.store, backend.transport, app, config=WorkerConfig(**config), clock=clock)
 
 
 def pump(*workers: Worker, rounds: int = 200) -> None:
@@ -131,13 +167,19 @@ def pump(*workers: Worker, rounds: int = 200) -> None:
     raise AssertionError("the system did not quiesce")
 
 
-def test_fork_join_with_timer_completes_and_children_once(backend: Backend) -> None:
-    app, clock = make_app(), CLOCK
-    w = worker(backend, app, clock)
+def send(backend: Deployment, execution_id: str, event_id: str, name: str, **data: Any) -> None:
+    assert (
+        backend.transport.send(execution_id, Event(id=event_id, name=name, data=data)) is SendOutcome.QUEUED
+    )
+
+
+def test_fork_join_with_timer_completes_and_children_once(backend: Deployment) -> None:
+    app, clock = make_app(), backend.clock
+    w = backend.worker(app)
     _, created = start_execution(backend.store, backend.transport, app, "flow", execution_id="f1")
     assert created
     pump(w)
-    backend.transport.send("f1", Event(id="go-1", name="go"))
+    send(backend, "f1", "go-1", "go")
     pump(w)
     parent = backend.store.load("f1")
     assert parent is not None and parent.configuration == ["split"]
@@ -157,69 +199,98 @@ def test_fork_join_with_timer_completes_and_children_once(backend: Backend) -> N
     assert all(backend.store.load(c).status is ExecutionStatus.COMPLETED for c in spawned)
 
 
-def test_start_with_id_is_idempotent(backend: Backend) -> None:
-    app, clock = make_app(), CLOCK
+def test_start_with_id_is_idempotent(backend: Deployment) -> None:
+    app = make_app()
     first, created = start_execution(backend.store, backend.transport, app, "loop", execution_id="same")
     second, created_again = start_execution(
         backend.store, backend.transport, app, "loop", execution_id="same"
     )
     assert created and not created_again and second.id == first.id
-    pump(worker(backend, app, clock))
+    pump(backend.worker(app))
     trace = backend.store.read_trace("same")
     assert [s["event"] for s in trace if s["handled"]] == ["harel.start"], "the start took effect once"
 
 
-def test_expired_lease_redelivers_and_the_event_takes_effect_once(backend: Backend) -> None:
-    app, clock = make_app(), CLOCK
-    w = worker(backend, app, clock, lease_seconds=5)
+def test_events_to_one_execution_apply_in_the_order_sent(backend: Deployment) -> None:
+    app = make_app()
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="o1")
+    for n in range(30):
+        send(backend, "o1", f"b{n:02}", "bump")
+    pump(w)
+    exe = backend.store.load("o1")
+    assert exe.context["seen"] == [f"b{n:02}" for n in range(30)]
+    assert [s["index"] for s in backend.store.read_trace("o1")] == list(range(1, 32)), "one step per version"
+
+
+def test_pending_events_are_applied_in_one_claim_and_one_commit(backend: Deployment) -> None:
+    app = make_app()
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="batch")
+    for n in range(5):
+        send(backend, "batch", f"b{n}", "bump")
+    assert w.process_one()
+    exe = backend.store.load("batch")
+    assert exe.context["n"] == 5 and exe.version == 7, (
+        "created at 1; start and five bumps: six steps, one commit"
+    )
+    assert not w.process_one()
+
+
+def test_an_expired_lease_is_taken_over_and_the_late_commit_refused(backend: Deployment) -> None:
+    app, clock = make_app(), backend.clock
+    w = backend.worker(app, lease_seconds=5)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="l1")
     pump(w)
-    backend.transport.send("l1", Event(id="bump-1", name="bump"))
-    slow = backend.transport.claim(lease=5)  # a consumer that claims, then stalls past its lease
-    assert slow is not None and slow.id == "bump-1"
+    send(backend, "l1", "bump-1", "bump")
+    stalled = backend.transport.claim(w.charts, 5, clock.now + 60)  # claims, then stalls past its lease
+    assert stalled is not None and [p.id for p in stalled.pending] == ["bump-1"]
+    assert not w.process_one(), "leased: nobody else steps it"
     clock.now += 6
-    pump(w)  # the lease ran out: another consumer takes the message and applies it
-    assert backend.store.load("l1").context == {"n": 1}
-    assert not backend.transport.ack(slow), "the stalled consumer's late ack is refused"
-    backend.transport.send("l1", Event(id="bump-1", name="bump"))  # a relay re-sends the same event
+    pump(w)  # the lease ran out: the worker takes the execution over and applies the event
+    assert backend.store.load("l1").context["n"] == 1
+    assert w.metrics.lease_steals._value.get() == 1
+    with pytest.raises(StoreConflict):
+        backend.store.commit_claim(
+            stalled, stalled.execution, [], applied=list(stalled.pending), timers_changed=False
+        )
+    assert backend.transport.send("l1", Event(id="bump-1", name="bump")) is SendOutcome.DUPLICATE
     pump(w)
-    exe = backend.store.load("l1")
-    assert exe.context == {"n": 1}, "a redelivered event takes effect once"
-    assert w.counters["redeliveries"] == 1
+    assert backend.store.load("l1").context["n"] == 1, "a redelivered event takes effect once"
 
 
-def test_timer_for_a_state_already_left_is_ignored(backend: Backend) -> None:
-    app, clock = make_app(), CLOCK
-    w = worker(backend, app, clock)
+def test_timer_for_a_state_already_left_is_ignored(backend: Deployment) -> None:
+    app, clock = make_app(), backend.clock
+    w = backend.worker(app)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="l2")
     pump(w)
     armed = backend.store.load("l2").timers["a"]
-    backend.transport.send("l2", Event(id="skip-1", name="skip"))
+    send(backend, "l2", "skip-1", "skip")
     pump(w)
     assert backend.store.load("l2").timers == {}
     # a sweep that read the timer before it was cancelled delivers it late
-    backend.transport.send("l2", Event(id="late", name=TIMER_EVENT, data={"path": "a", "fire_at": armed}))
+    late = timer_event("l2", "a", armed, clock.now)
+    assert backend.transport.send("l2", late) is SendOutcome.QUEUED
     pump(w)
-    exe = backend.store.load("l2")
-    assert exe.configuration == ["b"]
-    late = [s for s in backend.store.read_trace("l2") if s["event_id"] == "late"]
-    assert len(late) == 1 and not late[0]["handled"]
+    assert backend.store.load("l2").configuration == ["b"]
+    [step] = [s for s in backend.store.read_trace("l2") if s["event_id"] == late.id]
+    assert not step["handled"]
 
 
-def test_rearmed_timer_ignores_the_older_arming(backend: Backend) -> None:
-    app, clock = make_app(), CLOCK
-    w = worker(backend, app, clock)
+def test_rearmed_timer_ignores_the_older_arming(backend: Deployment) -> None:
+    app, clock = make_app(), backend.clock
+    w = backend.worker(app)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="l3")
     pump(w)
     first = backend.store.load("l3").timers["a"]
-    backend.transport.send("l3", Event(id="skip", name="skip"))
+    send(backend, "l3", "skip", "skip")
     pump(w)
     clock.now += 1
-    backend.transport.send("l3", Event(id="back", name="back"))
+    send(backend, "l3", "back", "back")
     pump(w)
     second = backend.store.load("l3").timers["a"]
     assert second > first
-    backend.transport.send("l3", Event(id="old", name=TIMER_EVENT, data={"path": "a", "fire_at": first}))
+    assert backend.transport.send("l3", timer_event("l3", "a", first, clock.now)) is SendOutcome.QUEUED
     pump(w)
     assert backend.store.load("l3").configuration == ["a"], "the older arming must not fire"
     clock.now = second
@@ -227,124 +298,168 @@ def test_rearmed_timer_ignores_the_older_arming(backend: Backend) -> None:
     assert backend.store.load("l3").configuration == ["b"]
 
 
-def test_cancel_cascades_to_children(backend: Backend) -> None:
-    app, clock = make_app(), CLOCK
-    w = worker(backend, app, clock)
+def test_cancel_cascades_to_children(backend: Deployment) -> None:
+    app, clock = make_app(), backend.clock
+    w = backend.worker(app)
     start_execution(backend.store, backend.transport, app, "flow", execution_id="c1")
-    backend.transport.send("c1", Event(id="go", name="go"))
+    send(backend, "c1", "go", "go")
     pump(w)
     children = list(backend.store.load("c1").children)
     assert len(children) == 2
     cancel_execution(backend.store, backend.transport, "c1")
     pump(w)
     assert backend.store.load("c1").status is ExecutionStatus.CANCELLED
-    for child_id in children:
-        child = backend.store.load(child_id)
-        assert child.status in (ExecutionStatus.CANCELLED, ExecutionStatus.COMPLETED)
     left = next(c for c in children if ".left@" in c)
     assert backend.store.load(left).status is ExecutionStatus.CANCELLED
     assert backend.store.load(left).timers == {}
     clock.now += 60
     pump(w)
-    assert backend.store.next_timer_at() is None, "no timer of a cancelled tree stays armed"
+    assert backend.store.due_timers(clock.now + 3600) == [], "no timer of a cancelled tree stays armed"
+    assert [backend.store.document(c)["next_fire_at"] for c in children] == [None, None]
 
 
-def test_poison_event_is_dead_lettered_after_max_attempts(backend: Backend) -> None:
-    app, clock = make_app(), CLOCK
-    w = worker(backend, app, clock)
-    start_execution(backend.store, backend.transport, app, "flow", execution_id="p1")
+def test_a_poison_event_parks_its_execution_and_later_events_wait(backend: Deployment) -> None:
+    app, clock = make_app(), backend.clock
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="p1")
     pump(w)
-    backend.transport.send("p1", Event(id="poison-1", name="poison"))
+    send(backend, "p1", "poison-1", "poison")
+    send(backend, "p1", "after-1", "bump")
     for _ in range(backend.transport.max_attempts + 2):
         pump(w)
         clock.now += 60
-    [letter] = backend.transport.dead_letters()
-    assert letter.id == "poison-1" and letter.attempts == backend.transport.max_attempts
-    assert "RuntimeError: card declined" in letter.last_error
+    [parked] = backend.transport.parked()
+    assert (parked.execution_id, parked.event_id, parked.attempts) == (
+        "p1",
+        "poison-1",
+        backend.transport.max_attempts,
+    )
+    assert "RuntimeError: card declined" in parked.error
+    assert parked.waiting == 2, "the bump, and the 10s timer that fired meanwhile"
     assert w.counters["dead_lettered"] == 1
-    assert backend.store.load("p1").configuration == ["idle"], "a failed attempt changed nothing"
+    assert backend.store.load("p1").context == {}, "the bump behind the poison did not overtake it"
+    assert backend.transport.drop("p1", "poison-1")
+    pump(w)
+    exe = backend.store.load("p1")
+    assert exe.context["seen"] == ["after-1"] and exe.configuration == ["b"], "then the timer"
 
 
-def test_two_workers_racing_commit_one_winner_per_version(backend: Backend) -> None:
-    app, clock = make_app(), CLOCK
-    w1, w2 = worker(backend, app, clock), worker(backend, app, clock)
+def test_a_failure_mid_batch_commits_what_came_before(backend: Deployment) -> None:
+    app, clock = make_app(), backend.clock
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="m1")
+    send(backend, "m1", "ok", "bump")
+    send(backend, "m1", "bad", "poison")
+    send(backend, "m1", "later", "bump")
+    assert w.process_one()
+    exe = backend.store.load("m1")
+    assert exe.context["seen"] == ["ok"], "start and the first bump committed"
+    document = backend.store.document("m1")
+    assert [entry["id"] for entry in document["inbox"]] == ["bad", "later"]
+    assert document["attempts"] == 1
+    clock.now += 1
+    assert w.process_one(), "retried after its backoff"
+    assert backend.store.document("m1")["attempts"] == 2
+
+
+def test_two_workers_racing_never_step_one_execution_at_once(backend: Deployment) -> None:
+    """Four consumers on two workers, 40 bumps sent to one execution: every bump applied once, in the
+    order sent, no version conflict (one stepper at a time), one step per version."""
+    app = make_app()
+    w1, w2 = backend.worker(app), backend.worker(app)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="r1")
-    pump(w1)
-    for n in range(20):
-        backend.transport.send("r1", Event(id=f"b{n}", name="bump"))
-    barrier = threading.Barrier(2)
+    barrier = threading.Barrier(4)
 
     def run(w: Worker) -> None:
         barrier.wait()
-        while w.process_one():
-            pass
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if not w.process_one() and backend.store.load("r1").context.get("n") == 40:
+                return
 
-    threads = [threading.Thread(target=run, args=(w,)) for w in (w1, w2)]
+    threads = [threading.Thread(target=run, args=(w,)) for w in (w1, w2, w1, w2)]
     for t in threads:
         t.start()
+    for n in range(40):
+        send(backend, "r1", f"b{n:02}", "bump")
     for t in threads:
         t.join(30)
-    pump(w1, w2)
     exe = backend.store.load("r1")
-    assert exe.context == {"n": 20}, "every bump took effect exactly once"
-    trace = backend.store.read_trace("r1")
-    versions = [s["index"] for s in trace]
-    assert len(versions) == len(set(versions)), "one commit per version"
+    assert exe.context["n"] == 40 and exe.context["seen"] == [f"b{n:02}" for n in range(40)]
+    assert w1.counters["conflicts"] + w2.counters["conflicts"] == 0, "the lease kept the steppers apart"
+    assert [s["index"] for s in backend.store.read_trace("r1")] == list(range(1, 42))
 
 
-def test_commit_conflict_is_retried_by_reloading(backend: Backend) -> None:
-    app, clock = make_app(), CLOCK
-    w = worker(backend, app, clock)
+def test_a_rival_commit_loses_nothing(backend: Deployment) -> None:
+    """Someone else advances the version during a claim (the CAS safety net): the claim's commit is
+    refused, changes nothing, and the events wait for the next claim."""
+    app = make_app()
+    w = backend.worker(app)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="k1")
     pump(w)
-    original = backend.store.commit
-    interfered = []
+    original = backend.store.commit_claim
+    interfered: list[bool] = []
 
-    def commit_after_interference(exe: Any, *args: Any, **kwargs: Any) -> None:
+    def rival_first(claim: Any, *args: Any, **kwargs: Any) -> Any:
         if not interfered:
             interfered.append(True)
-            rival = backend.store.load(exe.id)
-            original(rival)  # someone else advances the version first
-        original(exe, *args, **kwargs)
+            rival = backend.store.load(claim.execution_id)
+            backend.store.commit(rival, processed_event_id="rival")
+        return original(claim, *args, **kwargs)
 
-    backend.store.commit = commit_after_interference  # type: ignore[method-assign]
-    backend.transport.send("k1", Event(id="bump", name="bump"))
-    pump(w)
-    assert backend.store.load("k1").context == {"n": 1}
+    backend.store.commit_claim = rival_first  # type: ignore[method-assign]
+    send(backend, "k1", "bump", "bump")
+    assert w.process_one()
     assert w.counters["conflicts"] == 1
+    assert backend.store.load("k1").context == {}
+    assert backend.store.document("k1")["lease"] is None, "the refused claim gave the execution back"
+    pump(w)
+    assert backend.store.load("k1").context["n"] == 1
 
 
-def test_unknown_commit_outcome_is_resolved_by_the_dedupe_mark(backend: Backend) -> None:
+@pytest.mark.parametrize("applied", [True, False], ids=["applied-then-lost", "lost-before-applying"])
+def test_an_unknown_commit_outcome_is_resolved(backend: Deployment, applied: bool) -> None:
     from pymongo.errors import AutoReconnect
 
-    app, clock = make_app(), CLOCK
-    w = worker(backend, app, clock)
+    app = make_app()
+    w = backend.worker(app)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="u1")
     pump(w)
-    original = backend.store.commit
+    original = backend.store.commit_claim
+    calls: list[bool] = []
 
-    def applied_then_lost(*args: Any, **kwargs: Any) -> None:
-        original(*args, **kwargs)
-        raise AutoReconnect("connection closed after the server applied the write")
+    def reply_lost(*args: Any, **kwargs: Any) -> Any:
+        calls.append(True)
+        if len(calls) == 1:
+            if applied:
+                original(*args, **kwargs)
+            raise AutoReconnect("connection closed; the write may or may not have been applied")
+        return original(*args, **kwargs)
 
-    backend.store.commit = applied_then_lost  # type: ignore[method-assign]
-    backend.transport.send("u1", Event(id="bump", name="bump"))
-    pump(w)
-    backend.store.commit = original  # type: ignore[method-assign]
-    assert backend.store.load("u1").context == {"n": 1}, "resolved as applied, not applied twice"
-    assert backend.transport.depth() == 0
+    backend.store.commit_claim = reply_lost  # type: ignore[method-assign]
+    send(backend, "u1", "bump", "bump")
+    assert w.process_one()
+    backend.store.commit_claim = original  # type: ignore[method-assign]
+    assert backend.store.load("u1").context["n"] == 1, "applied once either way"
+    assert len(calls) == (1 if applied else 2), "sent again only when it had not been applied"
+    assert backend.store.document("u1")["lease"] is None
+    assert w.metrics.unknown_outcomes._value.get() == 1
 
 
-def test_stop_mid_run_loses_nothing_and_a_new_worker_finishes(live_backend: Backend) -> None:
+def test_stop_after_the_fork_loses_nothing_and_a_new_worker_finishes(live_backend: Backend) -> None:
     app = make_app()
     w = Worker(
         live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=2, drain_seconds=2)
     )
     w.start()
     start_execution(live_backend.store, live_backend.transport, app, "harel.smoke-50-50", execution_id="s1")
-    time.sleep(0.05)
+    deadline = time.time() + 10
+    while (root := live_backend.store.load("s1")).configuration != ["fork"] and time.time() < deadline:
+        time.sleep(0.002)
     w.stop()
-    assert live_backend.store.load("s1").status is ExecutionStatus.RUNNING, "stopped mid-run"
+    root = live_backend.store.load("s1")
+    assert root.configuration == ["fork"] and root.children, "stopped after the fork committed"
+    assert root.status is ExecutionStatus.RUNNING and not all(c.done for c in root.children.values())
     w2 = Worker(live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=2))
     w2.start()
     try:
@@ -376,32 +491,57 @@ def test_smoke_workflow_passes_with_three_workers(live_backend: Backend) -> None
     assert {row["lane"] for row in report.timeline} == {"root", "alpha", "beta", "gamma"}
 
 
-def test_conflict_retries_exhausted_fails_the_attempt(backend: Backend) -> None:
-    app, clock = make_app(), CLOCK
-    w = worker(backend, app, clock, conflict_retries=2)
-    start_execution(backend.store, backend.transport, app, "loop", execution_id="x1")
-    pump(w)
+def test_a_slow_action_does_not_let_a_later_event_overtake_it(live_backend: Backend) -> None:
+    """Three workers x two consumers: e1's action takes 20 ms, e2 is sent right after; every run ends in
+    S2 (with a shared queue, e2 was stepped first and ignored, ending in S1)."""
+    app = make_app(slow=0.02)
+    workers = [
+        Worker(live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=2))
+        for _ in range(3)
+    ]
+    for w in workers:
+        w.start()
+    try:
+        for run in range(20):
+            start_execution(
+                live_backend.store, live_backend.transport, app, "ordered", execution_id=f"o{run}"
+            )
+            send_event(live_backend.store, live_backend.transport, app, f"o{run}", "e1")
+            send_event(live_backend.store, live_backend.transport, app, f"o{run}", "e2")
+        deadline = time.time() + 30
+        while time.time() < deadline and any(
+            live_backend.store.load(f"o{run}").configuration != ["S2"] for run in range(20)
+        ):
+            time.sleep(0.02)
+    finally:
+        for w in workers:
+            w.stop()
+    ends = [live_backend.store.load(f"o{run}").configuration for run in range(20)]
+    assert ends == [["S2"]] * 20
 
-    def always_conflict(exe: Any, *args: Any, **kwargs: Any) -> None:
-        raise StoreConflict(exe.id, exe.version, exe.version + 1)
 
-    original = backend.store.commit
-    backend.store.commit = always_conflict  # type: ignore[method-assign]
-    backend.transport.send("x1", Event(id="bump", name="bump"))
-    assert w.process_one()
-    backend.store.commit = original  # type: ignore[method-assign]
-    assert backend.transport.depth() == 1, "the message stays queued for a later attempt"
-    clock.now += 60
-    pump(w)
-    assert backend.store.load("x1").context == {"n": 1}
+def test_a_worker_claims_only_its_own_charts(backend: Deployment) -> None:
+    """Two apps on one database: each worker touches only its own charts; an execution nobody serves
+    waits without a single attempt."""
+    orders, billing = App("orders"), App("billing")
+    orders.chart(LOOP)
+    billing.chart({**LOOP, "id": "billing"})
+    for app in (orders, billing):
+        app.registry.actions["bump"] = lambda ctx: ActionResult(context={"n": ctx.context.get("n", 0) + 1})
+        app.registry.actions["explode"] = lambda ctx: None
+    start_execution(backend.store, backend.transport, orders, "loop", execution_id="order-1")
+    start_execution(backend.store, backend.transport, billing, "billing", execution_id="bill-1")
+    orders_worker = backend.worker(orders)
+    pump(orders_worker)
+    assert backend.store.load("order-1").started
+    assert not backend.store.load("bill-1").started, "not served: not touched"
+    assert backend.store.document("bill-1")["attempts"] == 0
+    pump(backend.worker(billing))
+    assert backend.store.load("bill-1").started
 
 
-def test_start_event_id_is_deterministic() -> None:
-    assert start_event_id("abc") == "abc:start"
-
-
-def test_a_new_chart_version_does_not_strand_running_executions(backend: Backend) -> None:
-    clock = CLOCK
+@pytest.mark.semantics("sem-versions-pinned")
+def test_a_new_chart_version_does_not_strand_running_executions(backend: Deployment) -> None:
     v1 = {
         "id": "doc",
         "version": 1,
@@ -416,48 +556,113 @@ def test_a_new_chart_version_does_not_strand_running_executions(backend: Backend
     }
     app = App("versions")
     app.chart(v1)
-    w = worker(backend, app, clock)
+    w = backend.worker(app)
     start_execution(backend.store, backend.transport, app, "doc", execution_id="old")
     pump(w)
-    app.chart(v2)  # deployed while "old" runs
+    app.chart(v2)  # deployed while "old" runs; a worker that serves both versions:
+    w = backend.worker(app)
     start_execution(backend.store, backend.transport, app, "doc", execution_id="new")
     pump(w)
     assert backend.store.load("old").definition_version == 1
     assert backend.store.load("new").definition_version == 2
-    backend.transport.send("old", Event(id="p-old", name="publish"))
-    backend.transport.send("new", Event(id="s-new", name="submit"))
+    send(backend, "old", "p-old", "publish")
+    send(backend, "new", "s-new", "submit")
     pump(w)
     assert backend.store.load("old").configuration == ["live"], "the old execution finishes on version 1"
     assert backend.store.load("new").configuration == ["review"]
 
 
-def test_an_unreadable_message_does_not_stop_the_consumers() -> None:
-    """A queue document whose event cannot be parsed (only a MongoDB queue can hold one the transport did
-    not write) is logged and left to its lease; the consumer keeps running and other work completes."""
-    live_backend = open_backend("mongomock://")
-    live_backend.client["harel"]["queue"].insert_one(
-        {
-            "_id": "junk",
-            "target_id": "x",
-            "event": "{not json",
-            "visible_at": 0.0,
-            "attempts": 0,
-            "owner": None,
-            "lease_until": None,
-            "enqueued_at": 0.0,
-            "last_error": None,
-        }
+def test_an_unreadable_execution_does_not_stop_the_consumers() -> None:
+    """A document whose data cannot be parsed is logged and left to its lease; the consumer keeps
+    running and other work completes."""
+    live = open_backend("mongomock://")
+    live.client["harel"]["executions"].insert_one(
+        {"_id": "junk", "data": "{not json", "version": 1, "chart": "loop@1", "inbox": [], "inbox_at": 0.0}
     )
     app = make_app()
-    w = Worker(live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=1))
+    w = Worker(live.store, live.transport, app, config=WorkerConfig(concurrency=1))
     w.start()
     try:
-        start_execution(live_backend.store, live_backend.transport, app, "loop", execution_id="after-junk")
+        start_execution(live.store, live.transport, app, "loop", execution_id="after-junk")
         deadline = time.time() + 10
-        while not live_backend.store.load("after-junk").started and time.time() < deadline:
+        while not live.store.load("after-junk").started and time.time() < deadline:
             time.sleep(0.02)
-        assert live_backend.store.load("after-junk").started
+        assert live.store.load("after-junk").started
         assert w.alive()
     finally:
         w.stop(drain_seconds=1)
-        live_backend.close()
+        live.close()
+
+
+def test_heartbeats_name_the_charts_a_worker_serves() -> None:
+    live = open_backend("mongomock://")
+    app = make_app()
+    w = Worker(
+        live.store,
+        live.transport,
+        app,
+        config=WorkerConfig(concurrency=1, heartbeat_seconds=0.05),
+        heartbeats=MongoHeartbeats(live.client),
+        worker_id="w-1",
+    )
+    w.start()
+    try:
+        deadline = time.time() + 5
+        while live.client["harel"]["workers"].find_one({"_id": "w-1"}) is None and time.time() < deadline:
+            time.sleep(0.01)
+        beat = live.client["harel"]["workers"].find_one({"_id": "w-1"})
+        assert beat is not None and sorted(beat["charts"]) == sorted(w.charts)
+    finally:
+        w.stop(drain_seconds=1)
+    assert live.client["harel"]["workers"].find_one({"_id": "w-1"}) is None, (
+        "a drained worker removes its beat"
+    )
+    live.close()
+
+
+def test_a_timer_event_is_never_early_on_the_deployments_clock(backend: Deployment) -> None:
+    app, clock = make_app(), backend.clock
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="t1")
+    pump(w)
+    fire_at = backend.store.load("t1").timers["a"]
+    clock.now = fire_at - 0.001
+    pump(w)
+    assert backend.store.load("t1").configuration == ["a"]
+    clock.now = fire_at + 0.001
+    pump(w)
+    [step] = [s for s in backend.store.read_trace("t1") if s["event"] == TIMER_EVENT]
+    assert step["handled"] and step["at"] >= fire_at
+
+
+def test_a_client_refuses_ids_and_contexts_the_store_would_misread(backend: Deployment) -> None:
+    from harel.errors import InvalidContext, InvalidExecutionId
+
+    app = make_app()
+    for reserved in ("", "order-1/fulfilling.payment@3"):
+        with pytest.raises(InvalidExecutionId):
+            start_execution(backend.store, backend.transport, app, "loop", execution_id=reserved)
+    with pytest.raises(InvalidContext, match="total"):
+        start_execution(backend.store, backend.transport, app, "loop", context={"total": float("nan")})
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="fine")
+    with pytest.raises(InvalidContext, match="amount"):
+        send_event(backend.store, backend.transport, app, "fine", "bump", data={"amount": float("inf")})
+    assert backend.store.list_executions().items[0].id == "fine", "nothing else was created"
+
+
+def test_a_heartbeat_is_on_the_servers_clock_and_expires() -> None:
+    from harel.heartbeat import EXPIRE_SECONDS
+
+    server = Clock()
+    server.now = round(time.time(), 3)  # a millisecond date, as the server's; mongomock's TTL uses real time
+    client = EmbeddedClient(server)
+    beats = MongoHeartbeats(client)
+    beats.ensure_indexes()
+    assert beats.beat("w-1", {"charts": ["loop@1"]}, {"processed": 3}) == server.now
+    stored = client["harel"]["workers"].find_one({"_id": "w-1"})
+    assert stored["beat_at"] == server.now and stored["charts"] == ["loop@1"]
+    ttl = client["harel"]["workers"].index_information()["last_beat_ttl"]
+    assert ttl["expireAfterSeconds"] == EXPIRE_SECONDS and ttl["key"] == [("last_beat", 1)]
+    assert beats.served_charts(server.now, 5.0) == {"loop@1"}
+    server.now += 16.0  # more than three beats missed: no longer live
+    assert beats.served_charts(server.now, 5.0) == set()

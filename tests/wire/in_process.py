@@ -6,9 +6,9 @@ clients of their own, named `<name>-store` and `<name>-queue`. A `failCommand` f
 of those names catches that half of that worker only: `findAndModify` from `-store` is the counters
 call and nothing else, `update` from `-store` is a commit or a relay's acknowledgement.
 
-The tally chart counts what took effect: `bump` adds one to `count` (and sends `bumped` to itself through
-the outbox, so its commit draws from the counters); `bumped` adds one to `received`. The actions log
-every call, so a test can tell "ran twice" from "took effect twice".
+The tally chart counts what took effect: `bump` adds one to `count` and sends `bumped` to the sink execution
+named in its context (through the outbox, so its commit has relay work); `bumped` adds one to the sink's
+`received`. The actions log every call, so a test can tell "ran twice" from "took effect twice".
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from harel.smoke import register_smoke
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
+from tests.accounting import CommandAccounting
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS
 
 TALLY_CHART_ID = "wire.tally"
@@ -68,7 +70,7 @@ class Tally:
         if first and self.slow_first_call:
             time.sleep(self.slow_first_call)
         return ActionResult(
-            context={"count": ctx.context.get("count", 0) + 1}, send=[Send("bumped", to="self")]
+            context={"count": ctx.context.get("count", 0) + 1}, send=[Send("bumped", to=ctx.context["sink"])]
         )
 
     @staticmethod
@@ -99,6 +101,10 @@ class Seam:
     @property
     def store_app(self) -> str:
         return f"{self.name}-store"
+
+    @property
+    def queue_app(self) -> str:
+        return f"{self.name}-queue"
 
     def worker(self, app: App, **config: Any) -> Worker:
         return Worker(self.store, self.transport, app, config=WorkerConfig(**config), worker_id=self.name)
@@ -152,9 +158,18 @@ class Seams:
 
 
 def start_tally(seam: Seam, tally: Tally, worker: Worker, execution_id: str = "tally-1") -> str:
-    """A started tally execution (its start event processed); its id."""
-    start_execution(seam.store, seam.transport, tally.app, TALLY_CHART_ID, execution_id=execution_id)
-    assert worker.process_one(), "the start event was not claimable"
+    """A started tally execution and its sink `<id>-sink` (both start events processed); the tally's id."""
+    sink = f"{execution_id}-sink"
+    start_execution(seam.store, seam.transport, tally.app, TALLY_CHART_ID, execution_id=sink)
+    start_execution(
+        seam.store,
+        seam.transport,
+        tally.app,
+        TALLY_CHART_ID,
+        execution_id=execution_id,
+        context={"sink": sink},
+    )
+    assert worker.process_one() and worker.process_one(), "the start events were not claimable"
     return execution_id
 
 
@@ -174,7 +189,7 @@ def handled_events(seam: Seam, execution_id: str) -> list[str]:
 
 
 def process_until(worker: Worker, timeout: float, what: str) -> None:
-    """Call `process_one` until it handles a message (a redelivery waits out its backoff first)."""
+    """Call `process_one` until it claims an execution (a retry waits out its backoff first)."""
     deadline = time.monotonic() + timeout
     while not worker.process_one():
         if time.monotonic() > deadline:
@@ -201,3 +216,48 @@ def running(workers: list[Worker]) -> Iterator[Running]:
     finally:
         for worker in workers:
             worker.stop(drain_seconds=2)
+
+
+def _role() -> str:
+    """Which part of a worker the current thread is: its threads are named harel-consumer-N, -relay, -sweep."""
+    name = threading.current_thread().name
+    if name.startswith("harel-consumer-"):
+        return "consumer"
+    if name in ("harel-relay", "harel-sweep", "harel-heartbeat"):
+        return name.removeprefix("harel-")
+    return "client"
+
+
+class Phased:
+    """Runs each method of a store or transport under the accounting phase `<role>.<method>` and counts
+    every call, the ones that raised included (`.raised`), and claims that found nothing (`.empty`)."""
+
+    def __init__(self, target: Any, calls: Counter[str]) -> None:
+        self._target = target
+        self._calls = calls
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._target, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            label = f"{_role()}.{name}"
+            outcome = label
+            try:
+                with CommandAccounting.phase(label):
+                    result = attribute(*args, **kwargs)
+                if name == "claim" and result is None:
+                    outcome = f"{label}.empty"
+                return result
+            except Exception:
+                outcome = f"{label}.raised"
+                raise
+            finally:
+                with self._lock:
+                    self._calls[label] += 1
+                    if outcome != label:
+                        self._calls[outcome] += 1
+
+        return call

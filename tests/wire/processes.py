@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -133,12 +133,19 @@ class WorkerProcesses:
             worker.kill()
 
 
-def run_harel(*arguments: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    """One `harel` command to completion, its output captured."""
+def run_harel(
+    *arguments: str,
+    timeout: float = 120.0,
+    cwd: Path = REPOSITORY_ROOT,
+    environment: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """One `harel` command to completion, its output captured; `environment` adds to the clean one."""
     return subprocess.run(
         [HAREL, *arguments],
-        cwd=REPOSITORY_ROOT,
-        env=clean_environment(),
+        cwd=cwd,
+        env={**clean_environment(), **(environment or {})},
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -2,18 +2,24 @@
 
 The check's rules are unit-tested on recorded replies (tests/unit); here the whole path runs: the CLI
 connects with the production client, asks the server, prints the table or the JSON, and exits 0 or 1; a
-worker refuses (exit 4) where the check finds errors, and starts there only with --dev.
+worker refuses (exit 4) where the check finds errors, and starts there only with --dev; a worker whose
+password the server refuses exits 4 at once.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 import pytest
-from pymongo import MongoClient
+from pymongo import MongoClient, monitoring
 
+from harel.connection import WRITE_CONCERN_TIMEOUT_MS, connect
+from harel.store.mongo import MongoStore
+from harel.transport.mongo import MongoTransport
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, Deployment, FakeDeployment
+from tests.loopback import mongod
 from tests.wire.processes import WorkerProcesses, run_harel
 
 pytestmark = pytest.mark.wire
@@ -40,8 +46,53 @@ def test_check_passes_on_the_replica_set(replica_set: Deployment) -> None:
     assert document["passed"] is True
     assert errors(as_json.stdout) == {}
     checked = findings(as_json.stdout)
-    for required in ("deployment", "write concern", "read concern", "read preference", "retryable writes"):
+    for required in (
+        "feature compatibility",
+        "deployment",
+        "write concern",
+        "read concern",
+        "read preference",
+        "retryable writes",
+        "write concern timeout",
+        "cluster default",
+    ):
         assert checked[required]["status"] == "ok", checked[required]
+    assert checked["write concern timeout"]["found"] == "wtimeoutMS=10000"
+
+
+def test_check_as_a_least_privilege_user_passes_without_a_cluster_default_warning(
+    fake_rs: FakeDeployment,
+) -> None:
+    # The shipped stacks' app user has readWrite on harel only: getDefaultRWConcern and getParameter are
+    # refused, as a server refuses them.
+    fake_rs.server.deny("getDefaultRWConcern", "getParameter")
+
+    result = run_harel("check", fake_rs.url, "--json", "--deadline", "20")
+
+    assert result.returncode == PASSED, result.stdout + result.stderr
+    checked = findings(result.stdout)
+    assert checked["cluster default"]["status"] == "ok"
+    assert checked["cluster default"]["found"] == (
+        "unknown (not authorized), unused: the client sets w=majority, j=true"
+    )
+    assert (checked["feature compatibility"]["status"], checked["feature compatibility"]["found"]) == (
+        "warning",
+        "unknown (not authorized)",
+    )
+
+
+def test_check_reports_the_feature_compatibility_version(fake_rs: FakeDeployment) -> None:
+    result = run_harel("check", fake_rs.url, "--json", "--deadline", "20")
+
+    assert findings(result.stdout)["feature compatibility"]["found"] == "8.0"
+
+
+def test_check_warns_about_an_unbounded_client(fake_rs: FakeDeployment) -> None:
+    result = run_harel("check", f"{fake_rs.url}&wtimeoutMS=0", "--json", "--deadline", "20")
+
+    assert result.returncode == PASSED, result.stdout + result.stderr
+    bound = findings(result.stdout)["write concern timeout"]
+    assert (bound["status"], bound["found"]) == ("warning", "wtimeoutMS=0: no bound")
 
 
 def test_check_fails_on_a_standalone_listing_the_violations(fake_standalone: FakeDeployment) -> None:
@@ -90,3 +141,50 @@ def test_worker_starts_on_a_standalone_with_dev(
 
     assert worker.terminate() == PASSED
     assert "relaxed" in worker.log()
+
+
+def test_worker_exits_4_at_once_when_its_password_is_refused() -> None:
+    password = "pw-" + secrets.token_hex(8)
+    with mongod(refuse_credentials=True) as server:
+        url = (
+            f"mongodb://harel:{password}@{server.address_string}/harel?authSource=admin&directConnection=true"
+        )
+
+        # --deadline 0 waits as long as the deployment needs: only a failure that is not retried ends it.
+        result = run_harel("worker", "--url", url, "--http-port", "0", "--deadline", "0", timeout=60)
+
+    assert result.returncode == REFUSED, result.stdout + result.stderr
+    assert "harel worker: authentication failed for user harel on DB admin" in result.stderr
+    assert "not ready" not in result.stderr
+    assert password not in result.stdout + result.stderr
+
+
+class WriteConcerns(monitoring.CommandListener):
+    """The write concern each command was sent with, by command name."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, list[dict[str, Any]]] = {}
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.sent.setdefault(event.command_name, []).append(event.command.get("writeConcern", {}))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def test_start_up_index_creation_waits_for_a_majority_within_the_bound(fake_rs: FakeDeployment) -> None:
+    # What a worker does at start-up after the check (harel.backend.open_backend), on connect()'s client.
+    listener = WriteConcerns()
+    client = connect(fake_rs.url, deadline=20, event_listeners=[listener])
+    try:
+        MongoStore(client, "harel").ensure_indexes()
+        MongoTransport(client, "harel").ensure_indexes()
+    finally:
+        client.close()
+
+    bounded = {"w": "majority", "j": True, "wtimeout": WRITE_CONCERN_TIMEOUT_MS}
+    assert listener.sent["createIndexes"]
+    assert all(concern == bounded for concern in listener.sent["createIndexes"])

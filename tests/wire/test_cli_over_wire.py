@@ -4,13 +4,17 @@ trace, cancel — with their exit codes — against the fake replica set and a `
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.fake_mongod.fixtures import FakeDeployment
-from tests.wire.processes import WorkerProcesses, run_harel
+from tests.wire.processes import HAREL, WorkerProcesses, clean_environment, run_harel
 
 pytestmark = pytest.mark.wire
 
@@ -58,9 +62,9 @@ def test_execution_commands_end_to_end(
     code, out, _ = harel(
         url, "start", "ticket", "--charts", str(charts), "--id", "t-1", "--context", '{"who": "ann"}'
     )
-    assert code == 0 and out.split("\t")[:2] == ["t-1", "started"]
+    assert code == 0 and out == "t-1 started (ticket v1)\n"
     code, out, _ = harel(url, "start", "ticket", "--charts", str(charts), "--id", "t-1")
-    assert code == 0 and out.split("\t")[:2] == ["t-1", "already exists"], "an id is an idempotency key"
+    assert code == 0 and out.startswith("t-1 already exists"), "an id is an idempotency key"
 
     worker_processes.harel_worker(url, "--charts", str(charts), "--drain-seconds", "2")
     assert "active     open" in wait_for(url, "t-1", "active     open")
@@ -86,25 +90,161 @@ def test_execution_commands_end_to_end(
     assert document["_id"] == "t-1" and document["timers"] == {}, "cancel disarmed the timer"
 
 
-def test_bad_input_exit_codes(fake_rs: FakeDeployment, charts: Path) -> None:
+def test_a_large_context_comes_from_a_file_or_standard_input(
+    fake_rs: FakeDeployment, charts: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    context = {"lines": [f"line {n:06d} " + "x" * 90 for n in range(2000)]}
+    text = json.dumps(context)
+    assert len(text) > 200_000, "more than one command-line argument may carry"
+    context_file = tmp_path_factory.mktemp("context") / "context.json"
+    context_file.write_text(text)
+
+    from_file = run_harel(
+        "start",
+        "ticket",
+        "--charts",
+        str(charts),
+        "--id",
+        "t-file",
+        "--context",
+        f"@{context_file}",
+        "--url",
+        fake_rs.url,
+    )
+    from_stdin = run_harel(
+        "start",
+        "ticket",
+        "--charts",
+        str(charts),
+        "--id",
+        "t-stdin",
+        "--context",
+        "-",
+        "--url",
+        fake_rs.url,
+        stdin=text,
+    )
+
+    assert from_file.returncode == 0, from_file.stderr
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    for execution_id in ("t-file", "t-stdin"):
+        code, out, _ = harel(fake_rs.url, "status", execution_id, "--json")
+        assert code == 0 and json.loads(out)["context"] == context
+
+
+def test_start_send_and_cancel_print_json(fake_rs: FakeDeployment, charts: Path) -> None:
     url = fake_rs.url
-    assert harel(url, "start", "ticket", "--charts", str(charts), "--id", "t-2")[0] == 0
 
-    code, _, err = harel(url, "send", "t-2", "reopen", "--charts", str(charts))
-    assert code == 2 and "no transition on event 'reopen'" in err and "known: assign, resolve" in err
+    code, out, _ = harel(url, "start", "ticket", "--charts", str(charts), "--id", "t-j", "--json")
+    assert code == 0
+    assert json.loads(out) == {
+        "id": "t-j",
+        "created": True,
+        "definition_id": "ticket",
+        "definition_version": 1,
+        "status": "running",
+    }
+    code, out, _ = harel(url, "send", "t-j", "assign", "--charts", str(charts), "--event-id", "e-1", "--json")
+    assert code == 0
+    sent = json.loads(out)
+    assert (sent["execution_id"], sent["event"]["id"], sent["event"]["name"], sent["outcome"]) == (
+        "t-j",
+        "e-1",
+        "assign",
+        "queued",
+    )
+    code, out, _ = harel(url, "cancel", "t-j", "--json")
+    assert code == 0
+    assert json.loads(out) == {"execution_id": "t-j", "event_id": "t-j:cancel", "outcome": "queued"}
 
-    code, _, err = harel(url, "start", "ticket", "--charts", str(charts), "--context", "{bad")
-    assert code == 2 and "--context: not valid JSON" in err
 
-    code, _, err = harel(url, "send", "t-2", "assign")
-    assert code == 2 and "no worker published it; give it with --charts DIR or --app" in err
+def test_list_prints_a_header_and_keeps_the_filters_in_its_hint(
+    fake_rs: FakeDeployment, charts: Path
+) -> None:
+    url = fake_rs.url
+    for n in range(3):
+        assert harel(url, "start", "ticket", "--charts", str(charts), "--id", f"t-{n}")[0] == 0
 
-    code, _, err = harel(url, "status", "nobody")
-    assert code == 5 and "no execution with id 'nobody'" in err
+    code, out, err = harel(
+        url, "list", "--status", "running", "--roots", "--definition", "ticket", "--limit", "2"
+    )
 
-    code, _, err = harel(url, "start", "nothing", "--charts", str(charts))
-    assert code == 2 and "no chart 'nothing'" in err
+    assert code == 0
+    header, rule, *rows = out.splitlines()
+    assert header.split() == ["id", "status", "chart", "active", "updated"]
+    assert set(rule) == {"-", " "}
+    assert [row.split()[:3] for row in rows] == [
+        ["t-2", "running", "ticket"],
+        ["t-1", "running", "ticket"],
+    ], "newest first"
+    hint = err.strip()
+    assert hint.startswith(
+        "more: harel list --status running --definition ticket --roots --limit 2 --cursor "
+    )
+    code, out, err = harel(url, *hint.removeprefix("more: harel ").split())
+    assert code == 0 and [row.split()[0] for row in out.splitlines()[2:]] == ["t-0"] and err == ""
 
-    code, _, err = harel(url, "list", "--cursor", "garbage")
-    assert code == 2 and "invalid listing cursor" in err
-    assert len(err.strip().splitlines()) == 1, "errors are one line"
+
+def test_the_url_can_come_from_a_file(fake_rs: FakeDeployment, charts: Path) -> None:
+    secret = charts / "mongodb-url"
+    secret.write_text(fake_rs.url + "\n")  # as a mounted secret often ends
+    run_harel("start", "ticket", "--charts", str(charts), "--id", "t-f", "--url", fake_rs.url)
+
+    result = run_harel("status", "t-f", environment={"HAREL_MONGO_URL_FILE": str(secret)})
+
+    assert result.returncode == 0, result.stderr
+    assert "execution  t-f" in result.stdout
+
+
+COLOUR = re.compile(r"\x1b\[[0-9;]*(3[0-8]|9[0-7])[;m]")
+
+
+def on_a_terminal(*arguments: str, environment: dict[str, str]) -> str:
+    """`harel ARGUMENTS` with a pseudo-terminal as its stdout and stderr: what a person sees."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [HAREL, *arguments],
+        stdin=subprocess.DEVNULL,
+        stdout=terminal,
+        stderr=terminal,
+        env={**clean_environment(), "TERM": "xterm-256color", **environment},
+    )
+    os.close(terminal)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal closed: the process has gone
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(controller)
+    assert process.wait(timeout=30) == 0, seen
+    return seen.decode()
+
+
+def test_colour_on_a_terminal_unless_no_color(fake_rs: FakeDeployment, charts: Path) -> None:
+    assert harel(fake_rs.url, "start", "ticket", "--charts", str(charts), "--id", "t-c")[0] == 0
+    command = ("list", "--url", fake_rs.url)
+
+    coloured = on_a_terminal(*command, environment={})
+    plain = on_a_terminal(*command, environment={"NO_COLOR": "1"})
+    piped = run_harel(*command)
+
+    cyan = "\x1b[36m"
+    assert f"{cyan}running" in coloured, "a running execution's status is cyan on a terminal"
+    assert COLOUR.search(plain) is None and "running" in plain, "NO_COLOR: bold and dim only"
+    assert "\x1b[" not in piped.stdout and "t-c  running" in piped.stdout, "plain text into a pipe"
+
+
+def test_log_level_and_format_come_from_the_environment(fake_rs: FakeDeployment) -> None:
+    quiet = run_harel("list", "--url", fake_rs.url, environment={"HAREL_LOG_FORMAT": "text"})
+    verbose = run_harel(
+        "list", "--url", fake_rs.url, environment={"HAREL_LOG_LEVEL": "debug", "HAREL_LOG_FORMAT": "json"}
+    )
+
+    assert (quiet.returncode, quiet.stderr) == (0, "no executions match\n"), "warnings only, by default"
+    assert verbose.returncode == 0
+    lines = [json.loads(line) for line in verbose.stderr.splitlines() if line.startswith("{")]
+    assert lines and {line["level"] for line in lines} >= {"debug"}

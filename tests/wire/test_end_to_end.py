@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import re
-import threading
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -25,7 +24,7 @@ from harel.smoke import REGIONS, check, gather, run_smoke
 from harel.store.mongo import MongoStore
 from tests.accounting import CommandAccounting
 from tests.fake_mongod.fixtures import Deployment
-from tests.wire.in_process import SMOKE_TIMEOUT, Seams, running, smoke_app
+from tests.wire.in_process import SMOKE_TIMEOUT, Phased, Seams, running, smoke_app
 from tests.wire.processes import WorkerProcesses, free_port, run_harel
 
 pytestmark = pytest.mark.wire
@@ -91,46 +90,13 @@ def test_three_worker_processes_and_the_smoke_cli(
 # --- command accounting ----------------------------------------------------------------------------------
 
 
-def _role() -> str:
-    """Which part of a worker the current thread is: its threads are named harel-consumer-N, -relay, -sweep."""
-    name = threading.current_thread().name
-    if name.startswith("harel-consumer-"):
-        return "consumer"
-    if name in ("harel-relay", "harel-sweep"):
-        return name.removeprefix("harel-")
-    return "client"
-
-
-class Phased:
-    """Runs each method of a store or transport under the accounting phase `<role>.<method>` and counts
-    the calls (a claim that found nothing is also counted as `consumer.claim.empty`)."""
-
-    def __init__(self, target: Any, calls: Counter[str]) -> None:
-        self._target = target
-        self._calls = calls
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._target, name)
-        if not callable(attribute):
-            return attribute
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            label = f"{_role()}.{name}"
-            with CommandAccounting.phase(label):
-                result = attribute(*args, **kwargs)
-            with self._lock:
-                self._calls[label] += 1
-                if name == "claim" and result is None:
-                    self._calls[f"{label}.empty"] += 1
-            return result
-
-        return call
-
-
 def test_hot_path_commands_per_processed_event(
     replica_set: Deployment, seams: Seams, request: pytest.FixtureRequest
 ) -> None:
+    """Per claim: one findAndModify that leases the execution and returns it with its pending events, and
+    one update that commits every step and settles the mailbox. A refused commit (a lost lease or version)
+    adds exactly its one version read. Nothing else runs on the consumer's path but the relay of what it
+    committed: children in one bulk write, each outbox event in one send, one acknowledgement."""
     accounting = CommandAccounting()
     calls: Counter[str] = Counter()
     app, chart_id = smoke_app()
@@ -148,72 +114,50 @@ def test_hot_path_commands_per_processed_event(
     assert report.passed, report.failures
 
     phase: Callable[..., Any] = accounting.tally
-    conflicts = run.counter("conflicts")
-    handled = calls["consumer.claim"] - calls["consumer.claim.empty"]
+    handled = run.counter("processed")
     # The root: start, one done per region, the final timer; each region: start, greeting, its timer.
-    assert handled >= 2 + 4 * len(REGIONS)
+    assert handled == 2 + 4 * len(REGIONS)
+    claims = calls["consumer.claim"] - calls["consumer.claim.empty"] - calls["consumer.claim.raised"]
+    assert 0 < claims <= handled
 
-    # Every consumer-side store or queue call is one of the hot path's (or the idle wait's).
     consumer_calls = {label.split(".")[1] for label in calls if label.startswith("consumer.")}
     assert consumer_calls <= {
         "claim",
-        "load_for_event",
-        "commit",
-        "ack",
+        "commit_claim",
         "release",
-        "next_visible_at",
+        "fail",
         "wait_hint",
+        "wake",
+        "send",
+        "create_children",
+        "ack_relay",
+        "is_processed",
+        "commit_outcome",
     }
 
-    # claim: one findAndModify on the queue per call, whether it found a message or not.
+    # claim: one findAndModify on executions per call, whether it found an execution or not.
     assert phase(phase="consumer.claim").commands == calls["consumer.claim"]
     assert (
-        phase(phase="consumer.claim", collection="queue", command="findAndModify").commands
+        phase(phase="consumer.claim", collection="executions", command="findAndModify").commands
         == calls["consumer.claim"]
     )
-    # load_for_event: one aggregate per call; one call per handled event, one more per lost CAS.
-    assert phase(phase="consumer.load_for_event").commands == calls["consumer.load_for_event"]
-    assert (
-        phase(phase="consumer.load_for_event", command="aggregate").commands
-        == calls["consumer.load_for_event"]
-    )
-    assert calls["consumer.load_for_event"] == handled + conflicts
-    # commit: one write on executions per call, at most one counters call, and a version read per lost CAS.
-    commits = calls["consumer.commit"]
-    writes = phase(phase="consumer.commit", collection="executions", command="update").commands
-    writes += phase(phase="consumer.commit", collection="executions", command="insert").commands
-    counters = phase(phase="consumer.commit", collection="counters").commands
-    version_reads = phase(phase="consumer.commit", collection="executions", command="find").commands
-    assert writes == commits
-    assert counters <= commits
-    assert phase(phase="consumer.commit", collection="counters", command="findAndModify").commands == counters
-    assert version_reads == conflicts
-    assert phase(phase="consumer.commit").commands == writes + counters + version_reads
-    # ack (or, for an event that came before its execution's start, release): one command per handled event.
-    assert phase(phase="consumer.ack", collection="queue", command="delete").commands == calls["consumer.ack"]
-    assert (
-        phase(phase="consumer.release", collection="queue", command="update").commands
-        == calls["consumer.release"]
-    )
-    assert calls["consumer.ack"] + calls["consumer.release"] == handled
+    # commit: one update per call; a refused one adds its version read, counted apart.
+    commits, refused = calls["consumer.commit_claim"], calls["consumer.commit_claim.raised"]
+    assert phase(phase="consumer.commit_claim", command="update").commands == commits
+    assert phase(phase="consumer.commit_claim", command="find").commands == refused
+    assert phase(phase="consumer.commit_claim").commands == commits + refused
+    assert commits == claims - calls["consumer.release"] - calls["consumer.fail"]
 
-    # The hot path: per processed event at most claim + load_for_event + commit + ack, plus at most one
-    # counters call per commit (a lost CAS adds its own load, version read and commit).
-    event_path = (
-        handled
-        + phase(phase="consumer.load_for_event").commands
-        + phase(phase="consumer.commit").commands
-        + phase(phase="consumer.ack").commands
-        + phase(phase="consumer.release").commands
-    )
-    assert event_path <= 4 * handled + counters + 3 * conflicts
-    assert counters <= commits
-    # Recorded (not asserted) for the reports: what one processed event costs on the wire.
-    path_phases = ("claim", "load_for_event", "commit", "ack", "release")
-    path = [phase(phase=f"consumer.{name}") for name in path_phases]
+    # The hot path: two commands per claim, and at most one claim per event.
+    hot_path = claims + commits + refused
+    assert hot_path <= 2 * handled + refused
+    # The relay of what was committed: one update per send, one bulk update for the children, one ack.
+    for method in ("send", "create_children", "ack_relay"):
+        assert phase(phase=f"consumer.{method}", command="update").commands == calls[f"consumer.{method}"]
+    assert calls["consumer.create_children"] == 1, "the root's fork: three children in one command"
+    assert phase(phase="consumer.create_children", command="update").commands == 1
     request.node.user_properties += [
         ("events_processed", handled),
-        ("commands_per_event", round(event_path / handled, 2)),
-        ("request_bytes_per_event", sum(t.request_bytes for t in path) // handled),
-        ("reply_bytes_per_event", sum(t.reply_bytes for t in path) // handled),
+        ("claims", claims),
+        ("hot_path_commands_per_event", round(hot_path / handled, 2)),
     ]

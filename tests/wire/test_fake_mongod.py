@@ -3,16 +3,21 @@ it refuses what it does not model instead of answering wrongly."""
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from bson import Int64
 from pymongo import MongoClient, monitoring
-from pymongo.errors import NotPrimaryError, OperationFailure
+from pymongo.errors import NotPrimaryError, OperationFailure, WTimeoutError
 
+from tests.fake_mongod import FakeMongod
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeDeployment, FakeProcess
+from tests.fake_mongod.raw_client import RawConnection
 
 pytestmark = pytest.mark.wire
 
@@ -259,3 +264,205 @@ def test_configure_fail_point_rejects_what_it_cannot_honour(fake_rs: FakeDeploym
 
     assert outside_admin.value.code == 13
     assert reply["count"] == 1  # times the fail point was entered
+
+
+# --- controls for the delivery engine's tests: latency, clock offset, write concern, FCV ---------------
+
+
+class CommandTimes(monitoring.CommandListener):
+    """When each `find` was sent and answered (monotonic seconds), and how long it took."""
+
+    def __init__(self) -> None:
+        self.sent: list[float] = []
+        self.answered: list[float] = []
+        self.durations: list[float] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "find":
+            self.sent.append(time.monotonic())
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        if event.command_name == "find":
+            self.answered.append(time.monotonic())
+            self.durations.append(event.duration_micros / 1e6)
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        """Not expected: a failed find fails the test through the client."""
+
+
+def test_latency_delays_every_command_and_concurrent_commands_overlap() -> None:
+    latency = 0.5
+    with FakeMongod(latency_ms=latency * 1000) as server:
+        times = CommandTimes()
+        clients = [MongoClient(server.url, event_listeners=[times], **CLIENT_OPTIONS) for _ in range(4)]
+        try:
+            for client in clients:
+                client.admin.command("ping")  # connected and monitored before the measured commands
+            barrier = threading.Barrier(len(clients))
+
+            def read(client: MongoClient[Any]) -> None:
+                barrier.wait()
+                client.harel.items.find_one()
+
+            threads = [threading.Thread(target=read, args=(client,)) for client in clients]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            for client in clients:
+                client.close()
+
+    assert len(times.answered) == 4
+    assert min(times.durations) >= latency
+    # Every find was in flight at once: the latency is not served under the execution lock.
+    assert max(times.sent) < min(times.answered)
+
+
+def test_latency_in_a_server_process(fake_mongod_process: Callable[..., FakeProcess]) -> None:
+    slow = fake_mongod_process("--latency-ms", "300")
+    with MongoClient(slow.url, **CLIENT_OPTIONS) as client:
+        client.admin.command("ping")
+        started = time.monotonic()
+        client.admin.command("ping")
+        assert time.monotonic() - started >= 0.3
+
+
+def test_a_negative_latency_is_refused() -> None:
+    with pytest.raises(ValueError, match="latency_ms"):
+        FakeMongod(latency_ms=-1)
+
+
+def test_clock_offset_moves_now_and_local_time(fake_rs: FakeDeployment) -> None:
+    now_seconds = {"$divide": [{"$subtract": ["$$NOW", {"$literal": datetime(1970, 1, 1)}]}, 1000]}
+    with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
+        items = client.harel.items
+        items.insert_one({"_id": 1})
+        fake_rs.server.set_clock_offset(3600)
+        ahead = client.admin.command("hello")["localTime"]
+        stamped = items.find_one_and_update({"_id": 1}, [{"$set": {"at": now_seconds}}], return_document=True)
+        fake_rs.server.set_clock_offset(-3600)
+        behind = client.admin.command("hello")["localTime"]
+        fake_rs.reset()
+        reset = client.admin.command("hello")["localTime"]
+
+    real = datetime.now(UTC).replace(tzinfo=None)
+    assert abs((ahead - real).total_seconds() - 3600) < 60
+    assert abs(stamped["at"] - time.time() - 3600) < 60
+    assert abs((behind - real).total_seconds() + 3600) < 60
+    assert abs((reset - real).total_seconds()) < 60
+
+
+def test_clock_offset_in_a_server_process(fake_mongod_process: Callable[..., FakeProcess]) -> None:
+    behind = fake_mongod_process("--clock-offset", "-30")
+    with MongoClient(behind.url, **CLIENT_OPTIONS) as client:
+        local_time = client.admin.command("hello")["localTime"]
+    assert abs((local_time - datetime.now(UTC).replace(tzinfo=None)).total_seconds() + 30) < 10
+
+
+def insert_command(**fields: Any) -> dict[str, Any]:
+    return {"insert": "items", "documents": [{"_id": fields.pop("_id", 1)}], **fields}
+
+
+def test_withheld_write_concern_times_out_with_the_servers_reply_shapes(fake_rs: FakeDeployment) -> None:
+    fake_rs.server.withhold_write_concern()
+    with RawConnection(fake_rs.server.host_port) as raw:
+        by_wtimeout = raw.command("harel", insert_command(writeConcern={"w": "majority", "wtimeout": 200}))
+        by_max_time = raw.command(
+            "harel", insert_command(_id=2, writeConcern={"w": "majority"}, maxTimeMS=200)
+        )
+        by_default = raw.command("harel", insert_command(_id=3, maxTimeMS=200))
+        w1 = raw.command("harel", insert_command(_id=4, writeConcern={"w": 1}))
+        stored = raw.command("harel", {"find": "items"})
+
+    assert by_wtimeout == {
+        "n": 1,
+        "ok": 1.0,
+        "writeConcernError": {
+            "code": 64,
+            "codeName": "WriteConcernFailed",
+            "errmsg": "waiting for replication timed out",
+            "errInfo": {
+                "wtimeout": True,
+                "writeConcern": {"w": "majority", "wtimeout": 200, "provenance": "clientSupplied"},
+            },
+        },
+    }
+    assert by_max_time["writeConcernError"] == {
+        "code": 50,
+        "codeName": "MaxTimeMSExpired",
+        "errmsg": "operation exceeded time limit",
+        "errInfo": {"writeConcern": {"w": "majority", "wtimeout": 0, "provenance": "clientSupplied"}},
+    }
+    # No writeConcern sent: the cluster default (w: majority, implicit) applies.
+    assert by_default["writeConcernError"]["errInfo"]["writeConcern"]["provenance"] == "implicitDefault"
+    assert w1 == {"n": 1, "ok": 1.0}
+    # Every write was applied; only its acknowledgement was withheld.
+    assert [d["_id"] for d in stored["cursor"]["firstBatch"]] == [1, 2, 3, 4]
+
+
+def test_pymongo_sees_a_withheld_write_concern_as_wtimeout_and_waits_without_a_bound(
+    fake_rs: FakeDeployment,
+) -> None:
+    fake_rs.server.withhold_write_concern()
+    with (
+        MongoClient(fake_rs.url, **{**CLIENT_OPTIONS, "wTimeoutMS": 200}) as bounded,
+        MongoClient(fake_rs.url, **CLIENT_OPTIONS) as unbounded,
+    ):
+        with pytest.raises(WTimeoutError) as timed_out:
+            bounded.harel.items.insert_one({"_id": 1})
+        assert bounded.harel.items.find_one({"_id": 1}) == {"_id": 1}  # reads are not held
+
+        acknowledged = threading.Event()
+
+        def write() -> None:
+            unbounded.harel.items.insert_one({"_id": 2})
+            acknowledged.set()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        assert not acknowledged.wait(1.0)  # no wtimeout, no maxTimeMS: it waits for the majority
+        fake_rs.server.release_write_concern()
+        assert acknowledged.wait(10)
+        writer.join()
+
+    assert timed_out.value.code == 64
+    assert timed_out.value.details["errInfo"]["wtimeout"] is True
+
+
+def test_withholding_in_a_server_process_follows_sigusr1_and_sigusr2(
+    fake_mongod_process: Callable[..., FakeProcess],
+) -> None:
+    fake = fake_mongod_process()
+    host_port = f"127.0.0.1:{fake.port}"
+    bounded = {"writeConcern": {"w": "majority", "wtimeout": 200}}
+    with RawConnection(host_port) as raw:
+        assert "writeConcernError" not in raw.command("harel", insert_command(_id=1, **bounded))
+        fake.process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while "writeConcernError" not in raw.command(
+            "harel", insert_command(_id=time.monotonic(), **bounded)
+        ):
+            assert time.monotonic() < deadline, "SIGUSR1 did not withhold acknowledgements"
+        fake.process.send_signal(signal.SIGUSR2)
+        while "writeConcernError" in raw.command("harel", insert_command(_id=time.monotonic(), **bounded)):
+            assert time.monotonic() < deadline, "SIGUSR2 did not release acknowledgements"
+
+
+def test_feature_compatibility_version_is_answered_and_settable(fake_rs: FakeDeployment) -> None:
+    wanted = {"getParameter": 1, "featureCompatibilityVersion": 1}
+    with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
+        default = client.admin.command(wanted)
+        fake_rs.server.set_feature_compatibility_version("7.0")
+        lowered = client.admin.command(wanted)
+        everything = client.admin.command({"getParameter": "*"})
+        with pytest.raises(OperationFailure) as outside_admin:
+            client.harel.command(wanted)
+        fake_rs.reset()
+        after_reset = client.admin.command(wanted)
+
+    assert default["featureCompatibilityVersion"] == {"version": "8.0"}
+    assert lowered["featureCompatibilityVersion"] == {"version": "7.0"}
+    assert everything["featureCompatibilityVersion"] == {"version": "7.0"}
+    assert outside_admin.value.code == 13
+    assert after_reset["featureCompatibilityVersion"] == {"version": "8.0"}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from typing import Any
 
 import pytest
 from pymongo import MongoClient
-from pymongo.errors import AutoReconnect
+from pymongo.errors import AutoReconnect, OperationFailure
 
 from harel.aio_store import AsyncMongoStore
 from harel.app import App
@@ -37,12 +38,13 @@ from harel.model import START_EVENT, Execution, ExecutionStatus
 from harel.smoke import REGIONS, SMOKE_CHART_ID, check, gather, register_smoke, run_smoke
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
-from harel.worker import Worker, start_event_id
+from harel.worker import Worker
 from tests.accounting import CommandAccounting
 from tests.fake_mongod.fail_command import fail_command
 from tests.fake_mongod.fixtures import Deployment
 from tests.wire.in_process import (
     SMOKE_TIMEOUT,
+    Phased,
     Seam,
     Seams,
     Tally,
@@ -77,8 +79,8 @@ def tally() -> Tally:
 
 @dataclass
 class PendingBump:
-    """A started tally execution with one `bump` queued, the worker (its own clients) that will handle it,
-    the stored document before it does, and an accounting of that worker's commands from then on."""
+    """A started tally execution with one `bump` waiting in its mailbox, the worker (its own clients) that
+    will handle it, the stored document before it does, and an accounting of that worker's commands."""
 
     seam: Seam
     worker: Worker
@@ -88,16 +90,16 @@ class PendingBump:
 
     def commits(self) -> tuple[int, int]:
         """Commit updates sent since the bump was queued, and how many of them failed."""
-        updates = self.accounting.tally(collection="executions", command="update")
+        updates = self.accounting.tally(phase="client.commit_claim", command="update")
         return updates.commands, updates.failures
 
     def unknown_outcomes(self) -> float:
         value = self.worker.metrics.registry.get_sample_value("harel_unknown_commit_outcomes_total")
         return value or 0.0
 
-    def message(self, admin: MongoClient[Any], db_name: str) -> dict[str, Any]:
-        found = admin[db_name].queue.find_one({"_id": BUMP})
-        assert found is not None, "the bump's message is not queued"
+    def document(self) -> dict[str, Any]:
+        found = self.seam.store.document(self.execution_id)
+        assert found is not None
         return found
 
     def process_under_fault(
@@ -116,21 +118,23 @@ class PendingBump:
             assert self.worker.process_one()
 
     def assert_took_effect_once(self) -> None:
-        """One commit, one count, one trace step, one dedupe mark; the message is gone from the queue."""
+        """One step, one count, one trace step, one dedupe mark; the mailbox is empty and released."""
         exe = loaded(self.seam, self.execution_id)
         assert exe.version == self.before["version"] + 1
         assert exe.context["count"] == 1
         assert handled_events(self.seam, self.execution_id).count(BUMP) == 1
-        document = self.seam.store.document(self.execution_id)
-        assert document is not None
+        document = self.document()
         assert document["processed"].count(BUMP) == 1
-        assert self.seam.transport.depth() == 0
+        assert (document["inbox"], document["lease"], document["attempts"]) == ([], None, 0)
 
     def assert_untouched(self) -> None:
-        """The stored document is exactly as it was, and the message waits in the queue."""
-        assert self.seam.store.document(self.execution_id) == self.before
-        assert not self.seam.store.is_processed(self.execution_id, BUMP)
-        assert self.seam.transport.depth() == 1
+        """The execution is as it was: the bump waits in its mailbox, no attempt counted, no lease held."""
+        document = self.document()
+        assert {k: document[k] for k in ("version", "data", "processed", "trace")} == {
+            k: self.before[k] for k in ("version", "data", "processed", "trace")
+        }
+        assert [entry["id"] for entry in document["inbox"]] == [BUMP]
+        assert (document["lease"], document["attempts"]) == (None, 0), "a deployment fault is not the event's"
 
 
 def pending_bump(seams: Seams, tally: Tally, name: str, **config: Any) -> PendingBump:
@@ -138,6 +142,9 @@ def pending_bump(seams: Seams, tally: Tally, name: str, **config: Any) -> Pendin
     seam = seams.open(name, listeners=(accounting,))
     worker = seam.worker(tally.app, **config)
     execution_id = start_tally(seam, tally, worker)
+    calls: Counter[str] = Counter()
+    worker.store = Phased(seam.store, calls)  # type: ignore[assignment]
+    worker.transport = Phased(seam.transport, calls)  # type: ignore[assignment]
     bump(seam, tally, execution_id, BUMP)
     before = seam.store.document(execution_id)
     assert before is not None
@@ -168,10 +175,9 @@ def test_commit_applied_then_connection_lost_is_answered_by_the_driver_retry(
 def test_commit_applied_then_both_replies_lost_is_resolved_by_the_dedupe_mark(
     replica_set: Deployment, seams: Seams, tally: Tally
 ) -> None:
-    """Nothing lost, nothing doubled: the bump takes effect once and its message is acked. The commit was
-    applied and the connection closed, and the driver's retry (answered from the record) lost its reply
-    too: the outcome is unknown to the worker, which reads the dedupe mark, finds the commit there, and
-    acks without committing again."""
+    """Nothing lost, nothing doubled: the bump takes effect once. The commit was applied and the connection
+    closed, and the driver's retry (answered from the record) lost its reply too: the outcome is unknown to
+    the worker, which reads the dedupe mark, finds the commit there, and does not commit again."""
     server = replica_set.require_fake(APPLIED_THEN_LOST)
     pending = pending_bump(seams, tally, "lost-replies")
     server.fail_after_apply("update", times=2, app_name=pending.seam.store_app)
@@ -181,44 +187,51 @@ def test_commit_applied_then_both_replies_lost_is_resolved_by_the_dedupe_mark(
     pending.assert_took_effect_once()
     assert pending.unknown_outcomes() == 1
     assert pending.commits() == (2, 2)  # no third commit: the mark said it was applied
-    assert pending.worker.counters["processed"] == 2  # the start and the bump
+    assert pending.worker.counters["processed"] == 3  # the two starts and the bump
 
 
-# --- the counters' findAndModify ------------------------------------------------------------------------
+# --- the claim's findAndModify ----------------------------------------------------------------------------
 
 
-def test_counters_call_with_a_retryable_error_is_retried_and_draws_once(
+def test_a_claim_failing_with_a_retryable_error_is_retried_and_leases_once(
     replica_set: Deployment, admin: MongoClient[Any], seams: Seams, tally: Tally
 ) -> None:
-    """Nothing lost, nothing doubled: the bump takes effect once and its outbox entry has seq 1. The
-    counters' findAndModify failed with NotWritablePrimary (not executed) and PyMongo's retry drew the
-    block: the counter moved by exactly one."""
-    pending = pending_bump(seams, tally, "counters-retry")
-
-    pending.process_under_fault(admin, 1, "findAndModify", NOT_WRITABLE_PRIMARY, RETRYABLE)
-
+    """Nothing lost, nothing doubled: the claim's findAndModify failed with NotWritablePrimary (not
+    executed) and PyMongo's retry leased the execution; the bump takes effect once."""
+    pending = pending_bump(seams, tally, "claim-retry")
+    with fail_command(
+        admin,
+        {"times": 1},
+        failCommands=["findAndModify"],
+        errorCode=NOT_WRITABLE_PRIMARY,
+        errorLabels=RETRYABLE,
+        appName=pending.seam.queue_app,
+    ):
+        assert pending.worker.process_one()
     pending.assert_took_effect_once()
-    draws = pending.accounting.tally(collection="counters", command="findAndModify")
-    assert (draws.commands, draws.failures) == (2, 1)
-    assert admin[replica_set.db_name].counters.find_one({"_id": "seq"}) == {"_id": "seq", "n": 1}
-    assert [entry.seq for entry in pending.seam.store.pending_outbox()] == [1]
+    claims = pending.accounting.tally(phase="client.claim", command="findAndModify")
+    assert (claims.commands, claims.failures) == (2, 1)
 
 
-def test_counters_call_failing_fails_the_attempt_and_the_redelivery_takes_effect_once(
+def test_a_claim_failing_leaves_the_mailbox_as_it_was(
     replica_set: Deployment, admin: MongoClient[Any], seams: Seams, tally: Tally
 ) -> None:
-    """Nothing lost: the counters' findAndModify failed with a non-retryable error, so the commit stopped
-    before its update — the execution is untouched and the message is nacked, not dropped. It is
-    redelivered after its backoff and takes effect once."""
-    pending = pending_bump(seams, tally, "counters-fail")
-
-    pending.process_under_fault(admin, 1, "findAndModify", MAX_TIME_MS_EXPIRED)
-
+    """Nothing lost: the claim failed with a non-retryable error, so nothing was leased; the bump waits and
+    the next claim takes it."""
+    pending = pending_bump(seams, tally, "claim-fail")
+    with (
+        fail_command(
+            admin,
+            {"times": 1},
+            failCommands=["findAndModify"],
+            errorCode=MAX_TIME_MS_EXPIRED,
+            appName=pending.seam.queue_app,
+        ),
+        pytest.raises(OperationFailure),
+    ):
+        pending.worker.process_one()
     pending.assert_untouched()
-    message = pending.message(admin, replica_set.db_name)
-    assert message["attempts"] == 1
-    assert message["last_error"].startswith("ExecutionTimeout")
-    process_until(pending.worker, REDELIVERY_TIMEOUT, "the nacked bump's redelivery")
+    assert pending.worker.process_one()
     pending.assert_took_effect_once()
 
 
@@ -235,71 +248,64 @@ def test_not_writable_primary_is_retried_once_by_the_driver(
     pending.process_under_fault(admin, 1, "update", NOT_WRITABLE_PRIMARY, RETRYABLE)
 
     pending.assert_took_effect_once()
-    assert pending.commits() == (2, 1)
+    assert pending.commits()[0] - pending.commits()[1] >= 1
+    assert pending.commits()[1] == 1
     assert pending.unknown_outcomes() == 0
 
 
-def test_both_attempts_failing_surfaces_the_error_and_the_redelivery_takes_effect_once(
+def test_both_attempts_failing_are_read_back_and_the_commit_sent_again(
     replica_set: Deployment, admin: MongoClient[Any], seams: Seams, tally: Tally
 ) -> None:
-    """Nothing lost: both the commit and PyMongo's retry failed (HostUnreachable, retryable). The error
-    reached the worker, the execution is exactly as it was, and the message was nacked with the error;
-    it is redelivered after its backoff and takes effect once."""
+    """Nothing lost, nothing doubled: both the commit and PyMongo's retry failed (HostUnreachable,
+    retryable). The worker read the outcome back — no dedupe mark, the lease still its own — and sent the
+    commit once more, which took effect once."""
     pending = pending_bump(seams, tally, "both-fail")
 
     pending.process_under_fault(admin, 2, "update", HOST_UNREACHABLE, RETRYABLE)
 
-    assert pending.commits() == (2, 2)
-    pending.assert_untouched()
-    message = pending.message(admin, replica_set.db_name)
-    assert message["attempts"] == 1
-    assert message["last_error"].startswith("OperationFailure")
-    assert "HostUnreachable" in message["last_error"]
-    process_until(pending.worker, REDELIVERY_TIMEOUT, "the nacked bump's redelivery")
     pending.assert_took_effect_once()
+    assert pending.unknown_outcomes() == 1
+    assert pending.commits()[1] == 2, "both attempts of the first commit failed"
 
 
 def test_not_writable_primary_on_both_attempts_is_resolved_by_the_dedupe_mark(
     replica_set: Deployment, admin: MongoClient[Any], seams: Seams, tally: Tally
 ) -> None:
-    """Nothing lost, nothing doubled: both attempts of the commit failed with NotWritablePrimary, which
-    the driver raises as a connection-class error, so the worker treats the outcome as unknown: it reads
-    the dedupe mark, finds the commit absent, steps again and commits once."""
+    """Nothing lost, nothing doubled: both attempts of the commit failed with NotWritablePrimary (raised as a
+    connection-class error): the worker reads the dedupe mark, finds the commit absent and its lease held,
+    commits again, once."""
     pending = pending_bump(seams, tally, "not-primary-twice")
 
     pending.process_under_fault(admin, 2, "update", NOT_WRITABLE_PRIMARY, RETRYABLE)
 
     pending.assert_took_effect_once()
     assert pending.unknown_outcomes() == 1
-    assert pending.commits() == (3, 2)
+    assert pending.commits()[1] == 2
 
 
-def test_not_writable_primary_outlasting_the_attempts_nacks_with_that_error(
+def test_not_writable_primary_outlasting_the_attempts_leaves_the_event_waiting(
     replica_set: Deployment, admin: MongoClient[Any], seams: Seams, tally: Tally
 ) -> None:
-    """Nothing lost: every attempt the worker makes fails with NotWritablePrimary (a primary that stays
-    away). The execution is untouched, the message is nacked with the driver's error as its last error,
-    and once the primary is back the redelivery takes effect once."""
-    pending = pending_bump(seams, tally, "not-primary-long", conflict_retries=2)
+    """Nothing lost: every commit the worker sends fails with NotWritablePrimary (a primary that stays
+    away). The execution is untouched, the lease released, no attempt counted against the event; once the
+    primary is back the bump takes effect once."""
+    pending = pending_bump(seams, tally, "not-primary-long")
 
-    pending.process_under_fault(
-        admin, 4, "update", NOT_WRITABLE_PRIMARY, RETRYABLE
-    )  # two worker attempts, each a commit and the driver's retry
+    pending.process_under_fault(admin, 4, "update", NOT_WRITABLE_PRIMARY, RETRYABLE)
 
     pending.assert_untouched()
-    assert pending.message(admin, replica_set.db_name)["last_error"].startswith("NotPrimaryError")
-    process_until(pending.worker, REDELIVERY_TIMEOUT, "the nacked bump's redelivery")
+    process_until(pending.worker, REDELIVERY_TIMEOUT, "the bump's retry")
     pending.assert_took_effect_once()
 
 
 # --- a lease expiring while a slow action runs --------------------------------------------------------------
 
 
-def test_lease_expiring_during_a_slow_action_is_absorbed_by_dedupe(seams: Seams) -> None:
+def test_a_lease_expiring_during_a_slow_action_cannot_double_the_event(seams: Seams) -> None:
     """Nothing doubled: the slow worker's lease ran out while its action ran, so a second worker claimed
-    the same message, ran the action and committed. The action ran twice (delivery is at least once), the
-    bump took effect once: the slow worker's late commit lost the CAS, it reloaded, found the dedupe mark
-    and counted a redelivery; its ack was refused, the message being gone."""
+    the execution, ran the action and committed. The action ran twice (delivery is at least once), the
+    bump took effect once: the slow worker's late commit was refused (its lease and version were gone)
+    and wrote nothing."""
     tally = tally_app(slow_first_call=1.5)
     fast_seam, slow_seam = seams.open("lease-fast"), seams.open("lease-slow")
     fast = fast_seam.worker(tally.app)
@@ -311,55 +317,54 @@ def test_lease_expiring_during_a_slow_action_is_absorbed_by_dedupe(seams: Seams)
     slow_run.start()
     try:
         wait_until(lambda: len(tally.calls) == 1, 10.0, "the slow worker to enter the action")
-        process_until(fast, REDELIVERY_TIMEOUT, "the message whose lease expired")
+        process_until(fast, REDELIVERY_TIMEOUT, "the execution whose lease expired")
     finally:
         slow_run.join()
 
     assert tally.calls == [BUMP, BUMP]
     assert loaded(fast_seam, execution_id).context["count"] == 1
     assert handled_events(fast_seam, execution_id).count(BUMP) == 1
-    assert fast_seam.transport.depth() == 0
-    assert fast.counters["processed"] == 2  # the start and the bump
-    assert slow.counters == {"processed": 0, "conflicts": 1, "redeliveries": 1, "dead_lettered": 0}
+    assert fast.metrics.lease_steals._value.get() == 1, "the fast worker took over an expired lease"
+    assert slow.counters == {"processed": 0, "conflicts": 1, "redeliveries": 0, "dead_lettered": 0}
+    document = fast_seam.store.document(execution_id)
+    assert document is not None and document["lease"] is None and document["inbox"] == []
 
 
-# --- a relay stopping between send and ack_outbox ----------------------------------------------------------
+# --- a relay stopping between send and its acknowledgement ---------------------------------------------------
 
 
-def test_relay_stopping_between_send_and_ack_outbox_resends_and_dedupe_absorbs_it(
-    replica_set: Deployment, admin: MongoClient[Any], seams: Seams, tally: Tally
+def test_relay_stopping_between_send_and_ack_resends_and_dedupe_absorbs_it(
+    replica_set: Deployment, seams: Seams, tally: Tally, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Nothing lost, nothing doubled: the relay sent the outbox event, then lost its connection on both
-    attempts of ack_outbox — where a crash would leave it. The entry stays pending; the event is
-    consumed; a relay run again (as a restarted worker's would) sends it a second time and acks it; the
-    second delivery is recognised by the dedupe mark. `bumped` took effect once."""
+    """Nothing lost, nothing doubled: the committing worker sent `bumped` to the sink, then its
+    acknowledgement failed — where a crash would leave it. The entry stays; the sink applies `bumped`; once
+    the committer's hold on the work ends, a relay run again (as a restarted worker's would) takes it,
+    sends it a second time (refused as already processed) and acknowledges it. `bumped` took effect once."""
     seam = seams.open("relay")
-    worker = seam.worker(tally.app)
+    worker = seam.worker(tally.app, lease_seconds=0.5)
     execution_id = start_tally(seam, tally, worker)
+    sink = f"{execution_id}-sink"
     bump(seam, tally, execution_id, BUMP)
-    assert worker.process_one()
+
+    def connection_lost(*args: Any, **kwargs: Any) -> None:
+        raise AutoReconnect("connection closed before the acknowledgement")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(seam.store, "ack_relay", connection_lost)
+        with pytest.raises(AutoReconnect):
+            worker.process_one()  # commits, sends `bumped`, then the acknowledgement fails
+
     [entry] = seam.store.pending_outbox()
-
-    with (
-        fail_command(
-            admin, {"times": 2}, failCommands=["update"], closeConnection=True, appName=seam.store_app
-        ),
-        pytest.raises(AutoReconnect),
-    ):
-        worker.relay_once()
-
-    assert seam.store.pending_outbox() == [entry]
-    assert worker.process_one()  # the first delivery of `bumped`
-    assert loaded(seam, execution_id).context["received"] == 1
+    assert worker.process_one()  # the sink applies `bumped`
+    assert loaded(seam, sink).context["received"] == 1
     restarted = seams.open("relay-restarted").worker(tally.app)
-    assert restarted.relay_once() == 1
+    assert restarted.relay_once() == 0, "the committer's hold on the work has not ended"
+    wait_until(lambda: restarted.relay_once() == 1, 5.0, "the relay work to be taken over")
     assert seam.store.pending_outbox() == []
-    assert worker.process_one()  # the second delivery
-
-    assert worker.counters["redeliveries"] == 1
-    assert loaded(seam, execution_id).context["received"] == 1
-    assert handled_events(seam, execution_id).count(entry.event.id) == 1
-    assert seam.transport.depth() == 0
+    assert restarted.counters["redeliveries"] == 1
+    assert not worker.process_one(), "nothing was queued a second time"
+    assert loaded(seam, sink).context["received"] == 1
+    assert handled_events(seam, sink).count(entry.event.id) == 1
 
 
 # --- concurrent compare-and-set through the store -----------------------------------------------------------
@@ -461,7 +466,7 @@ class SmokeFault:
     arm: Arm
     caught: str | None  # the command whose failures show the fault struck; None for a delay
     lease_seconds: float = 30.0
-    # A delay past the lease: another worker takes the message over and the late one finds the mark.
+    # A delay past the lease: another worker takes the execution over and the late commit is refused.
     redelivers: bool = False
 
 
@@ -489,26 +494,30 @@ SMOKE_FAULTS = [
         failing(4, ["update"], errorCode=HOST_UNREACHABLE, errorLabels=RETRYABLE),
         "update",
     ),
-    SmokeFault(
-        "counters-find-and-modify",
-        failing(3, ["findAndModify"], errorCode=MAX_TIME_MS_EXPIRED),
-        "findAndModify",
-    ),
-    SmokeFault("connection-closed", failing(4, ["update", "insert"], closeConnection=True), "update"),
+    SmokeFault("connection-closed", failing(4, ["update"], closeConnection=True), "update"),
     SmokeFault(
         "applied-then-lost", lambda _, replica_set, app: _applied_then_lost(replica_set, app), "update"
     ),
     SmokeFault(
-        "slow-load-past-the-lease",
-        failing(2, ["aggregate"], blockConnection=True, blockTimeMS=1500),
+        "slow-commit-past-the-lease",
+        failing(2, ["update"], blockConnection=True, blockTimeMS=1500),
         None,
         lease_seconds=0.3,
         redelivers=True,
     ),
 ]
+CLAIM_FAULTS = [
+    SmokeFault(
+        "claim-find-and-modify",
+        failing(3, ["findAndModify"], errorCode=MAX_TIME_MS_EXPIRED),
+        "findAndModify",
+    ),
+]
 
 
-@pytest.mark.parametrize("fault", SMOKE_FAULTS, ids=[fault.name for fault in SMOKE_FAULTS])
+@pytest.mark.parametrize(
+    "fault", SMOKE_FAULTS + CLAIM_FAULTS, ids=[f.name for f in SMOKE_FAULTS + CLAIM_FAULTS]
+)
 def test_smoke_workflow_under_fault(
     replica_set: Deployment, admin: MongoClient[Any], seams: Seams, fault: SmokeFault
 ) -> None:
@@ -522,14 +531,15 @@ def test_smoke_workflow_under_fault(
     workers = [seam.worker(app, lease_seconds=fault.lease_seconds) for seam in struck]
     client = seams.open("smoke-client")
 
-    with fault.arm(admin, replica_set, struck[0].store_app), running(workers) as run:
+    target = struck[0].queue_app if fault in CLAIM_FAULTS else struck[0].store_app
+    with fault.arm(admin, replica_set, target), running(workers) as run:
         report = run_smoke(client.store, client.transport, app, chart_id=chart_id, timeout=SMOKE_TIMEOUT)
 
     assert report.passed, report.failures
     if fault.caught is not None:
         assert accounting.tally(command=fault.caught).failures >= 1, "the fault never struck"
     if fault.redelivers:
-        assert run.counter("redeliveries") >= 1, "no message outlived its lease"
+        assert run.counter("conflicts") >= 1, "no lease ran out under a commit"
 
 
 # --- SIGKILL of a worker process ----------------------------------------------------------------------------
@@ -567,26 +577,24 @@ def _finish_with_survivors(
     assert children == len(REGIONS)
 
 
-def _seq(admin: MongoClient[Any]) -> int:
-    counter = admin.harel.counters.find_one({"_id": "seq"})
-    return int(counter["n"]) if counter else 0
-
-
 def test_kill_9_mid_commit(
     replica_set: Deployment, admin: MongoClient[Any], worker_processes: WorkerProcesses
 ) -> None:
     """Nothing lost: a worker process is killed (SIGKILL) while its commit of the root's start — the
-    fork, spawning three children — is in flight at the server. Two fresh worker processes take over once
-    the victim's lease runs out, and the workflow passes the smoke checker: the start took effect once,
-    each child was created once and started once, each timer fired once."""
+    fork, spawning three children — is held at the server. Two fresh worker processes take over once the
+    victim's lease runs out, and the workflow passes the smoke checker: the start took effect once, each
+    child was created once and started once, each timer fired once."""
     victim_app = f"victim-{uuid.uuid4().hex[:8]}"
     victim = worker_processes.short_lease_worker(
         with_app_name(replica_set.url, victim_app), VICTIM_LEASE_SECONDS
     )
     victim.wait_registered(admin)
     store, transport, app = _smoke_seams(admin)
-    drawn = _seq(admin)
     root_id = f"smoke-kill-commit-{uuid.uuid4().hex[:8]}"
+
+    def leased() -> bool:
+        document = admin.harel.executions.find_one({"_id": root_id}, {"lease": 1})
+        return document is not None and document["lease"] is not None
 
     with fail_command(
         admin,
@@ -597,9 +605,10 @@ def test_kill_9_mid_commit(
         appName=victim_app,
     ):
         start_execution(store, transport, app, SMOKE_CHART_ID, execution_id=root_id)
-        # The fork's commit draws three seqs, then sends its update, which the fail point holds.
-        wait_until(lambda: _seq(admin) >= drawn + len(REGIONS), 20.0, "the victim to enter its commit")
-        assert admin.harel.queue.find_one({"_id": start_event_id(root_id)}), "the commit was not held"
+        wait_until(leased, 20.0, "the victim to claim the root")
+        time.sleep(0.2)  # its commit is held at the server now
+        document = admin.harel.executions.find_one({"_id": root_id})
+        assert document["version"] == 1 and [e["id"] for e in document["inbox"]] == [f"{root_id}:start"]
         victim.kill()
 
     _finish_with_survivors(replica_set.url, admin, worker_processes, root_id)
@@ -608,10 +617,10 @@ def test_kill_9_mid_commit(
 def test_kill_9_mid_relay(
     replica_set: Deployment, admin: MongoClient[Any], worker_processes: WorkerProcesses
 ) -> None:
-    """Nothing lost: a worker process is killed (SIGKILL) in its spawn relay, after it created the first
-    child and while it sends that child's start event — before it could acknowledge the spawn. Two fresh
-    worker processes relay the spawns again (the existing child is not created twice, the start event is
-    deduplicated) and the workflow passes the smoke checker."""
+    """Nothing lost: a worker process is killed (SIGKILL) in the relay of its own commit, while it creates
+    the fork's children — after the commit, before it could acknowledge the spawns. Once its hold on that
+    relay work ends, two fresh worker processes take it over (a child that exists already is not created
+    twice) and the workflow passes the smoke checker."""
     victim_app = f"victim-{uuid.uuid4().hex[:8]}"
     victim = worker_processes.short_lease_worker(
         with_app_name(replica_set.url, victim_app), VICTIM_LEASE_SECONDS
@@ -620,22 +629,24 @@ def test_kill_9_mid_relay(
     store, transport, app = _smoke_seams(admin)
     root_id = f"smoke-kill-relay-{uuid.uuid4().hex[:8]}"
 
-    def first_child_created() -> bool:
-        return admin.harel.executions.find_one({"_id": {"$regex": f"^{re.escape(root_id)}/"}}) is not None
+    def forked() -> bool:
+        document = admin.harel.executions.find_one({"_id": root_id}, {"version": 1})
+        return document is not None and document["version"] >= 2
 
-    # The victim's first two inserts are the relay's: the first child, then its start event.
+    # The victim's first update is its commit of the fork, its second the relay's bulk creation of the
+    # children: each is held at the server, and the victim is killed while the second is.
     with fail_command(
         admin,
         {"times": 2},
-        failCommands=["insert"],
+        failCommands=["update"],
         blockConnection=True,
         blockTimeMS=BLOCK_MS,
         appName=victim_app,
     ):
         start_execution(store, transport, app, SMOKE_CHART_ID, execution_id=root_id)
-        wait_until(first_child_created, 20.0, "the victim's relay to create the first child")
+        wait_until(forked, 20.0, "the victim to commit the fork")
         victim.kill()
 
     pending = [spawn for spawn in store.pending_spawns() if spawn.parent_id == root_id]
-    assert len(pending) == len(REGIONS), "the victim acknowledged a spawn before it was killed"
+    assert len(pending) == len(REGIONS), "the victim acknowledged the spawns before it was killed"
     _finish_with_survivors(replica_set.url, admin, worker_processes, root_id)

@@ -20,13 +20,14 @@ event is redelivered — delivery is at least once — so make them idempotent o
 from __future__ import annotations
 
 import importlib
+import os
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from harel.errors import ChartError, UnknownAction, UnknownChart
+from harel.errors import ChartError, HarelError, InvalidArgument, UnknownAction, UnknownChart
 from harel.model import Event
 
 if TYPE_CHECKING:
@@ -103,10 +104,6 @@ class Registry:
 EMPTY_REGISTRY = Registry()
 
 
-def read_only(context: dict[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(context)
-
-
 class App:
     """Charts by (id, version) plus the registry of their actions and guards."""
 
@@ -176,11 +173,41 @@ class App:
 
 
 def load_app(spec: str) -> App:
-    """Import `package.module:attribute` and return the App it names."""
+    """Import `package.module:attribute` and return the App it names. Every way this can fail is an
+    InvalidArgument naming `--app` and what to change; a ChartError the module raises passes through."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise ValueError(f"--app must look like package.module:app, got {spec!r}")
-    app = getattr(importlib.import_module(module_name), attribute, None)
+        raise InvalidArgument("--app", f"{spec!r} is not MODULE:ATTRIBUTE (for example orders.app:app)")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and (module_name + ".").startswith(error.name + "."):
+            raise InvalidArgument(
+                "--app",
+                f"no module named {error.name!r} in {os.getcwd()} or on the Python path; run harel from the "
+                "folder that holds it, or add that folder to PYTHONPATH",
+            ) from None
+        raise InvalidArgument(
+            "--app", f"importing {module_name} failed: {error}; install what it imports"
+        ) from None
+    except HarelError:
+        raise
+    except Exception as error:  # the user's module ran and raised: name the error and where, not a traceback
+        raise InvalidArgument(
+            "--app", f"importing {module_name} raised {_where(error)}; fix the module and run again"
+        ) from None
+    app = getattr(module, attribute, None)
     if not isinstance(app, App):
-        raise ValueError(f"{spec!r} is not a harel.app.App (got {type(app).__name__})")
+        found = "nothing" if app is None else f"a {type(app).__name__}"
+        raise InvalidArgument(
+            "--app",
+            f"{module_name}.{attribute} is {found}, not a harel.app.App; name the App after the colon",
+        )
     return app
+
+
+def _where(error: Exception) -> str:
+    frames = traceback.extract_tb(error.__traceback__)
+    if isinstance(error, SyntaxError) or not frames:
+        return f"{type(error).__name__}: {error}"
+    return f"{type(error).__name__}: {error} (at {frames[-1].filename}:{frames[-1].lineno})"

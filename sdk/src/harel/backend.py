@@ -16,8 +16,9 @@ from harel.catalog import Catalog, MemoryCatalog, MongoCatalog
 from harel.connection import CheckReport, check, connect, embedded_backend
 from harel.heartbeat import Heartbeats, MongoHeartbeats
 from harel.local.embedded import EmbeddedClient
+from harel.servertime import ServerClock
 from harel.store.base import ExecutionStore
-from harel.store.memory import MemoryStore
+from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
 from harel.transport.base import Transport
 from harel.transport.memory import MemoryTransport
@@ -54,29 +55,35 @@ def open_backend(
     *,
     db_name: str = "harel",
     allow_standalone: bool = False,
-    deadline: float = 60.0,
+    deadline: float | None = 60.0,
 ) -> Backend:
     """Connect, run the start-up checks (refusing with DeploymentRefused on errors), create the indexes and
-    build the seams. A URL that names no backend raises InvalidURL (from `connect`)."""
+    build the seams. A URL that names no backend raises InvalidURL (from `connect`); `deadline` None waits
+    for the deployment indefinitely."""
     kind = embedded_backend(url)
     if kind == "memory":
-        return Backend(url, MemoryStore(), MemoryTransport(), None, MemoryCatalog())
+        database = MemoryDatabase()
+        return Backend(url, MemoryStore(database), MemoryTransport(database), None, MemoryCatalog())
     report = None
+    clock = ServerClock()
     if kind == "mongomock":
         client: Any = EmbeddedClient()
+        clock = ServerClock(local=client.clock, monotonic=client.clock)  # the deployment is this process
     else:
         client = connect(url, deadline=deadline)
         report = check(client, allow_standalone=allow_standalone)
         report.raise_for_errors()
+    heartbeats = MongoHeartbeats(client, db_name)
     backend = Backend(
         url,
         MongoStore(client, db_name),
-        MongoTransport(client, db_name),
-        MongoHeartbeats(client, db_name),
+        MongoTransport(client, db_name, clock=clock),
+        heartbeats,
         MongoCatalog(client, db_name),
         client,
         report,
     )
     backend.store.ensure_indexes()
     backend.transport.ensure_indexes()
+    heartbeats.ensure_indexes()
     return backend

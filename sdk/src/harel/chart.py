@@ -1,7 +1,8 @@
 """Statechart definitions: the data format, loading it from YAML, JSON or a dict, and validating it.
 
 A chart is data. Behaviour (actions, guards) is referenced by registered name, so a chart can be stored,
-diffed and versioned like any other document:
+diffed and versioned like any other document. docs/charts.md is the reference of every key, with examples;
+docs/semantics.md says what a step does with them.
 
     id: order
     version: 1
@@ -9,8 +10,9 @@ diffed and versioned like any other document:
     states:
       placed:
         on:
-          approve: {target: fulfilling, guard: order_is_valid}
-          reject: rejected
+          approve:                 # guarded alternatives: the first enabled one, in document order, wins
+            - {target: fulfilling, guard: order_is_valid}
+            - {target: rejected}
       fulfilling:
         parallel:                  # orthogonal regions: each runs as a child execution
           payment: {initial: charging, states: {charging: {after: {30s: failed}}, failed: {final: true}}}
@@ -19,11 +21,12 @@ diffed and versioned like any other document:
       rejected: {final: true}
 
 State kinds: atomic; compound (`initial` + `states`); parallel (`parallel: {region: {initial, states}}`);
-final (`final: true`, with `status: failed` to end the execution as failed rather than completed).
-A state may carry `entry` and `exit` action lists, `on` transitions, one `after` timer and, when it is
-compound or parallel, `on_done`. A transition is a target name, or `{target, guard, actions}`; without a
-target it is internal (it runs its actions and leaves the configuration alone). Durations are `250ms`,
-`2s`, `1.5s`, `5m`, `1h`, or a plain number of seconds.
+final (`final: true`, with `status: failed` to end the execution as failed rather than completed, and an
+optional JSON `result`). A state may carry `entry` and `exit` action lists, `on` transitions, one `after`
+timer, `always` (eventless) transitions and, when it is compound or parallel, `on_done`. A transition is a
+target name, or `{target, guard, actions}`, or a list of those (alternatives tried in document order);
+without a target it is internal (it runs its actions and leaves the configuration alone). Durations are
+`250ms`, `2s`, `1.5s`, `5m`, `1h`, or a plain number of seconds.
 
 Paths and targets. Every node has a path: the names from the top joined with `.`
 (`fulfilling.payment.charging`). A region is a node (`fulfilling.payment`) but not a state. Targets are
@@ -39,9 +42,14 @@ State and region names become MongoDB keys (the durable timers are keyed by path
 could not store is rejected: empty, starting with `$`, containing `.`, U+FF0E or NUL.
 
 `load_chart` reports every problem it finds at once as a `ChartError`, each as `<location>: <problem>`
-where the location is the key path in the source (`states.fulfilling.parallel.payment.initial`). Problems
-of shape (unknown keys, wrong types) are reported first; the checks that need the whole tree (targets,
-regions) run once the shape is right.
+where the location is the key path in the source (`states.fulfilling.parallel.payment.initial`). A key
+given twice in one mapping of YAML or JSON text (two `go:` under one `on:`, two states named `a`) is
+refused before anything else, since the parsers would silently keep the last one. Problems of shape
+(unknown keys, wrong types) come next; the checks that need the whole tree (targets, regions) run once the
+shape is right.
+
+Loading also precomputes what the interpreter needs on every step (`Node.chain`, `Node.handlers`,
+`Node.eventless`, `Edge.enter`, ...), so a step does dictionary lookups, not tree walks.
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -65,7 +73,8 @@ from pydantic import (
     model_validator,
 )
 
-from harel.errors import ChartError, InvalidDuration
+from harel.errors import ChartError, InvalidContext, InvalidDuration
+from harel.ids import check_json
 from harel.model import RESERVED_EVENT_PREFIX, ExecutionStatus
 
 CHART_SUFFIXES = (".yaml", ".yml", ".json")
@@ -85,32 +94,33 @@ def parse_duration(text: str) -> float:
 # --- the format ----------------------------------------------------------------------------------------
 
 
-def _transition_shorthand(value: Any) -> Any:
-    """`event: target` stands for `event: {target: target}`; `event: null` for an internal transition."""
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        return {"target": value}
-    return value
+def _alternatives(value: Any) -> Any:
+    """A transition slot holds one transition or a list of alternatives; each is a target name (`event:
+    target`), a mapping, or null (an internal transition without actions)."""
+
+    def one(item: Any) -> Any:
+        if item is None:
+            return {}
+        if isinstance(item, str):
+            return {"target": item}
+        return item
+
+    if isinstance(value, list | tuple):
+        return tuple(one(item) for item in value)
+    return (one(value),)
 
 
-class DoneTransition(BaseModel):
-    """What `on_done` fires: a target (None: stay, run the actions only) and actions."""
+class Transition(BaseModel):
+    """One alternative of an `on`, `after`, `always` or `on_done` slot: taken when its guard (if any) passes."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     target: str | None = None
+    guard: str | None = None
     actions: tuple[str, ...] = ()
 
 
-class Transition(DoneTransition):
-    """An `on` or `after` transition: taken only when its guard (if any) returns true."""
-
-    guard: str | None = None
-
-
-TransitionSpec = Annotated[Transition, BeforeValidator(_transition_shorthand)]
-DoneSpec = Annotated[DoneTransition, BeforeValidator(_transition_shorthand)]
+Alternatives = Annotated[tuple[Transition, ...], BeforeValidator(_alternatives)]
 
 
 class State(BaseModel):
@@ -118,14 +128,16 @@ class State(BaseModel):
 
     entry: tuple[str, ...] = ()
     exit: tuple[str, ...] = ()
-    on: dict[str, TransitionSpec] = Field(default_factory=dict)
-    after: dict[str, TransitionSpec] = Field(default_factory=dict)
+    on: dict[str, Alternatives] = Field(default_factory=dict)
+    after: dict[str, Alternatives] = Field(default_factory=dict)
+    always: Alternatives = ()
     initial: str | None = None
     states: dict[str, State] | None = None
     parallel: dict[str, Region] | None = None
-    on_done: DoneSpec | None = None
+    on_done: Alternatives = ()
     final: bool = False
     status: Literal["completed", "failed"] | None = None
+    result: Any = None
 
     @field_validator("after", mode="before")
     @classmethod
@@ -155,25 +167,36 @@ NodeKind = Literal["atomic", "compound", "parallel", "final", "region"]
 
 @dataclass(frozen=True)
 class Edge:
-    """A transition with its target resolved to an absolute path (None: internal, actions only)."""
+    """A transition with its target resolved to an absolute path (None: internal, actions only).
+
+    `enter` (the states a transition enters, outer to inner, default initial states included) and
+    `exit_depth` (active states deeper than this many path components are exited) are precomputed."""
 
     source: str
     target: str | None
     guard: str | None = None
     actions: tuple[str, ...] = ()
+    enter: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    exit_depth: int = field(default=0, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class After:
-    """A state's durable timer: `edge` is taken `seconds` after the state was entered."""
+    """A state's durable timer: the first enabled of `edges` is taken `seconds` after the state was entered."""
 
     seconds: float
-    edge: Edge
+    edges: tuple[Edge, ...]
 
 
 @dataclass(frozen=True)
 class Node:
-    """A state or region at `path`. `scope` is the innermost region that encloses it (None: the top)."""
+    """A state or region at `path`. `scope` is the innermost region that encloses it (None: the top).
+
+    Precomputed for the interpreter (not part of equality): `depth` (path components); `chain`, the states
+    active in an execution whose active leaf is this node (from the top of its scope down to it);
+    `handlers`, per event name the `on` alternatives of that chain, innermost state first; `eventless`, the
+    chain's `always` alternatives, innermost first; for a region, `handles` (every event name an `on` inside
+    it handles) and `start` (the states its child execution enters when it starts)."""
 
     path: str
     kind: NodeKind
@@ -183,10 +206,35 @@ class Node:
     initial: str | None = None
     entry: tuple[str, ...] = ()
     exit: tuple[str, ...] = ()
-    on: Mapping[str, Edge] = field(default_factory=dict)
+    on: Mapping[str, tuple[Edge, ...]] = field(default_factory=dict)
     after: After | None = None
-    on_done: Edge | None = None
+    always: tuple[Edge, ...] = ()
+    on_done: tuple[Edge, ...] = ()
     final_status: ExecutionStatus | None = None
+    result: Any = None
+    depth: int = field(default=0, compare=False, repr=False)
+    chain: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    handlers: Mapping[str, tuple[Edge, ...]] = field(default_factory=dict, compare=False, repr=False)
+    eventless: tuple[Edge, ...] = field(default=(), compare=False, repr=False)
+    handles: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    start: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit(".", 1)[-1]
+
+    def edges(self) -> Iterator[tuple[str, Edge]]:
+        """Every transition this node declares with its slot (`on:<event>`, `after`, `always`, `on_done`)."""
+        for event, alternatives in self.on.items():
+            for edge in alternatives:
+                yield f"on:{event}", edge
+        if self.after is not None:
+            for edge in self.after.edges:
+                yield "after", edge
+        for edge in self.always:
+            yield "always", edge
+        for edge in self.on_done:
+            yield "on_done", edge
 
 
 class Chart(BaseModel):
@@ -201,6 +249,7 @@ class Chart(BaseModel):
     states: dict[str, State]
 
     _nodes: dict[str, Node] = PrivateAttr(default_factory=dict)
+    _start: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="after")
     def _resolve(self) -> Chart:
@@ -208,6 +257,7 @@ class Chart(BaseModel):
         if builder.problems:
             raise ChartError(self.id, builder.problems)
         self._nodes = builder.nodes
+        self._start = builder.start
         return self
 
     def node(self, path: str) -> Node:
@@ -230,10 +280,21 @@ class Chart(BaseModel):
             return self.initial
         return self.region(root_path).initial or ""
 
+    def start_states(self, root_path: str | None = None) -> tuple[str, ...]:
+        """The states an execution enters when it starts, outer to inner (its initial state, then initial
+        states down to a leaf)."""
+        if root_path is None:
+            return self._start
+        return self.region(root_path).start
+
     @property
     def nodes(self) -> Mapping[str, Node]:
         """Every state and region by path, in document order."""
-        return self._nodes
+        # read on every step: the private-attribute dict directly, not pydantic's __getattr__ (30x slower)
+        private = self.__pydantic_private__
+        assert private is not None
+        nodes: dict[str, Node] = private["_nodes"]
+        return nodes
 
     def references(self) -> list[tuple[Literal["action", "guard"], str]]:
         """Every action and guard name the chart uses, each once, in document order."""
@@ -253,16 +314,29 @@ def _node_references(node: Node) -> Iterator[tuple[Literal["action", "guard"], s
         yield "action", name
     for name in node.exit:
         yield "action", name
-    edges = [
-        *node.on.values(),
-        *([node.after.edge] if node.after else []),
-        *([node.on_done] if node.on_done else []),
-    ]
-    for edge in edges:
+    for _, edge in node.edges():
         if edge.guard is not None:
             yield "guard", edge.guard
         for name in edge.actions:
             yield "action", name
+
+
+def _prefixes(path: str) -> list[str]:
+    """`a.b.c` -> [`a`, `a.b`, `a.b.c`]."""
+    parts = path.split(".")
+    return [".".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
+
+
+def _domain_depth(source: str, target: str) -> int:
+    """Path components of the deepest state that properly encloses both `source` and `target` (0: the top).
+    A transition exits the active states below it and enters the target's ancestors below it, so a
+    transition to the source itself or to one of its descendants exits and re-enters the source."""
+    depth = 0
+    for mine, theirs in zip(source.split(".")[:-1], target.split(".")[:-1], strict=False):
+        if mine != theirs:
+            break
+        depth += 1
+    return depth
 
 
 # --- validation -----------------------------------------------------------------------------------------
@@ -295,12 +369,14 @@ def _name_problem(name: str) -> str | None:
 
 
 class _TreeBuilder:
-    """Collects every node, then resolves every transition; records every problem on the way."""
+    """Collects every node, resolves every transition, then precomputes the interpreter's indexes; records
+    every problem on the way."""
 
     def __init__(self, chart: Chart) -> None:
         self.problems: list[str] = []
         self.drafts: dict[str, _Draft] = {}
         self.nodes: dict[str, Node] = {}
+        self.start: tuple[str, ...] = ()
         if not chart.states:
             self.problems.append("states: a chart needs at least one state")
         elif chart.initial not in chart.states:
@@ -308,6 +384,9 @@ class _TreeBuilder:
         self._collect(chart.states, parent=None, scope=None, location="states")
         for draft in self.drafts.values():
             self.nodes[draft.path] = self._build(draft)
+        if not self.problems:
+            self.start = self._descent(chart.initial)
+            self.nodes = {path: self._index(node) for path, node in self.nodes.items()}
 
     def _problem(self, location: str, text: str) -> None:
         self.problems.append(f"{location}: {text}")
@@ -342,16 +421,23 @@ class _TreeBuilder:
         if state.final:
             extras = [
                 key
-                for key in ("on", "after", "on_done", "initial", "states", "parallel")
+                for key in ("on", "after", "always", "on_done", "initial", "states", "parallel")
                 if getattr(state, key)
             ]
             if extras:
                 self._problem(
                     here, f"a final state has no transitions or children; remove {', '.join(extras)}"
                 )
+            if state.result is not None:
+                try:
+                    check_json(state.result, "result")
+                except InvalidContext as exc:
+                    self._problem(f"{here}.result" + (f".{exc.key_path}" if exc.key_path else ""), exc.reason)
             return "final"
         if state.status is not None:
             self._problem(f"{here}.status", "only a final state has a status")
+        if state.result is not None:
+            self._problem(f"{here}.result", "only a final state has a result")
         if state.parallel is not None:
             if state.states is not None or state.initial is not None:
                 self._problem(here, "a state is either compound (initial, states) or parallel, not both")
@@ -366,7 +452,7 @@ class _TreeBuilder:
             elif state.initial not in state.states:
                 self._problem(f"{here}.initial", f"no state named {state.initial!r}")
             return "compound"
-        if state.on_done is not None:
+        if state.on_done:
             self._problem(
                 f"{here}.on_done",
                 "an atomic state never completes; on_done needs a compound or parallel state",
@@ -374,7 +460,7 @@ class _TreeBuilder:
         return "atomic"
 
     def _check_local(self, state: State, here: str) -> None:
-        for event in state.on:
+        for event, alternatives in state.on.items():
             if not event:
                 self._problem(f"{here}.on", "an event name cannot be empty")
             elif event.startswith(RESERVED_EVENT_PREFIX):
@@ -382,17 +468,29 @@ class _TreeBuilder:
                     f"{here}.on.{event}",
                     f"event names starting with {RESERVED_EVENT_PREFIX!r} are reserved for the engine",
                 )
+            elif not alternatives:
+                self._problem(f"{here}.on.{event}", "an empty list; give at least one transition")
         if len(state.after) > 1:
             self._problem(
                 f"{here}.after",
                 f"a state has at most one timer (found {len(state.after)}: {', '.join(state.after)}); "
                 "a timer is keyed by its state's path",
             )
-        for duration in state.after:
+        for duration, alternatives in state.after.items():
             try:
                 parse_duration(duration)
             except InvalidDuration as exc:
                 self._problem(f"{here}.after.{duration}", str(exc))
+            if not alternatives:
+                self._problem(f"{here}.after.{duration}", "an empty list; give at least one transition")
+        for index, transition in enumerate(state.always):
+            if transition.guard is None and transition.target is None:
+                where = f"{here}.always" + (f".{index}" if len(state.always) > 1 else "")
+                self._problem(
+                    where,
+                    "an eventless transition with neither guard nor target would fire forever; "
+                    "give it a guard or a target",
+                )
 
     # pass 2: targets ------------------------------------------------------------------------------------
 
@@ -408,18 +506,14 @@ class _TreeBuilder:
             )
         spec = draft.spec
         on = {
-            event: edge
-            for event, transition in spec.on.items()
-            if (edge := self._edge(draft, transition, f"{draft.location}.on.{event}")) is not None
+            event: self._edges(draft, alternatives, f"{draft.location}.on.{event}")
+            for event, alternatives in spec.on.items()
         }
         after = None
-        for duration, transition in spec.after.items():
-            edge = self._edge(draft, transition, f"{draft.location}.after.{duration}")
-            if edge is not None and _DURATION.fullmatch(duration):
-                after = After(parse_duration(duration), edge)
-        on_done = None
-        if spec.on_done is not None:
-            on_done = self._edge(draft, spec.on_done, f"{draft.location}.on_done")
+        for duration, alternatives in spec.after.items():
+            edges = self._edges(draft, alternatives, f"{draft.location}.after.{duration}")
+            if _DURATION.fullmatch(duration):
+                after = After(parse_duration(duration), edges)
         children: tuple[str, ...] = ()
         if spec.states:
             children = tuple(f"{draft.path}.{name}" for name in spec.states)
@@ -436,14 +530,25 @@ class _TreeBuilder:
             exit=spec.exit,
             on=on,
             after=after,
-            on_done=on_done,
+            always=self._edges(draft, spec.always, f"{draft.location}.always"),
+            on_done=self._edges(draft, spec.on_done, f"{draft.location}.on_done"),
             final_status=ExecutionStatus(spec.status or "completed") if draft.kind == "final" else None,
+            result=spec.result if draft.kind == "final" else None,
         )
 
-    def _edge(self, source: _Draft, transition: DoneTransition, location: str) -> Edge | None:
-        guard = transition.guard if isinstance(transition, Transition) else None
+    def _edges(self, source: _Draft, alternatives: tuple[Transition, ...], location: str) -> tuple[Edge, ...]:
+        edges = []
+        for index, transition in enumerate(alternatives):
+            edge = self._edge(
+                source, transition, f"{location}.{index}" if len(alternatives) > 1 else location
+            )
+            if edge is not None:
+                edges.append(edge)
+        return tuple(edges)
+
+    def _edge(self, source: _Draft, transition: Transition, location: str) -> Edge | None:
         if transition.target is None:
-            return Edge(source.path, None, guard, transition.actions)
+            return Edge(source.path, None, transition.guard, transition.actions)
         target = self._resolve(source, transition.target)
         if target is None:
             what = "state at path" if "." in transition.target else "state named"
@@ -453,7 +558,20 @@ class _TreeBuilder:
         if problem is not None:
             self._problem(location, problem)
             return None
-        return Edge(source.path, target.path, guard, transition.actions)
+        depth = _domain_depth(source.path, target.path)
+        enter = (*_prefixes(target.path)[depth:-1], *self._descent(target.path))
+        return Edge(source.path, target.path, transition.guard, transition.actions, enter, depth)
+
+    def _descent(self, path: str) -> tuple[str, ...]:
+        """`path`, then the initial state of each compound state below it, outer to inner."""
+        entered = [path]
+        draft = self.drafts.get(path)
+        while draft is not None and draft.kind == "compound" and isinstance(draft.spec, State):
+            draft = self.drafts.get(f"{draft.path}.{draft.spec.initial}")
+            if draft is None:
+                break
+            entered.append(draft.path)
+        return tuple(entered)
 
     def _resolve(self, source: _Draft, target: str) -> _Draft | None:
         if "." in target:
@@ -489,6 +607,33 @@ class _TreeBuilder:
                 )
         return None
 
+    # pass 3: the interpreter's indexes ------------------------------------------------------------------
+
+    def _index(self, node: Node) -> Node:
+        depth = node.path.count(".") + 1
+        if node.kind == "region":
+            inside = f"{node.path}."
+            handles = frozenset(
+                event for path, other in self.nodes.items() if path.startswith(inside) for event in other.on
+            )
+            return replace(node, depth=depth, handles=handles, start=self._descent(node.initial or ""))
+        top = 0 if node.scope is None else node.scope.count(".") + 1
+        chain = tuple(_prefixes(node.path)[top:])
+        handlers: dict[str, list[Edge]] = {}
+        eventless: list[Edge] = []
+        for path in reversed(chain):
+            state = self.nodes[path]
+            for event, edges in state.on.items():
+                handlers.setdefault(event, []).extend(edges)
+            eventless.extend(state.always)
+        return replace(
+            node,
+            depth=depth,
+            chain=chain,
+            handlers={event: tuple(edges) for event, edges in handlers.items()},
+            eventless=tuple(eventless),
+        )
+
 
 State.model_rebuild()
 
@@ -513,13 +658,14 @@ _ChartLoader.add_implicit_resolver(
 def load_chart(source: Mapping[str, Any] | str | Path) -> Chart:
     """A validated Chart from a dict, YAML or JSON text, or a path to a .yaml/.yml/.json file.
 
-    Raises ChartError listing every problem found (unreadable file and parse errors included)."""
+    Raises ChartError listing every problem found (unreadable file, parse errors and duplicate keys
+    included)."""
     data = _read(source)
     chart_id = data.get("id") if isinstance(data.get("id"), str) else None
     try:
         return Chart.model_validate(data)
     except ValidationError as exc:
-        raise ChartError(chart_id, [_shape_problem(error) for error in exc.errors()]) from None
+        raise ChartError(chart_id, [_shape_problem(error, data) for error in exc.errors()]) from None
 
 
 def _read(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
@@ -531,9 +677,10 @@ def _read(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
         if "\n" not in source and source.strip().endswith(CHART_SUFFIXES):
             return _read_file(Path(source.strip()))
         try:
-            return _as_chart_mapping(json.loads(source), "chart text")
+            parsed = _parse_json(source)
         except ValueError:
             return _parse_yaml(source, "chart text")
+        return _as_chart_mapping(_unique_keys(parsed, "chart text"), "chart text")
     raise TypeError(f"a chart is a dict, YAML/JSON text or a file path, not {type(source).__name__}")
 
 
@@ -546,18 +693,88 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ChartError(None, [f"{path}: cannot read the file ({exc.strerror or exc})"]) from None
     if path.suffix == ".json":
         try:
-            return _as_chart_mapping(json.loads(text), str(path))
+            parsed = _parse_json(text)
         except ValueError as exc:
             raise ChartError(None, [f"{path}: not valid JSON ({exc})"]) from None
+        return _as_chart_mapping(_unique_keys(parsed, str(path)), str(path))
     return _parse_yaml(text, str(path))
 
 
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object as the parser saw it, every key kept, duplicates included."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_json(text: str) -> Any:
+    """JSON text with every object kept as its key/value pairs; NaN and Infinity refused."""
+    return json.loads(text, object_pairs_hook=_Pairs, parse_constant=_no_constant)
+
+
+def _unique_keys(parsed: Any, where: str) -> Any:
+    """Plain data from `_parse_json`'s output; ChartError naming every key given twice in one object."""
+    duplicates: list[str] = []
+
+    def build(value: Any, path: tuple[str, ...]) -> Any:
+        if isinstance(value, _Pairs):
+            built: dict[str, Any] = {}
+            for key, item in value:
+                if key in built:
+                    duplicates.append(f"{_key_path((*path, key))}: duplicate key {key!r}")
+                built[key] = build(item, (*path, key))
+            return built
+        if isinstance(value, list):
+            return [build(item, (*path, str(index))) for index, item in enumerate(value)]
+        return value
+
+    data = build(parsed, ())
+    if duplicates:
+        raise ChartError(None, [f"{where}: {problem}" for problem in duplicates])
+    return data
+
+
 def _parse_yaml(text: str, where: str) -> dict[str, Any]:
+    loader = _ChartLoader(text)  # a SafeLoader: builds plain data only
     try:
-        data = yaml.load(text, Loader=_ChartLoader)  # a SafeLoader: builds plain data only
+        node = loader.get_single_node()
+        duplicates = list(_yaml_duplicates(node, ()))
+        if duplicates:
+            raise ChartError(None, [f"{where}: {problem}" for problem in duplicates])
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         raise ChartError(None, [f"{where}: not valid YAML ({exc})"]) from None
+    finally:
+        loader.dispose()
     return _as_chart_mapping(data, where)
+
+
+def _yaml_duplicates(node: yaml.Node | None, path: tuple[str, ...]) -> Iterator[str]:
+    """`<key path>: duplicate key` for every key given twice in one YAML mapping (merge keys `<<` aside:
+    overriding a merged key is what they are for)."""
+    if isinstance(node, yaml.MappingNode):
+        first_line: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is None or key == "<<":
+                continue
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                yield (
+                    f"{_key_path((*path, key))}: duplicate key {key!r} (line {line}; "
+                    f"first given on line {first_line[key]})"
+                )
+            else:
+                first_line[key] = line
+            yield from _yaml_duplicates(value_node, (*path, key))
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            yield from _yaml_duplicates(item, (*path, str(index)))
+
+
+def _key_path(parts: tuple[str, ...]) -> str:
+    return ".".join(parts) or "chart"
 
 
 def _as_chart_mapping(data: Any, where: str) -> dict[str, Any]:
@@ -567,10 +784,28 @@ def _as_chart_mapping(data: Any, where: str) -> dict[str, Any]:
     return data
 
 
-def _shape_problem(error: Any) -> str:
-    location = ".".join(str(part) for part in error["loc"]) or "chart"
+def _shape_problem(error: Any, data: Any) -> str:
+    location = _source_location(error["loc"], data)
     if error["type"] == "extra_forbidden":
         return f"{location}: unknown key"
     if error["type"] == "missing":
         return f"{location}: required"
     return f"{location}: {error['msg']}"
+
+
+def _source_location(loc: tuple[Any, ...], data: Any) -> str:
+    """The key path of a validation error as the author wrote it: a transition given alone (not in a list)
+    is validated as a list of one, so its `0` is dropped."""
+    parts: list[str] = []
+    here = data
+    for part in loc:
+        if isinstance(part, int) and not isinstance(here, list | tuple):
+            continue
+        parts.append(str(part))
+        if isinstance(here, Mapping):
+            here = here.get(part)
+        elif isinstance(here, list | tuple) and isinstance(part, int) and part < len(here):
+            here = here[part]
+        else:
+            here = None
+    return ".".join(parts) or "chart"

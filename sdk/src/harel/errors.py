@@ -23,6 +23,22 @@ class StoreConflict(HarelError):
         )
 
 
+class LeaseLost(StoreConflict):
+    """A claim's commit found the execution at the version it expected but leased to someone else: the lease
+    expired while the steps ran, and the new holder will apply the events. Nothing was written."""
+
+    def __init__(self, execution_id: str, version: int, holder: str | None) -> None:
+        HarelError.__init__(
+            self,
+            f"execution {execution_id!r}: the lease expired before the commit "
+            f"({'now held by ' + holder if holder else 'released'}); the events are left to the next holder",
+        )
+        self.execution_id = execution_id
+        self.expected = version
+        self.found = version
+        self.holder = holder
+
+
 class ExecutionTooLarge(HarelError):
     """A commit would push the execution's document past what MongoDB can store (16 MiB)."""
 
@@ -36,10 +52,44 @@ class ExecutionTooLarge(HarelError):
         )
 
 
+class StepTooLarge(HarelError):
+    """One step emitted and spawned more entries than an execution numbers per step."""
+
+    def __init__(self, execution_id: str, count: int, limit: int) -> None:
+        self.execution_id = execution_id
+        self.count = count
+        self.limit = limit
+        super().__init__(
+            f"execution {execution_id!r}: one step emitted and spawned {count} entries, more than the {limit} "
+            "a step may; split the work over several steps"
+        )
+
+
+class MailboxFull(HarelError):
+    """An execution's mailbox is at its size limit: the sender should send again later."""
+
+    def __init__(self, execution_id: str, limit: int) -> None:
+        self.execution_id = execution_id
+        self.limit = limit
+        super().__init__(
+            f"execution {execution_id!r}: its mailbox holds {limit} bytes of pending events, its limit; "
+            "send again once its workers have caught up"
+        )
+
+
 class UnknownExecution(HarelError):
     def __init__(self, execution_id: str) -> None:
         self.execution_id = execution_id
         super().__init__(f"no execution with id {execution_id!r}")
+
+
+class ExecutionFinished(HarelError):
+    """An event or a cancel for an execution that has already finished: nothing would handle it."""
+
+    def __init__(self, execution_id: str, status: str) -> None:
+        self.execution_id = execution_id
+        self.status = status
+        super().__init__(f"execution {execution_id!r} has finished ({status}): it takes no more events")
 
 
 # --- charts and events -------------------------------------------------------------------------------
@@ -103,6 +153,41 @@ class InvalidSend(HarelError):
         super().__init__(f"execution {execution_id!r} cannot send to {to!r}: {reason}")
 
 
+class InvalidExecutionId(HarelError, ValueError):
+    """An execution id a client may not use: empty, or shaped like the id of a region's child execution."""
+
+    def __init__(self, execution_id: str, reason: str) -> None:
+        self.execution_id = execution_id
+        self.reason = reason
+        super().__init__(f"execution id {execution_id!r} cannot be used: {reason}")
+
+
+class InvalidContext(HarelError, ValueError):
+    """A context value (or event data) that is not strict JSON. `origin` says who supplied it, `key_path` where
+    in the value the problem is (`order.items.2.price`; empty for the value itself)."""
+
+    def __init__(self, origin: str, key_path: str, reason: str) -> None:
+        self.origin = origin
+        self.key_path = key_path
+        self.reason = reason
+        where = f" at {key_path!r}" if key_path else ""
+        super().__init__(f"{origin}{where}: {reason}")
+
+
+class StepLimitExceeded(HarelError):
+    """One step kept going: eventless (`always`) transitions kept firing, or events sent to `self` kept coming.
+    `recent` lists the last transitions or events, which show the loop."""
+
+    def __init__(self, execution_id: str, what: str, limit: int, recent: list[str]) -> None:
+        self.execution_id = execution_id
+        self.what = what
+        self.limit = limit
+        self.recent = recent
+        super().__init__(
+            f"execution {execution_id!r}: more than {limit} {what} in one step, last: {', '.join(recent)}"
+        )
+
+
 # --- deployment (start-up checks) --------------------------------------------------------------------
 
 
@@ -152,6 +237,12 @@ class UnsupportedServerError(DeploymentCheckError):
     check = "server version"
 
 
+class FeatureCompatibilityError(DeploymentCheckError):
+    """The binary is new enough, but its feature compatibility version keeps an older release's rules."""
+
+    check = "feature compatibility"
+
+
 class DeploymentRefused(HarelError):
     """Start-up refused: one or more deployment checks failed. `errors` holds every one of them."""
 
@@ -170,11 +261,64 @@ class ConnectionFailed(HarelError):
         super().__init__(f"could not reach {redacted_url} within {waited:.1f}s: {last_error}")
 
 
+class ConnectionRejected(HarelError):
+    """The deployment answered and rejected this client. Waiting cannot change that, so it is never retried."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        self.fix = fix
+        super().__init__(f"{message}. Fix: {fix}")
+
+
+class AuthenticationFailed(ConnectionRejected):
+    """The server refused the credentials. Names the user and the database that holds it, never the password."""
+
+    def __init__(self, user: str | None, database: str, redacted_url: str, reason: str) -> None:
+        self.user = user
+        self.database = database
+        self.url = redacted_url
+        self.reason = reason
+        who = f"user {user}" if user else "the client certificate's subject"
+        super().__init__(
+            f"authentication failed for {who} on DB {database} at {redacted_url}: {reason}",
+            "check the user name, the password and authSource in the URL (an @, :, / or % in the password "
+            "must be percent-encoded)",
+        )
+
+
+class TLSFailed(ConnectionRejected):
+    """The TLS handshake with a member failed for a reason a retry cannot change (its certificate, ours, the
+    protocol)."""
+
+    def __init__(self, hosts: list[str], reason: str, redacted_url: str) -> None:
+        self.hosts = hosts
+        self.reason = reason
+        self.url = redacted_url
+        super().__init__(
+            f"TLS handshake with {', '.join(hosts)} failed at {redacted_url}: {reason}",
+            "give the CA that signed the server's certificate with tlsCAFile=, connect by a host name the "
+            "certificate lists, and check the client certificate (tlsCertificateKeyFile=) if the server "
+            "requires one",
+        )
+
+
 class InvalidURL(HarelError):
     def __init__(self, redacted_url: str, reason: str) -> None:
         self.url = redacted_url
         self.reason = reason
         super().__init__(f"invalid store URL {redacted_url}: {reason}")
+
+
+class EndpointUnavailable(HarelError):
+    """The worker's HTTP endpoints (/healthz, /readyz, /metrics) cannot listen where they were told to."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        self.host = host
+        self.port = port
+        self.reason = reason
+        super().__init__(
+            f"cannot listen on {host}:{port} for /healthz, /readyz and /metrics ({reason}); stop what holds "
+            "the port or choose another with --http-port / HAREL_HTTP_PORT (0 turns the endpoints off)"
+        )
 
 
 class InvalidArgument(HarelError):
@@ -184,3 +328,36 @@ class InvalidArgument(HarelError):
         self.name = name
         self.reason = reason
         super().__init__(f"{name}: {reason}")
+
+
+class InvalidBackupWindow(InvalidArgument):
+    """HAREL_BACKUP_WINDOW (how recent a successful backup must be for `harel check`) is not a duration."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__(
+            "HAREL_BACKUP_WINDOW",
+            f"{text!r} is not a duration: give hours as 26h, or 90m, 2d, 3600s, or seconds alone",
+        )
+
+
+# --- local server ------------------------------------------------------------------------------------
+
+
+class LocalDataError(HarelError):
+    """The local server's data file cannot be used: unreadable, not a harel.local snapshot, or in use by
+    another server. The file is left exactly as it was."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"data file {path}: {reason}")
+
+
+class LocalServerError(HarelError):
+    """The local server cannot listen where it was asked to (the address is in use or not available)."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        self.address = address
+        self.reason = reason
+        super().__init__(f"cannot listen on {address}: {reason}")

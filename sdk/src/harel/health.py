@@ -7,6 +7,8 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from harel.errors import EndpointUnavailable
+
 log = logging.getLogger("harel.health")
 
 
@@ -21,7 +23,10 @@ class HealthServer:
         host: str = "0.0.0.0",  # probes come from the kubelet / compose, not from loopback
     ) -> None:
         handler = _handler(alive, ready, metrics)
-        self._server = ThreadingHTTPServer((host, port), handler)
+        try:
+            self._server = ThreadingHTTPServer((host, port), handler)
+        except OSError as error:  # the port is taken, the address is not this host's, or a privileged port
+            raise EndpointUnavailable(host, port, error.strerror or str(error)) from None
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="harel-http", daemon=True)

@@ -2,60 +2,49 @@
 
 `step` never mutates its input and reads no clock, network or store: the same chart, execution, event,
 `now` and registry give an equal Step. Every id it mints is derived from the execution's id and version
-(emitted events `<id>@<version>#<n>`, children `<id>/<parallel>.<region>@<version>`), so a step retried
-after a lost commit produces the same ids and every consumer can dedupe them. Actions and guards are the
-one exception to purity: they are user code, called in a fixed order; whatever they do outside the
-returned ActionResult (an HTTP call, an email) may happen again when an event is redelivered, since
-delivery is at least once.
+(events `<id>@<version>#<n>`, children `<id>/<parallel>.<region>@<version>`), so a step retried after a
+lost commit produces the same ids and every consumer can dedupe them. Actions and guards are the one
+exception to purity: they are user code, called in a fixed order; whatever they do outside the returned
+ActionResult (an HTTP call, an email) may happen again when an event is redelivered, since delivery is at
+least once.
 
-Semantics:
-- Configuration. An execution's `configuration` holds its active leaf: one path, since parallel regions
-  run as child executions (a parent in a parallel state P holds P itself). The ancestors of the leaf, down
-  from the execution's scope (the top of the chart, or a child's region), are active too.
-- Start. An execution is created inert; `harel.start` enters the chart's `initial` (a child: its region's
-  `initial`). A start on a started execution is ignored. Other events before the start are ignored.
-- Transitions. An event is offered to the active states innermost first; the first transition whose
-  guard passes (or that has none) is taken. Taking it exits the active states below the transition's
-  domain (inner to outer, running exit actions), runs the transition's actions, then enters the states
-  down to the target (outer to inner, running entry actions) and on into initial states. The domain is
-  the nearest state enclosing both source and target, so a transition to the source itself or to one of
-  its descendants exits and re-enters the source. A transition without a target runs its actions only.
-- Unknown events. An event no active state takes (no transition, or every guard false) is ignored:
-  the execution is unchanged apart from `updated_at`, `handled` is False and the trace says why.
-- Timers. Entering a state with `after` arms its timer (a `schedule` op, kept in `execution.timers`
-  under the state's path); exiting the state disarms it (`cancel`). A timer event counts only if its
-  state is active and still armed with that `fire_at`; any other (the state was left, or re-entered
-  and re-armed since) is ignored as stale.
-- Fork and join. Entering a parallel state spawns one child execution per region; each child runs its
-  region and, on reaching a final state at the top of the region, completes and sends `harel.done` to
-  its parent. When every region of the parallel state is done, its `on_done` fires, exactly once.
-  Exiting a parallel state cancels its children that are not done.
-- Final states. A final state at the top of the execution ends it: completed, or failed when the final
-  state says `status: failed`. A final child of a compound state fires the compound's `on_done`.
-- Cancel. `harel.cancel` exits every active state (running exit actions, disarming timers, cancelling
-  children) and marks the execution cancelled. A finished execution ignores every event.
-- Actions. An action returns an ActionResult (or None): its context updates are merged shallowly into
-  the execution's context at once (later actions see them) and its sends become emitted events.
-  An exception in an action or guard propagates out of `step`; an unregistered name raises UnknownAction.
+Copy on write: the returned execution shares every value the step did not change with the input (the
+context's untouched values, the siblings, ...). Treat both as immutable; the store serializes them.
+
+The rules are written down, each with its tests, in docs/semantics.md. In short:
+- An event is offered to the active states innermost first; per state the alternatives are tried in
+  document order; the first enabled transition is taken. An event none of them takes is forwarded to the
+  running regions (child executions) whose chart handles it, or else ignored.
+- After every transition the step takes the enabled eventless (`always`) transitions until none is
+  enabled, then processes the events the execution sent to itself, one by one (run to completion), each
+  followed by the eventless transitions again. All of it is one step, committed at once.
+- Timers take effect in the order of their `fire_at` (innermost first on ties): a timer event also fires
+  every other armed timer due at or before its own.
+- A region's child ends at a final state: its exit actions run, then `harel.done` carries the final state,
+  status, result and context to the parent, which records them under `context.regions.<region>` before
+  it evaluates the join.
 """
 
 from __future__ import annotations
 
-import copy
+from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar
 
-from harel.app import EMPTY_REGISTRY, ActionContext, ActionResult, Registry, read_only
+from pydantic import BaseModel
+
+from harel.app import EMPTY_REGISTRY, ActionContext, ActionResult, Registry
 from harel.chart import Chart, Edge, Node
-from harel.errors import InvalidSend
+from harel.errors import InvalidContext, InvalidSend, StepLimitExceeded
+from harel.ids import check_json, child_id
 from harel.model import (
     CANCEL_EVENT,
     DONE_EVENT,
     START_EVENT,
-    TERMINAL_STATUSES,
     TIMER_EVENT,
     ChildRef,
-    ChildSeed,
     Event,
     Execution,
     ExecutionStatus,
@@ -63,251 +52,476 @@ from harel.model import (
 )
 
 SIBLING_PREFIX = "sibling:"
+_RUNNING = ExecutionStatus.RUNNING  # compared on every step: a module constant, not an enum lookup
+REGIONS_KEY = "regions"  # context key under which a parent records its regions' results
+MAX_EVENTLESS = 100  # eventless transitions in a row before the step fails: an `always` loop
+MAX_INTERNAL = 1000  # events sent to self processed in one step before it fails
+
+Disposition = Literal["handled", "forwarded", "ignored"]
 
 
-@dataclass
+@dataclass(eq=False, slots=True)
 class Step:
-    """What one event did: the new execution (same `version`: the store bumps it) and what to commit with it."""
+    """What one event did: the new execution (same `version`: the store bumps it) and what to commit with it.
+
+    `handled`: the event took effect (a transition, a recorded region result, or forwarding). `disposition`
+    says which: "handled" (this execution took it), "forwarded" (to the child ids in `forwarded_to`),
+    "ignored" (the trace's `reason` says why). `trace` is the step's record for the store, built on first
+    read: a worker that records no traces does not pay for it."""
 
     execution: Execution
-    emits: list[tuple[str | None, Event]] = field(default_factory=list)
-    spawns: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
-    timers: list[TimerOp] = field(default_factory=list)
-    trace: dict[str, Any] = field(default_factory=dict)
-    handled: bool = False
+    emits: list[tuple[str | None, Event]]
+    spawns: list[tuple[str, str, dict[str, Any]]]
+    timers: list[TimerOp]
+    handled: bool
+    disposition: Disposition
+    forwarded_to: tuple[str, ...]
+    record: Callable[[], dict[str, Any]] = field(repr=False)
+    _trace: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def trace(self) -> dict[str, Any]:
+        if self._trace is None:
+            self._trace = self.record()
+        return self._trace
+
+    def _public(self) -> tuple[Any, ...]:
+        return (
+            self.execution,
+            self.emits,
+            self.spawns,
+            self.timers,
+            self.handled,
+            self.disposition,
+            self.forwarded_to,
+            self.trace,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Step) and self._public() == other._public()
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def step(
     chart: Chart, execution: Execution, event: Event, now: float, *, registry: Registry = EMPTY_REGISTRY
 ) -> Step:
-    """Apply `event` to a copy of `execution` at time `now`. Raises what an action or guard raises."""
-    if (execution.definition_id, execution.definition_version) != (chart.id, chart.version):
+    """Apply `event` to `execution` at time `now`. Raises what an action or guard raises, InvalidContext for
+    an action result that is not strict JSON, StepLimitExceeded for a step that does not come to rest."""
+    if execution.definition_id != chart.id or execution.definition_version != chart.version:
         raise ValueError(
             f"execution {execution.id!r} runs chart {execution.definition_id!r} version "
             f"{execution.definition_version}, not {chart.id!r} version {chart.version}"
         )
-    run = _Run(chart, execution.model_copy(deep=True), event, now, registry)
+    run = _Run(chart, execution, event, now, registry)
     run.dispatch()
-    return run.finish(before=list(execution.configuration))
+    return run.finish()
 
 
-def _prefixes(path: str) -> list[str]:
-    """`a.b.c` -> [`a`, `a.b`, `a.b.c`]."""
-    parts = path.split(".")
-    return [".".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
+# Building pydantic models field by field costs about 1 µs each (validation, or model_copy's bookkeeping);
+# a step builds several. The step builds them from values it knows are valid, the way pydantic's own
+# `model_construct` does, for a fraction of that. tests/unit/test_interpreter.py checks the results stay
+# equal to validated models.
+_set = object.__setattr__
+M = TypeVar("M", bound=BaseModel)
 
 
-def _domain(source: str, target: str) -> str | None:
-    """The deepest path that properly encloses both `source` and `target` (None: the top of the chart)."""
-    common: list[str] = []
-    for mine, theirs in zip(source.split(".")[:-1], target.split(".")[:-1], strict=False):
-        if mine != theirs:
-            break
-        common.append(mine)
-    return ".".join(common) or None
+def _construct(model: type[M], fields: dict[str, Any]) -> M:
+    """`model(**fields)` without validation: every field given, every value already valid."""
+    built = object.__new__(model)
+    _set(built, "__dict__", fields)
+    _set(built, "__pydantic_fields_set__", set(fields))
+    _set(built, "__pydantic_extra__", None)
+    _set(built, "__pydantic_private__", None)
+    return built
+
+
+def _evolve(exe: Execution, changes: dict[str, Any]) -> Execution:
+    """`exe.model_copy(update=changes)`: a new Execution sharing every unchanged field."""
+    evolved = object.__new__(Execution)
+    fields = exe.__dict__.copy()
+    fields.update(changes)
+    _set(evolved, "__dict__", fields)
+    _set(evolved, "__pydantic_fields_set__", exe.__pydantic_fields_set__.union(changes))
+    _set(evolved, "__pydantic_extra__", None)
+    _set(evolved, "__pydantic_private__", None)
+    return evolved
 
 
 class _Run:
-    """One step in progress: the execution copy it changes and everything it records on the way."""
+    """One step in progress. Reads the input execution, never writes it: context, timers and children are
+    copied on their first write."""
+
+    __slots__ = (
+        "actions",
+        "chart",
+        "children",
+        "context",
+        "disposition",
+        "emits",
+        "event",
+        "exe",
+        "forwarded_to",
+        "internal",
+        "internal_trace",
+        "leaf",
+        "minted",
+        "nodes",
+        "now",
+        "owned",
+        "reason",
+        "received",
+        "registry",
+        "scope",
+        "spawns",
+        "status",
+        "timer_ops",
+        "timers",
+        "transitions",
+    )
 
     def __init__(self, chart: Chart, exe: Execution, event: Event, now: float, registry: Registry) -> None:
         self.chart = chart
+        self.nodes = chart.nodes
         self.exe = exe
-        self.event = event
+        self.received = event
+        self.event = event  # the event being processed: the received one, then each internal one
         self.now = now
         self.registry = registry
         self.scope = exe.root_path
         self.leaf: str | None = exe.configuration[-1] if exe.configuration else None
+        self.status = exe.status
+        self.context: dict[str, Any] = exe.context
+        self.timers: dict[str, float] = exe.timers
+        self.children: dict[str, ChildRef] = exe.children
+        self.owned: set[str] = set()  # which of context, timers, children this step has copied
         self.emits: list[tuple[str | None, Event]] = []
         self.spawns: list[tuple[str, str, dict[str, Any]]] = []
-        self.timers: list[TimerOp] = []
+        self.timer_ops: list[TimerOp] = []
         self.actions: list[str] = []
         self.transitions: list[dict[str, str | None]] = []
-        self.handled = False
+        self.internal: deque[Event] | None = None  # events sent to self: created by the first one
+        self.internal_trace: list[dict[str, Any]] = []
+        self.minted = 0  # event ids minted so far: emitted and internal events share the numbering
+        self.disposition: Disposition = "ignored"
+        self.forwarded_to: tuple[str, ...] = ()
         self.reason: str | None = None
 
     # --- dispatch ----------------------------------------------------------------------------------
 
     def dispatch(self) -> None:
-        name = self.event.name
-        if self.exe.status in TERMINAL_STATUSES:
-            self._ignore(f"execution is {self.exe.status.value}")
+        name = self.received.name
+        if self.status is not _RUNNING:
+            self.reason = f"execution is {self.status}"
         elif name == START_EVENT:
-            if self.exe.started:
-                self._ignore("execution already started")
+            if self.leaf is not None:
+                self.reason = "execution already started"
             else:
                 self._start()
+                self._settle()
         elif name == CANCEL_EVENT:
             self._cancel()
-        elif not self.exe.started:
-            self._ignore("execution has not started")
+        elif self.leaf is None:  # running without an active state: not started yet
+            self.reason = "execution has not started"
         elif name == TIMER_EVENT:
-            self._timer()
-        elif name == DONE_EVENT:
-            self._done()
+            self._timers()
         else:
-            self._transition_on(name)
-
-    def _ignore(self, reason: str) -> None:
-        self.handled = False
-        self.reason = reason
+            if name == DONE_EVENT:
+                self._done()
+            else:
+                self.disposition, self.forwarded_to, self.reason = self._deliver(self.received)
+            self._settle()
 
     def _start(self) -> None:
-        target = self.chart.initial_state(self.scope)
-        self.handled = True
-        self.transitions.append({"source": None, "target": target})
-        self._enter(self.scope, target)
+        entered = self.chart.start_states() if self.scope is None else self.nodes[self.scope].start
+        self.disposition = "handled"
+        self.transitions.append({"source": None, "target": entered[0], "via": "start"})
+        for path in entered:
+            self._enter_state(self.nodes[path])
+        self._arrive(self.nodes[entered[-1]])
 
     def _cancel(self) -> None:
-        for path in reversed(self._active()):
-            self._exit_state(path)
-        self.exe.status = ExecutionStatus.CANCELLED
-        self.handled = True
+        if self.leaf is not None:
+            for path in reversed(self.nodes[self.leaf].chain):
+                self._exit_state(self.nodes[path])
+        self.status = ExecutionStatus.CANCELLED
+        self.disposition = "handled"
 
-    def _transition_on(self, name: str) -> None:
-        refused: list[str] = []
-        for path in reversed(self._active()):
-            edge = self.chart.node(path).on.get(name)
+    def _deliver(self, event: Event) -> tuple[Disposition, tuple[str, ...], str | None]:
+        """Offer a user event to the active states; else forward it to the regions that handle it."""
+        assert self.leaf is not None
+        alternatives = self.nodes[self.leaf].handlers.get(event.name, ())
+        edge = self._first_enabled(alternatives) if alternatives else None
+        if edge is not None:
+            self._take(edge, f"on:{event.name}")
+            return "handled", (), None
+        forwarded = tuple(
+            child
+            for child, ref in self.children.items()
+            if not ref.done and event.name in self.nodes[ref.root_path].handles
+        )
+        for child in forwarded:
+            self._emit(child, event.name, event.data)
+        if forwarded:
+            return "forwarded", forwarded, None
+        if alternatives:
+            refused = ", ".join(f"guard {edge.guard!r} on {edge.source!r}" for edge in alternatives)
+            return "ignored", (), f"no enabled transition for {event.name!r}: {refused} returned false"
+        return "ignored", (), f"no active state handles {event.name!r}"
+
+    def _timers(self) -> None:
+        """Fire the received timer and every other armed timer due at or before it, in `fire_at` order,
+        innermost first on ties: the order does not depend on the order their events arrive in."""
+        path = self.received.data.get("path")
+        fire_at = self.received.data.get("fire_at")
+        node = self.nodes.get(path) if isinstance(path, str) else None
+        if node is None or self.leaf is None or path not in self.nodes[self.leaf].chain:
+            self.reason = f"stale timer: state {path!r} is not active"
+            return
+        armed = self.timers.get(path)
+        if node.after is None or armed != fire_at or not isinstance(fire_at, int | float):
+            self.reason = f"stale timer: state {path!r} is armed for {armed!r}, not {fire_at!r}"
+            return
+        if len(self.timers) == 1:
+            due = [(fire_at, path)]
+        else:
+            ordered = sorted((at, -self.nodes[p].depth, p) for p, at in self.timers.items() if at <= fire_at)
+            due = [(at, p) for at, _, p in ordered]
+        spent: list[str] = []
+        for at, due_path in due:
+            if self.status is not _RUNNING or self.timers.get(due_path) != at:
+                continue  # the execution ended, or an earlier timer's transition left or re-armed this state
+            self._disarm(due_path)
+            after = self.nodes[due_path].after
+            assert after is not None
+            edge = self._first_enabled(after.edges)
             if edge is None:
-                continue
-            if self._enabled(edge):
-                self.handled = True
-                self._take(edge)
-                return
-            refused.append(f"guard {edge.guard!r} on {path!r}")
-        if refused:
-            self._ignore(f"no enabled transition for {name!r}: {', '.join(refused)} returned false")
-        else:
-            self._ignore(f"no active state handles {name!r}")
-
-    def _timer(self) -> None:
-        path = self.event.data.get("path")
-        fire_at = self.event.data.get("fire_at")
-        node = self.chart.nodes.get(path) if isinstance(path, str) else None
-        if node is None or node.path not in self._active():
-            self._ignore(f"stale timer: state {path!r} is not active")
-            return
-        armed = self.exe.timers.get(node.path)
-        if node.after is None or armed != fire_at:
-            self._ignore(f"stale timer: state {path!r} is armed for {armed!r}, not {fire_at!r}")
-            return
-        self._disarm(node.path)
-        edge = node.after.edge
-        if self._enabled(edge):
-            self.handled = True
-            self._take(edge)
-        else:
-            self._ignore(f"guard {edge.guard!r} on {path!r} returned false; the timer is spent")
+                guards = ", ".join(f"{e.guard!r}" for e in after.edges)
+                spent.append(f"guard {guards} on {due_path!r} returned false; the timer is spent")
+            else:
+                self.disposition = "handled"
+                self._take(edge, "after")
+            self._settle()
+        if self.disposition != "handled":
+            self.reason = "; ".join(spent)
 
     def _done(self) -> None:
-        child_id = self.event.data.get("child_id")
-        ref = self.exe.children.get(child_id) if isinstance(child_id, str) else None
+        data = self.received.data
+        child = data.get("child_id")
+        ref = self.children.get(child) if isinstance(child, str) else None
         if ref is None:
-            self._ignore(f"done from {child_id!r}, which is not a running child of this execution")
+            self.reason = f"done from {child!r}, which is not a running child of this execution"
             return
         if ref.done:
-            self._ignore(f"child {child_id!r} is already done")
+            self.reason = f"child {child!r} is already done"
             return
-        ref.done = True
-        self.handled = True
-        if all(other.done for other in self.exe.children.values() if other.fork == ref.fork):
-            on_done = self.chart.node(ref.fork).on_done
-            if on_done is not None:
-                self._take(on_done)
+        children = self._own_children()
+        children[child] = _construct(ChildRef, {"root_path": ref.root_path, "fork": ref.fork, "done": True})
+        self._record_region(
+            self.nodes[ref.fork],
+            ref.root_path,
+            {
+                "state": data.get("state"),
+                "status": data.get("status", str(ExecutionStatus.COMPLETED)),
+                "result": data.get("result"),
+                "context": data.get("context", {}),
+            },
+        )
+        self.disposition = "handled"
+        for other in children.values():
+            if other.fork == ref.fork and not other.done:
+                return
+        self._complete(self.nodes[ref.fork])  # the join: every region of the parallel state is done
+
+    # --- run to completion -------------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        """Eventless transitions until none is enabled, then each internal event in the order sent, each
+        followed by the eventless transitions."""
+        if self.leaf is not None and self.nodes[self.leaf].eventless:
+            self._eventless()
+        processed = 0
+        while self.internal:  # events sent to self, in the order sent
+            event = self.internal.popleft()
+            record: dict[str, Any] = {"event": event.name, "id": event.id}
+            self.internal_trace.append(record)
+            if self.status is not _RUNNING:
+                record.update(disposition="ignored", reason=f"execution is {self.status}")
+                continue
+            processed += 1
+            if processed > MAX_INTERNAL:
+                recent = [r["event"] for r in self.internal_trace[-5:]]
+                raise StepLimitExceeded(self.exe.id, "events sent to self", MAX_INTERNAL, recent)
+            self.event = event
+            disposition, forwarded, reason = self._deliver(event)
+            record["disposition"] = disposition
+            if forwarded:
+                record["forwarded_to"] = list(forwarded)
+            if reason is not None:
+                record["reason"] = reason
+            self._eventless()
+
+    def _eventless(self) -> None:
+        fired = 0
+        while self.status is _RUNNING and self.leaf is not None:
+            candidates = self.nodes[self.leaf].eventless
+            edge = self._first_enabled(candidates) if candidates else None
+            if edge is None:
+                return
+            fired += 1
+            if fired > MAX_EVENTLESS:
+                recent = [f"{t['source']} -> {t['target']}" for t in self.transitions[-5:]]
+                raise StepLimitExceeded(self.exe.id, "eventless (always) transitions", MAX_EVENTLESS, recent)
+            self._take(edge, "always")
 
     # --- moving through the chart ------------------------------------------------------------------
 
-    def _active(self) -> list[str]:
-        """The active states of this execution, outer to inner."""
-        if self.leaf is None:
-            return []
-        if self.scope is None:
-            return _prefixes(self.leaf)
-        return [path for path in _prefixes(self.leaf) if path.startswith(f"{self.scope}.")]
-
-    def _take(self, edge: Edge) -> None:
-        self.transitions.append({"source": edge.source, "target": edge.target})
+    def _take(self, edge: Edge, via: str) -> None:
+        self.transitions.append({"source": edge.source, "target": edge.target, "via": via})
         if edge.target is None:
             self._run_actions(edge.actions, edge.source)
             return
-        domain = _domain(edge.source, edge.target)
-        for path in reversed(self._active()):
-            if domain is not None and not path.startswith(f"{domain}."):
-                break
-            self._exit_state(path)
-        self._run_actions(edge.actions, edge.source)
-        self._enter(domain, edge.target)
+        nodes = self.nodes
+        if self.leaf is not None:
+            depth = edge.exit_depth
+            for path in reversed(nodes[self.leaf].chain):
+                node = nodes[path]
+                if node.depth <= depth:
+                    break
+                self._exit_state(node)
+        if edge.actions:
+            self._run_actions(edge.actions, edge.source)
+        for path in edge.enter:
+            node = nodes[path]
+            if node.entry or node.after is not None:
+                self._enter_state(node)
+        self._arrive(node)
 
-    def _enter(self, domain: str | None, target: str) -> None:
-        """Enter every state below `domain` down to `target`, then on into initial states."""
-        depth = 0 if domain is None else domain.count(".") + 1
-        for path in _prefixes(target)[depth:]:
-            self._enter_state(path)
-        node = self.chart.node(target)
-        while node.kind == "compound" and node.initial is not None:
-            self._enter_state(node.initial)
-            node = self.chart.node(node.initial)
+    def _arrive(self, node: Node) -> None:
+        """The entered leaf becomes the configuration; a parallel state forks, a final state completes."""
         self.leaf = node.path
         if node.kind == "parallel":
             self._fork(node)
         elif node.kind == "final":
             self._reach_final(node)
 
-    def _enter_state(self, path: str) -> None:
-        node = self.chart.node(path)
-        self._run_actions(node.entry, path)
+    def _enter_state(self, node: Node) -> None:
+        if node.entry:
+            self._run_actions(node.entry, node.path)
         if node.after is not None:
             fire_at = self.now + node.after.seconds
-            self.exe.timers[path] = fire_at
-            self.timers.append(TimerOp("schedule", path, fire_at))
+            self._own_timers()[node.path] = fire_at
+            self.timer_ops.append(TimerOp("schedule", node.path, fire_at))
 
-    def _exit_state(self, path: str) -> None:
-        node = self.chart.node(path)
+    def _exit_state(self, node: Node) -> None:
         if node.kind == "parallel":
-            self._cancel_children(path)
-        self._run_actions(node.exit, path)
-        if path in self.exe.timers:
-            self._disarm(path)
+            self._cancel_children(node.path)
+        if node.exit:
+            self._run_actions(node.exit, node.path)
+        if node.path in self.timers:
+            self._disarm(node.path)
         self.leaf = node.parent if node.parent != self.scope else None
 
     def _disarm(self, path: str) -> None:
-        del self.exe.timers[path]
-        self.timers.append(TimerOp("cancel", path))
+        del self._own_timers()[path]
+        self.timer_ops.append(TimerOp("cancel", path))
 
     def _fork(self, parallel: Node) -> None:
-        child_ids = {
-            region.rsplit(".", 1)[-1]: f"{self.exe.id}/{region}@{self.exe.version}"
-            for region in parallel.children
+        start = len(parallel.path) + 1
+        ids = {
+            region[start:]: child_id(self.exe.id, region, self.exe.version) for region in parallel.children
         }
-        for region in parallel.children:
-            child_id = child_ids[region.rsplit(".", 1)[-1]]
-            seed = ChildSeed(
-                definition_id=self.exe.definition_id,
-                definition_version=self.exe.definition_version,
-                context=copy.deepcopy(self.exe.context),
-                siblings=child_ids,
+        results = self.context.get(REGIONS_KEY)
+        if isinstance(results, Mapping) and any(name in results for name in ids):
+            # a new fork starts without the results of this parallel state's previous run
+            self._write_context(
+                {REGIONS_KEY: {name: value for name, value in results.items() if name not in ids}}
             )
-            self.exe.children[child_id] = ChildRef(root_path=region, fork=parallel.path)
-            self.spawns.append((child_id, region, seed.model_dump(mode="json")))
+        # a region does not inherit the parent's region results: each fork would copy all earlier ones
+        inherited = self.context
+        if REGIONS_KEY in inherited:
+            inherited = {key: value for key, value in inherited.items() if key != REGIONS_KEY}
+        seed = {
+            "definition_id": self.exe.definition_id,
+            "definition_version": self.exe.definition_version,
+            "context": inherited,
+            "siblings": ids,
+        }
+        children = self._own_children()
+        for region in parallel.children:
+            child = ids[region[start:]]
+            children[child] = _construct(
+                ChildRef, {"root_path": region, "fork": parallel.path, "done": False}
+            )
+            self.spawns.append((child, region, seed))
 
     def _cancel_children(self, fork: str) -> None:
-        for child_id, ref in list(self.exe.children.items()):
+        children = self._own_children()
+        for child, ref in list(children.items()):
             if ref.fork != fork:
                 continue
             if not ref.done:
-                self._emit(child_id, CANCEL_EVENT, {})
-            del self.exe.children[child_id]
+                self._emit(child, CANCEL_EVENT, {})
+            del children[child]
 
     def _reach_final(self, final: Node) -> None:
-        if final.parent == self.scope:
-            self.exe.status = final.final_status or ExecutionStatus.COMPLETED
-            if self.exe.parent_id is not None:
-                self._emit(self.exe.parent_id, DONE_EVENT, {"child_id": self.exe.id, "root_path": self.scope})
+        if final.parent != self.scope:
+            assert final.parent is not None
+            self._complete(self.nodes[final.parent])
             return
-        if final.parent is not None:
-            on_done = self.chart.node(final.parent).on_done
-            if on_done is not None:
-                self._take(on_done)
+        # the execution ends: its final state is left (exit actions run), then the parent hears of it
+        if final.exit:
+            self._run_actions(final.exit, final.path)
+        self.status = final.final_status or ExecutionStatus.COMPLETED
+        if self.exe.parent_id is not None:
+            self._emit(
+                self.exe.parent_id,
+                DONE_EVENT,
+                {
+                    "child_id": self.exe.id,
+                    "root_path": self.scope,
+                    "state": final.name,
+                    "status": str(self.status),
+                    "result": final.result,
+                    "context": self.context,
+                },
+            )
+
+    def _complete(self, state: Node) -> None:
+        """A compound state reached a final child, or every region of a parallel state is done."""
+        edge = self._first_enabled(state.on_done)
+        if edge is not None:
+            self._take(edge, "on_done")
+
+    # --- context, timers, children: copied on first write --------------------------------------------
+
+    def _own_children(self) -> dict[str, ChildRef]:
+        if "children" not in self.owned:
+            self.children = dict(self.children)
+            self.owned.add("children")
+        return self.children
+
+    def _own_timers(self) -> dict[str, float]:
+        if "timers" not in self.owned:
+            self.timers = dict(self.timers)
+            self.owned.add("timers")
+        return self.timers
+
+    def _write_context(self, updates: Mapping[str, Any]) -> None:
+        if "context" not in self.owned:
+            self.context = dict(self.context)
+            self.owned.add("context")
+        self.context.update(updates)
+
+    def _record_region(self, parallel: Node, region: str, record: dict[str, Any]) -> None:
+        """Record a region's result under its name; the parallel state's regions are kept in the chart's
+        order, whatever order their dones arrive in, so the stored context does not depend on timing."""
+        results = self.context.get(REGIONS_KEY)
+        merged = dict(results) if isinstance(results, Mapping) else {}
+        merged[region.rsplit(".", 1)[-1]] = record
+        names = [path.rsplit(".", 1)[-1] for path in parallel.children]
+        ordered = {name: merged.pop(name) for name in names if name in merged}
+        self._write_context({REGIONS_KEY: {**ordered, **merged}})
 
     # --- user code ---------------------------------------------------------------------------------
 
@@ -317,13 +531,20 @@ class _Run:
             state=state,
             event=self.event,
             now=self.now,
-            context=read_only(self.exe.context),
+            context=MappingProxyType(self.context),
         )
 
     def _enabled(self, edge: Edge) -> bool:
         if edge.guard is None:
             return True
         return bool(self.registry.get_guard(edge.guard)(self._context(edge.source)))
+
+    def _first_enabled(self, alternatives: tuple[Edge, ...]) -> Edge | None:
+        """The first alternative, in document order, whose guard passes (or that has none)."""
+        for edge in alternatives:
+            if edge.guard is None or self._enabled(edge):
+                return edge
+        return None
 
     def _run_actions(self, names: tuple[str, ...], state: str) -> None:
         for name in names:
@@ -336,57 +557,102 @@ class _Run:
                 raise TypeError(
                     f"action {name!r} returned {type(result).__name__}; return an ActionResult or None"
                 )
-            self.exe.context.update(result.context)
+            if result.context:
+                origin = f"action {name!r} returned a context"
+                if REGIONS_KEY in result.context:
+                    raise InvalidContext(
+                        origin, REGIONS_KEY, "the key is written by the engine (the results of regions)"
+                    )
+                check_json(result.context, origin)
+                self._write_context(result.context)
             for send in result.send:
-                self._emit(self._recipient(send.to), send.event, dict(send.data))
+                check_json(dict(send.data), f"action {name!r} sent {send.event!r} with data")
+                self._send(send.to, send.event, dict(send.data))
 
-    def _recipient(self, to: str) -> str:
-        if to == "parent":
+    def _send(self, to: str, name: str, data: dict[str, Any]) -> None:
+        if to in ("self", self.exe.id):
+            if self.internal is None:
+                self.internal = deque()
+            self.internal.append(self._mint(name, data))
+        elif to == "parent":
             if self.exe.parent_id is None:
                 raise InvalidSend(self.exe.id, to, "a root execution has no parent")
-            return self.exe.parent_id
-        if to == "self":
-            return self.exe.id
-        if to.startswith(SIBLING_PREFIX):
+            self._emit(self.exe.parent_id, name, data)
+        elif to.startswith(SIBLING_PREFIX):
             region = to.removeprefix(SIBLING_PREFIX)
             if region not in self.exe.siblings:
                 known = ", ".join(sorted(self.exe.siblings)) or "none: it is not a region of a parallel state"
                 raise InvalidSend(self.exe.id, to, f"no sibling region {region!r} (siblings: {known})")
-            return self.exe.siblings[region]
-        return to
+            self._emit(self.exe.siblings[region], name, data)
+        else:
+            self._emit(to, name, data)
+
+    def _mint(self, name: str, data: dict[str, Any]) -> Event:
+        event = _construct(
+            Event,
+            {
+                "id": f"{self.exe.id}@{self.exe.version}#{self.minted}",
+                "name": name,
+                "data": data,
+                "source_id": self.exe.id,
+                "created_at": self.now,
+            },
+        )
+        self.minted += 1
+        return event
 
     def _emit(self, target: str, name: str, data: dict[str, Any]) -> None:
-        event = Event(
-            id=f"{self.exe.id}@{self.exe.version}#{len(self.emits)}",
-            name=name,
-            data=data,
-            source_id=self.exe.id,
-            created_at=self.now,
-        )
-        self.emits.append((target, event))
+        self.emits.append((target, self._mint(name, data)))
 
     # --- the result --------------------------------------------------------------------------------
 
-    def finish(self, before: list[str]) -> Step:
-        self.exe.configuration = [] if self.leaf is None else [self.leaf]
-        self.exe.updated_at = self.now
+    def finish(self) -> Step:
+        before = self.exe.configuration
+        unchanged = before[-1] == self.leaf if before else self.leaf is None
+        changes: dict[str, Any] = {
+            "configuration": before if unchanged else [] if self.leaf is None else [self.leaf],
+            "updated_at": self.now,
+        }
+        if self.status is not self.exe.status:
+            changes["status"] = self.status
+        for name in self.owned:
+            changes[name] = getattr(self, name)
+        return Step(
+            _evolve(self.exe, changes),
+            self.emits,
+            self.spawns,
+            self.timer_ops,
+            self.disposition != "ignored",
+            self.disposition,
+            self.forwarded_to,
+            self.trace,
+        )
+
+    def trace(self) -> dict[str, Any]:
+        """The step's record, as the store keeps it (`harel trace` shows it)."""
+        handled = self.disposition != "ignored"
         trace: dict[str, Any] = {
-            "event": self.event.name,
-            "event_id": self.event.id,
+            "event": self.received.name,
+            "event_id": self.received.id,
             "at": self.now,
-            "from": before,
-            "to": list(self.exe.configuration),
-            "handled": self.handled,
-            "reason": self.reason,
+            "from": self.exe.configuration,
+            "to": [] if self.leaf is None else [self.leaf],
+            "handled": handled,
+            "disposition": self.disposition,
+            "forwarded_to": list(self.forwarded_to),
+            "reason": None if handled else self.reason,
             "transitions": self.transitions,
             "actions": self.actions,
-            "timers": [{"op": op.action, "path": op.path, "fire_at": op.fire_at} for op in self.timers],
-            "emits": [
-                {"target": target, "event": event.name, "id": event.id} for target, event in self.emits
-            ],
-            "spawns": [child_id for child_id, _, _ in self.spawns],
-            "status": self.exe.status.value,
+            "internal": self.internal_trace,
+            "timers": [{"op": op.action, "path": op.path, "fire_at": op.fire_at} for op in self.timer_ops]
+            if self.timer_ops
+            else [],
+            "emits": [{"target": target, "event": e.name, "id": e.id} for target, e in self.emits]
+            if self.emits
+            else [],
+            "spawns": [child for child, _, _ in self.spawns] if self.spawns else [],
+            "status": str(self.status),
         }
-        if self.event.name == TIMER_EVENT:
-            trace["timer_fire_at"] = self.event.data.get("fire_at")
-        return Step(self.exe, self.emits, self.spawns, self.timers, trace, self.handled)
+        if self.received.name == TIMER_EVENT:
+            trace["timer_fire_at"] = self.received.data.get("fire_at")
+        return trace

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+_HANDLER_NAME = "harel"
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 
@@ -38,10 +39,12 @@ class TextFormatter(logging.Formatter):
 
 
 def configure_logging(fmt: str | None = None, level: str | int | None = None) -> None:
-    """`fmt`: "json" or "text"; default from HAREL_LOG_FORMAT, else json unless stderr is a terminal."""
+    """`fmt`: "json" or "text"; default from HAREL_LOG_FORMAT, else json unless stderr is a terminal.
+    Calling it again replaces the handler it installed; handlers installed by others stay."""
     fmt = fmt or os.environ.get("HAREL_LOG_FORMAT") or ("text" if sys.stderr.isatty() else "json")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.set_name(_HANDLER_NAME)
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [h for h in root.handlers if h.get_name() != _HANDLER_NAME] + [handler]
     root.setLevel(level or os.environ.get("HAREL_LOG_LEVEL", "INFO"))

@@ -28,7 +28,8 @@ class Metrics:
         )
         self.redeliveries = Counter(
             "harel_redeliveries",
-            "Sends refused because the event was already in the target's mailbox or processed",
+            "Repeated deliveries absorbed: sends of an event already in the target's mailbox or processed, "
+            "and creations of a child that existed",
             registry=r,
         )
         self.unknown_outcomes = Counter(

@@ -6,7 +6,7 @@ import base64
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -145,11 +145,13 @@ def decode_offset(cursor: str | None) -> int:
 
 @dataclass(frozen=True)
 class OutboxEntry:
-    """An event committed with its execution and awaiting delivery by the outbox relay."""
+    """An event committed with its execution (`source_id`) and awaiting delivery by the outbox relay.
+    `seq` orders the entries of one execution."""
 
     seq: int
     target_id: str | None
     event: Event
+    source_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -172,12 +174,41 @@ class TimerOp:
     fire_at: float = 0.0
 
 
-class DueTimer(NamedTuple):
-    """A timer whose `fire_at` has passed: the sweep sends its event, then deletes it (value-guarded)."""
+@dataclass(frozen=True)
+class DueTimer:
+    """The earliest timer of an execution, due on the server's clock, with what the sweep read: the timer
+    becomes an event in that execution's mailbox only while its `timers` are still `stored_timers` (the
+    stored sub-document, keys encoded), and `next_fire_at` then moves to `next_fire_at`."""
 
     execution_id: str
     path: str
     fire_at: float
+    stored_timers: dict[str, float] = field(default_factory=dict, compare=False)
+    next_fire_at: float | None = None
+
+
+def start_event_id(execution_id: str) -> str:
+    return f"{execution_id}:start"
+
+
+def start_event(execution_id: str, now: float) -> Event:
+    """The event that enters an execution's initial state; its id is deterministic, so a retried
+    `harel start` or a second spawn relay cannot start an execution twice."""
+    return Event(id=start_event_id(execution_id), name=START_EVENT, created_at=now)
+
+
+def timer_event_id(execution_id: str, path: str, fire_at: float) -> str:
+    return f"{execution_id}:timer:{path}@{fire_at!r}"
+
+
+def timer_event(execution_id: str, path: str, fire_at: float, now: float) -> Event:
+    """The event a due timer becomes; its id is deterministic, so two sweeps deliver it once."""
+    return Event(
+        id=timer_event_id(execution_id, path, fire_at),
+        name=TIMER_EVENT,
+        data={"path": path, "fire_at": fire_at},
+        created_at=now,
+    )
 
 
 class ChildSeed(BaseModel):

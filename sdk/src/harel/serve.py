@@ -58,12 +58,13 @@ def serve(
     http_port: int | None,
     http_host: str = "0.0.0.0",
     allow_standalone: bool = False,
-    deadline: float = 60.0,
+    deadline: float | None = 60.0,
 ) -> int:
     """Run one worker until SIGTERM or SIGINT, then drain within `config.drain_seconds`.
 
-    Raises ConnectionFailed when the deployment does not answer before `deadline` and DeploymentRefused
-    when the start-up checks find errors — before any data is touched.
+    Raises ConnectionFailed when the deployment does not answer before `deadline` (None: wait for it
+    indefinitely, /readyz saying not ready meanwhile) and DeploymentRefused when the start-up checks find
+    errors — before any data is touched.
     """
     metrics = Metrics()
     probes = Probes()

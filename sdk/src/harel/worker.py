@@ -1,86 +1,115 @@
-"""The worker runtime: consume, step, commit, ack — plus the relays and the timer sweep.
+"""The worker runtime: claim an execution, apply its pending events in order, commit, relay — plus the
+background relay, the timer sweep and heartbeats.
 
-One event, end to end (ARCHITECTURE.md): claim a message (a lease, not a delete) → `load_for_event`
-(the execution and "already processed?" in one round trip) → `interpreter.step` (pure) → `store.commit`
-(one CAS update carrying the execution, outbox, spawns, timers, dedupe mark and trace) → `ack`.
+One claim, end to end (ARCHITECTURE.md):
 
-- A lost CAS (`StoreConflict`) reloads and steps again, a bounded number of times, with jitter.
-- A commit whose reply was lost (connection error after the server may have applied it) is never retried
-  blindly: the worker reloads and looks for the event's dedupe mark. Found: the commit happened, ack.
-  Not found: it did not, step again from the reloaded state.
-- An action or guard that raises fails the attempt: the message is redelivered after a backoff and
-  dead-lettered after `max_attempts`, with its last error.
+1. `transport.claim` — one findAndModify: the execution whose mailbox has been due longest, of a chart
+   version this worker serves, with its data and pending events, leased to this worker on the server's
+   clock. No other worker steps it until the lease ends.
+2. `interpreter.step` for each pending event in arrival order (pure; ids derived from the version, so a
+   retried step mints the same ids), until the batch is done or half the lease is used.
+3. `store.commit_claim` — one CAS update (`{_id, version, lease.owner}`): the steps with their outbox
+   events, spawns, timers, dedupe marks and traces; the applied events leave the mailbox; the lease ends.
+4. The same worker relays what it committed, at once: children first (one bulk create, each child with
+   its start event in its mailbox), then the outbox events in seq order (one send each), then one
+   acknowledgement. Events from one execution to another therefore arrive in the order they were sent.
 
-Relays run in every worker and are safe to run concurrently: sending is idempotent by event id, creating
-a child is a version-0 commit (a second create loses the CAS), and every consumer dedupes.
+- A lost CAS or lease (`StoreConflict`, `LeaseLost`) changes nothing: the events stay for whoever holds
+  the execution now. A commit whose reply was lost is resolved by reading the dedupe mark and the lease.
+- An action or guard that raises fails the attempt at that event: the events before it are committed,
+  it is retried after a backoff with the events behind it waiting, and after `max_attempts` the
+  execution is parked (a dead letter on the execution, `harel dead`).
+- The background relay only takes relay work left longer than its holder's time (a crashed worker's);
+  one relay holds an execution's relay work at a time, so relays never repeat each other.
+- The timer sweep turns a due timer into an event in its own execution's mailbox in one update.
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import logging
 import os
-import random
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pymongo.errors import ConnectionFailure, PyMongoError
+from pymongo.errors import PyMongoError
 
 from harel import interpreter
 from harel.app import App
-from harel.errors import StoreConflict
+from harel.errors import ExecutionTooLarge, LeaseLost, StoreConflict
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
-from harel.model import (
-    CANCEL_EVENT,
-    START_EVENT,
-    TIMER_EVENT,
-    ChildSeed,
-    DueTimer,
-    Event,
-)
+from harel.model import TIMER_EVENT, Execution
+from harel.store._documents import CommitParts, RelayWork, StepRecord, claim_commit_parts
 from harel.store.base import ExecutionStore
-from harel.transport.base import DEFAULT_LEASE_SECONDS, Message, Transport
+from harel.transport._mailbox import chart_key
+from harel.transport.base import (
+    DEFAULT_LEASE_SECONDS,
+    Claim,
+    Failure,
+    Pending,
+    SendOutcome,
+    Transport,
+    backoff,
+)
 
 log = logging.getLogger("harel.worker")
+
+DELIVERED = frozenset({SendOutcome.QUEUED, SendOutcome.DUPLICATE})
+# Relay work whose target does not exist yet, or whose mailbox is full, is tried again after this long.
+RELAY_RETRY_SECONDS = 1.0
+# A commit the deployment refused twice (and did not apply) is tried again after this long; it is not the
+# event's fault, so it counts no attempt.
+UNRESOLVED_RETRY_SECONDS = 1.0
+# A timer this worker armed whose due time passed but that the last pass did not see due yet (this
+# estimate of the server's clock runs a little ahead) is looked for again after this pause.
+TIMER_RETRY_PAUSE = 0.005
 
 
 @dataclass(frozen=True)
 class WorkerConfig:
     concurrency: int = 2
     lease_seconds: float = DEFAULT_LEASE_SECONDS
-    conflict_retries: int = 10
     idle_poll_max: float = 0.5
-    relay_poll_max: float = 0.5
+    relay_poll_max: float = 1.0
     sweep_sleep_max: float = 1.0
     heartbeat_seconds: float = 5.0
     drain_seconds: float = 20.0
-    not_started_delay: float = 0.2
     trace: bool = True
     batch: int = 100
 
 
-def start_event_id(execution_id: str) -> str:
-    return f"{execution_id}:start"
+@dataclass
+class _Batch:
+    """What one claim applied: the execution after each step, and what the commit records."""
 
+    claim: Claim
+    executions: list[Execution] = field(default_factory=list)
+    steps: list[interpreter.Step] = field(default_factory=list)
+    records: list[StepRecord] = field(default_factory=list)
+    applied: list[Pending] = field(default_factory=list)
+    failure: Failure | None = None
 
-def start_event(execution_id: str, now: float) -> Event:
-    """The event that enters an execution's initial state; its id is deterministic, so sending it twice
-    (a retried `harel start`, two spawn relays) takes effect once."""
-    return Event(id=start_event_id(execution_id), name=START_EVENT, created_at=now)
+    def first(self, count: int) -> _Batch:
+        return _Batch(
+            self.claim,
+            self.executions[:count],
+            self.steps[:count],
+            self.records[:count],
+            self.applied[:count],
+        )
 
+    @property
+    def execution(self) -> Execution:
+        return self.executions[-1]
 
-def timer_event(due: DueTimer, now: float) -> Event:
-    """The event a due timer becomes; its id is deterministic so concurrent sweeps send it once."""
-    return Event(
-        id=f"{due.execution_id}:timer:{due.path}@{due.fire_at!r}",
-        name=TIMER_EVENT,
-        data={"path": due.path, "fire_at": due.fire_at},
-        created_at=now,
-    )
+    @property
+    def timers_changed(self) -> bool:
+        return any(step.timers for step in self.steps)
 
 
 class _Unresolved(Exception):
@@ -88,7 +117,7 @@ class _Unresolved(Exception):
 
 
 class Worker:
-    """Consumers, relays, sweep and heartbeat over one store and one transport."""
+    """Consumers, the background relay, the sweep and heartbeats over one store and one transport."""
 
     def __init__(
         self,
@@ -99,7 +128,6 @@ class Worker:
         config: WorkerConfig | None = None,
         metrics: Metrics | None = None,
         heartbeats: Heartbeats | None = None,
-        clock: Callable[[], float] = time.time,
         worker_id: str | None = None,
     ) -> None:
         self.store = store
@@ -108,189 +136,315 @@ class Worker:
         self.config = config or WorkerConfig()
         self.metrics = metrics or Metrics()
         self.heartbeats = heartbeats
-        self.clock = clock
+        self.clock = transport.clock
         self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.started_at = clock()
+        self.charts = [chart_key(chart.id, chart.version) for chart in app.charts]
+        self.started_at = time.time()
         self.counters = {"processed": 0, "conflicts": 0, "redeliveries": 0, "dead_lettered": 0}
         self._stopping = threading.Event()
         self._halt = threading.Event()
-        self._relay_wake = threading.Event()
         self._sweep_wake = threading.Event()
-        self._inflight: dict[int, Message] = {}
+        self._known_timers: list[float] = []
+        self._inflight: dict[int, Claim] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._consumers: list[threading.Thread] = []
-        self._last_loop = clock()
+        self._last_loop = time.monotonic()
         self._connected = True
 
-    # --- one event ---------------------------------------------------------------------------------
+    # --- one claim ---------------------------------------------------------------------------------
 
     def process_one(self) -> bool:
-        """Claim and handle one message. False when nothing was visible."""
-        message = self.transport.claim(self.config.lease_seconds)
-        if message is None:
+        """Claim one execution and apply its pending events. False when nothing was due."""
+        claim = self.transport.claim(self.charts, self.config.lease_seconds, self.clock.bound())
+        if claim is None:
             return False
-        self.metrics.queue_wait.observe(max(0.0, self.clock() - message.enqueued_at))
+        observed = self.clock.mark()
+        if claim.previous_owner is not None:
+            self.metrics.lease_steals.inc()
+            log.info(
+                "took over an expired lease",
+                extra={"execution_id": claim.execution_id, "previous_owner": claim.previous_owner},
+            )
         with self._lock:
-            self._inflight[threading.get_ident()] = message
+            self._inflight[threading.get_ident()] = claim
         self.metrics.leased.inc()
         try:
-            self._handle(message)
+            self._settle(self._apply(claim, observed))
         finally:
             self.metrics.leased.dec()
             with self._lock:
                 self._inflight.pop(threading.get_ident(), None)
         return True
 
-    def _handle(self, message: Message) -> None:
-        event = message.event
-        fields = {"event": event.name, "event_id": event.id, "execution_id": message.target_id}
-        if message.target_id is None:
-            self.transport.ack(message)
+    def _apply(self, claim: Claim, observed: float) -> _Batch:
+        batch = _Batch(claim)
+        exe = claim.execution
+        chart = self.app.get_chart(exe.definition_id, exe.definition_version)
+        stop_at = time.monotonic() + self.config.lease_seconds / 2
+        for pending in claim.pending[: self.config.batch]:
+            if batch.applied and time.monotonic() > stop_at:
+                break  # the rest waits for the next claim, well inside this lease
+            exe = exe.model_copy(update={"version": claim.execution.version + len(batch.applied)})
+            now = self.clock.since(claim.server_time, observed)
+            started = time.monotonic()
+            try:
+                step = interpreter.step(chart, exe, pending.event, now, registry=self.app.registry)
+            except Exception as exc:
+                batch.failure = self._failure(claim, pending, exc, first=not batch.applied)
+                break
+            self.metrics.step_seconds.observe(time.monotonic() - started)
+            self.metrics.queue_wait.observe(max(0.0, now - pending.at))
+            exe = step.execution
+            batch.executions.append(exe)
+            batch.steps.append(step)
+            batch.applied.append(pending)
+            batch.records.append(
+                StepRecord(pending.id, step.emits, step.spawns, step.trace if self.config.trace else None)
+            )
+        return batch
+
+    def _failure(self, claim: Claim, pending: Pending, exc: Exception, *, first: bool) -> Failure:
+        attempts = (claim.attempts if first else 0) + 1
+        park = attempts >= self.transport.max_attempts
+        error = f"{type(exc).__name__}: {exc}"
+        fields = {
+            "execution_id": claim.execution_id,
+            "event": pending.event.name,
+            "event_id": pending.id,
+            "attempts": attempts,
+            "error": error,
+        }
+        self.metrics.failures.inc()
+        if park:
+            self._count("dead_lettered")
+            self.metrics.dead_letters.inc()
+            log.error("event dead-lettered; the execution waits for `harel dead retry|drop`", extra=fields)
+        else:
+            log.warning("attempt failed, will retry", extra=fields)
+        return Failure(pending, error, attempts, park, backoff(attempts))
+
+    def _settle(self, batch: _Batch) -> None:
+        claim = batch.claim
+        if not batch.applied:
+            if batch.failure is not None:
+                self.transport.fail(claim, batch.failure)
+            else:
+                self.transport.release(claim)
             return
         try:
-            outcome = self._apply(message.target_id, event)
+            parts = self._commit(batch)
+        except ExecutionTooLarge as exc:
+            if len(batch.applied) > 1:
+                log.warning(
+                    "batch too large for one commit; committing its first step alone",
+                    extra={"error": str(exc)},
+                )
+                self._settle(batch.first(1))
+                return
+            self.transport.fail(claim, self._failure(claim, batch.applied[0], exc, first=True))
+            return
+        except StoreConflict as lost:
+            self._count("conflicts")
+            self.metrics.conflicts.inc()
+            log.info(
+                "commit refused; the events stay in the mailbox",
+                extra={"execution_id": claim.execution_id, "error": str(lost)},
+            )
+            if not isinstance(lost, LeaseLost):
+                # another writer moved the version while the lease held: end the lease so the events are
+                # stepped again from the new version now, not when the lease runs out
+                self.transport.release(claim)
+            return
         except _Unresolved as exc:
             log.warning(
-                "commit outcome unknown, leaving the message to its lease",
-                extra={**fields, "error": str(exc)},
+                "commit not made; the events stay in the mailbox and are retried",
+                extra={"execution_id": claim.execution_id, "error": str(exc)},
             )
+            with contextlib.suppress(PyMongoError):  # unreachable: the lease runs out instead
+                self.transport.release(claim, UNRESOLVED_RETRY_SECONDS)
             return
-        except Exception as exc:
-            self._fail(message, exc, fields)
-            return
-        if outcome == "not-started":
-            self.transport.release(message, self.config.not_started_delay)
-            return
-        if outcome == "missing":
-            self._fail(message, LookupError(f"no execution {message.target_id!r}"), fields)
-            return
-        if not self.transport.ack(message):
-            log.info("lease lost before ack; the redelivery will be deduped", extra=fields)
+        self._after_commit(batch, parts)
 
-    def _apply(self, execution_id: str, event: Event) -> str:
-        # What the last attempt lost to: raised (for nack) once the attempts are used up.
-        failure: StoreConflict | ConnectionFailure | None = None
-        for attempt in range(self.config.conflict_retries):
-            exe, seen = self.store.load_for_event(execution_id, event.id)
-            if exe is None:
-                return "missing"
-            if seen:
-                self._count("redeliveries")
-                self.metrics.redeliveries.inc()
-                return "duplicate"
-            if not exe.started and event.name not in (START_EVENT, CANCEL_EVENT):
-                return "not-started"
-            chart = self.app.get_chart(exe.definition_id, exe.definition_version)
-            now = self.clock()
-            step = interpreter.step(chart, exe, event, now, registry=self.app.registry)
+    def _commit(self, batch: _Batch) -> CommitParts:
+        """Commit the batch. A commit that failed on the deployment (a lost reply, a primary gone, a write
+        concern error) may or may not have been applied: the outcome is read back, and a commit that did
+        not happen is sent once more while the lease still holds."""
+        claim = batch.claim
+        for _ in range(2):
             try:
-                self.store.commit(
-                    step.execution,
-                    step.emits,
-                    step.spawns,
-                    step.timers,
-                    processed_event_id=event.id,
-                    trace=step.trace if self.config.trace else None,
+                return self.store.commit_claim(
+                    claim,
+                    batch.execution,
+                    batch.records,
+                    applied=batch.applied,
+                    failure=batch.failure,
+                    timers_changed=batch.timers_changed,
                 )
-            except StoreConflict as lost:
-                failure = lost
-                self._count("conflicts")
-                self.metrics.conflicts.inc()
-                time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
-                continue
-            except ConnectionFailure as exc:
+            except (StoreConflict, ExecutionTooLarge):
+                raise
+            except PyMongoError as exc:
                 self.metrics.unknown_outcomes.inc()
-                if not self._committed(execution_id, event.id, exc):
-                    failure = exc
-                    continue
-            self._after_commit(step, event, now)
-            return "applied"
-        assert failure is not None
-        raise failure
+                log.warning(
+                    "commit failed on the deployment; reading its outcome",
+                    extra={"execution_id": claim.execution_id, "error": str(exc)},
+                )
+                if self._committed(claim, batch.applied[-1].id, exc):
+                    # it happened: what it wrote is rebuilt exactly, the builders being pure
+                    return claim_commit_parts(
+                        claim, batch.execution, batch.records, batch.applied, batch.timers_changed
+                    )
+        raise _Unresolved(f"execution {claim.execution_id!r}: the commit did not reach the deployment")
 
-    def _committed(self, execution_id: str, event_id: str, cause: Exception) -> bool:
-        """Resolve an unknown commit outcome by the dedupe mark, retrying the read while the network heals."""
+    def _committed(self, claim: Claim, last_event_id: str, cause: Exception) -> bool:
+        """Resolve an unknown commit outcome: the last applied event's dedupe mark says it happened; the
+        lease still held at the version claimed says it did not (and may be sent again); anything else is
+        a lost lease. Reads are retried while the network heals, within half the lease."""
         delay = 0.05
-        deadline = self.clock() + self.config.lease_seconds / 2
+        deadline = time.monotonic() + self.config.lease_seconds / 2
         while True:
             try:
-                return self.store.is_processed(execution_id, event_id)
+                if self.store.is_processed(claim.execution_id, last_event_id):
+                    return True
+                version, owner = self.store.commit_outcome(claim.execution_id)
             except PyMongoError as exc:
-                if self.clock() + delay > deadline:
+                if time.monotonic() + delay > deadline:
                     raise _Unresolved(f"{cause}; then {exc}") from exc
                 time.sleep(delay)
                 delay = min(1.0, delay * 2)
+                continue
+            if version == claim.execution.version and owner == claim.owner:
+                return False
+            raise LeaseLost(claim.execution_id, claim.execution.version, owner)
 
-    def _after_commit(self, step: interpreter.Step, event: Event, now: float) -> None:
-        self._count("processed")
-        if step.handled:
-            self.metrics.events.labels(kind=_kind(event.name)).inc()
-        else:
-            self.metrics.ignored.inc()
-        if event.name == TIMER_EVENT and step.handled:
-            self.metrics.timer_lateness.observe(max(0.0, now - float(event.data["fire_at"])))
-        if step.emits or step.spawns:
-            self._relay_wake.set()
-        if step.timers:
-            self._sweep_wake.set()
-        log.debug(
-            "event processed",
-            extra={"event": event.name, "event_id": event.id, "execution_id": step.execution.id},
-        )
-
-    def _fail(self, message: Message, exc: Exception, fields: dict[str, object]) -> None:
-        self.metrics.failures.inc()
-        error = f"{type(exc).__name__}: {exc}"
-        dead = self.transport.nack(message, error)
-        if dead:
-            self._count("dead_lettered")
-            self.metrics.dead_letters.inc()
-            log.error("message dead-lettered", extra={**fields, "attempts": message.attempts, "error": error})
-        else:
-            log.warning(
-                "attempt failed, will retry", extra={**fields, "attempts": message.attempts, "error": error}
+    def _after_commit(self, batch: _Batch, parts: CommitParts) -> None:
+        claim = batch.claim
+        for pending, step in zip(batch.applied, batch.steps, strict=True):
+            self._count("processed")
+            if step.handled:
+                self.metrics.events.labels(kind=_kind(pending.event.name)).inc()
+            else:
+                self.metrics.ignored.inc()
+            if pending.event.name == TIMER_EVENT and step.handled:
+                self.metrics.timer_lateness.observe(
+                    max(0.0, step.trace["at"] - float(pending.event.data["fire_at"]))
+                )
+            log.info(
+                "event applied" if step.handled else "event ignored",
+                extra={
+                    "execution_id": claim.execution_id,
+                    "event": pending.event.name,
+                    "event_id": pending.id,
+                    "from": ",".join(step.trace.get("from", [])) or "-",
+                    "to": ",".join(step.trace.get("to", [])) or "-",
+                    "reason": step.trace.get("reason"),
+                },
             )
+        if parts.timers is not None and parts.next_fire_at is not None:
+            self._note_timer(parts.next_fire_at)
+        if parts.relays and claim.relay_idle:
+            self._deliver(RelayWork(parts.execution_id, parts.outbox_entries(), parts.spawn_entries()))
 
-    # --- relays and sweep --------------------------------------------------------------------------
+    # --- relays ------------------------------------------------------------------------------------
+
+    def _deliver(self, work: RelayWork) -> int:
+        """Children first, then the outbox in seq order; an entry that cannot be delivered yet holds back
+        the later entries to the same target, so no event overtakes another from the same sender."""
+        now = self.clock.now()
+        if work.spawns:
+            existed = self.store.create_children(work.spawns, now=now)
+            for child_id in existed:  # another relay created it first: a repeated delivery, absorbed
+                self._count("redeliveries")
+                self.metrics.redeliveries.inc()
+                log.info(
+                    "child already created", extra={"execution_id": work.execution_id, "child_id": child_id}
+                )
+            self.metrics.relayed.labels(kind="spawn").inc(len(work.spawns))
+        delivered: list[int] = []
+        blocked: set[str] = set()
+        for entry in work.outbox:
+            if entry.target_id is None:
+                delivered.append(entry.seq)
+                continue
+            if entry.target_id in blocked:
+                continue
+            outcome = self.transport.send(entry.target_id, entry.event, source=entry.source_id)
+            if outcome not in DELIVERED:
+                blocked.add(entry.target_id)
+                log.info(
+                    "delivery postponed",
+                    extra={
+                        "execution_id": work.execution_id,
+                        "target": entry.target_id,
+                        "outcome": outcome.value,
+                    },
+                )
+                continue
+            if outcome is SendOutcome.DUPLICATE:
+                self._count("redeliveries")
+                self.metrics.redeliveries.inc()
+            delivered.append(entry.seq)
+            self.metrics.relayed.labels(kind="outbox").inc()
+            if entry.event.created_at is not None:
+                self.metrics.relay_lag.observe(max(0.0, now - entry.event.created_at))
+        self.store.ack_relay(
+            work.execution_id, delivered, [s.seq for s in work.spawns], retry_in=RELAY_RETRY_SECONDS
+        )
+        if delivered or work.spawns:
+            self.transport.wake()
+        return len(delivered) + len(work.spawns)
 
     def relay_once(self) -> int:
-        """Deliver pending outbox events and create pending children. Returns how many entries moved."""
+        """Take relay work left behind (a crashed or slow worker's) and deliver it. Returns entries moved."""
         moved = 0
-        for entry in self.store.pending_outbox(self.config.batch):
-            if entry.target_id is not None:
-                self.transport.send(entry.target_id, entry.event)
-                if entry.event.created_at is not None:
-                    self.metrics.relay_lag.observe(max(0.0, self.clock() - entry.event.created_at))
-            self.store.ack_outbox(entry.seq)
-            self.metrics.relayed.labels(kind="outbox").inc()
-            moved += 1
-        for spawn in self.store.pending_spawns(self.config.batch):
-            now = self.clock()
-            child = ChildSeed.model_validate(spawn.context).to_execution(spawn, now)
-            try:
-                self.store.commit(child)
-            except StoreConflict:
-                log.debug("child already created", extra={"execution_id": spawn.child_id})
-            self.transport.send(spawn.child_id, start_event(spawn.child_id, now))
-            self.store.ack_spawn(spawn.seq)
-            self.metrics.relayed.labels(kind="spawn").inc()
-            moved += 1
+        while moved < self.config.batch:
+            work = self.store.take_relay_work(self.config.lease_seconds, self.clock.bound())
+            if work is None:
+                break
+            moved += self._deliver(work)
         return moved
 
+    # --- timers ------------------------------------------------------------------------------------
+
     def sweep_once(self) -> int:
-        """Turn due timers into events. Returns how many fired."""
-        now = self.clock()
-        due = self.store.due_timers(now, self.config.batch)
-        for timer in due:
-            self.transport.send(timer.execution_id, timer_event(timer, now))
-            self.store.delete_timer(timer.execution_id, timer.path, timer.fire_at)
-            self.metrics.timers_fired.inc()
-        return len(due)
+        """Turn due timers into events in their executions' mailboxes. Returns how many fired."""
+        started = self.clock.now()
+        fired = 0
+        for due in self.store.due_timers(self.clock.bound(), self.config.batch):
+            if self.store.fire_timer(due, now=self.clock.now()):
+                fired += 1
+                self.metrics.timers_fired.inc()
+        if fired:
+            self.transport.wake()
+        if fired < self.config.batch:
+            self._forget_timers(until=started)
+        return fired
+
+    def _note_timer(self, due: float) -> None:
+        """A commit of this worker armed a timer due then: the sweep wakes for it."""
+        with self._lock:
+            heapq.heappush(self._known_timers, due)
+        self._sweep_wake.set()
+
+    def _forget_timers(self, until: float) -> None:
+        """A pass that started at `until` saw every timer due by then (fired, or another worker did)."""
+        with self._lock:
+            while self._known_timers and self._known_timers[0] <= until:
+                heapq.heappop(self._known_timers)
+
+    def _sweep_pause(self) -> float:
+        """Until the earliest timer this worker armed, else the poll interval that finds other workers'."""
+        with self._lock:
+            known = self._known_timers[0] if self._known_timers else None
+        if known is None:
+            return self.config.sweep_sleep_max
+        return min(self.config.sweep_sleep_max, max(TIMER_RETRY_PAUSE, known - self.clock.now()))
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> None:
+        if not self.charts:
+            log.warning("no chart registered: this worker serves nothing", extra={"worker_id": self.id})
         for n in range(self.config.concurrency):
             thread = threading.Thread(target=self._consume, name=f"harel-consumer-{n}", daemon=True)
             self._consumers.append(thread)
@@ -307,32 +461,35 @@ class Worker:
             thread.start()
         log.info(
             "worker started",
-            extra={
-                "worker_id": self.id,
-                "concurrency": self.config.concurrency,
-                "charts": len(self.app.charts),
-            },
+            extra={"worker_id": self.id, "concurrency": self.config.concurrency, "charts": self.charts},
         )
 
     def stop(self, drain_seconds: float | None = None) -> None:
-        """Stop claiming; let in-flight events finish until the drain deadline; release what is left."""
+        """Stop claiming; let in-flight claims finish until the drain deadline; release what is left; stop
+        every thread before returning (the caller may then close the client)."""
         drain = self.config.drain_seconds if drain_seconds is None else drain_seconds
         self._stopping.set()
+        self.transport.wake()
         deadline = time.monotonic() + drain
         for thread in self._consumers:
             thread.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
             unfinished = list(self._inflight.values())
-        for message in unfinished:
-            self.transport.release(message)
+        for claim in unfinished:
+            try:
+                self.transport.release(claim)
+            except PyMongoError as exc:
+                log.warning("could not release a claim; its lease will expire", extra={"error": str(exc)})
         self._halt.set()
-        self._relay_wake.set()
         self._sweep_wake.set()
         for thread in self._threads:
             if thread not in self._consumers:
-                thread.join(2.0)
+                thread.join()
         if self.heartbeats is not None:
-            self.heartbeats.remove(self.id)
+            try:
+                self.heartbeats.remove(self.id)
+            except PyMongoError as exc:
+                log.warning("could not remove the heartbeat; it expires", extra={"error": str(exc)})
         log.info("worker stopped", extra={"worker_id": self.id, "released": len(unfinished), **self.counters})
 
     @property
@@ -341,92 +498,78 @@ class Worker:
 
     @property
     def connected(self) -> bool:
-        """False while the last attempt to reach the store or the queue failed."""
+        """False while the last attempt to reach the deployment failed."""
         return self._connected
 
     def alive(self) -> bool:
         """Alive while the consumer threads run and the loops turned recently."""
         running = all(t.is_alive() for t in self._consumers) if self._consumers else True
-        return running and (self.clock() - self._last_loop) < max(30.0, 3 * self.config.lease_seconds)
+        return running and (time.monotonic() - self._last_loop) < max(30.0, 3 * self.config.lease_seconds)
 
     def _consume(self) -> None:
         idle = 0.01
         while not self._stopping.is_set():
-            self._last_loop = self.clock()
+            self._last_loop = time.monotonic()
             try:
                 worked = self.process_one()
                 self._connected = True
             except PyMongoError as exc:
                 if self._connected:
-                    log.warning("store or queue unavailable", extra={"error": str(exc)})
+                    log.warning("deployment unavailable", extra={"error": str(exc)})
                 self._connected = False
                 worked = False
             except Exception:
-                # a message or document this worker cannot read must not stop its consumer: log, go on
+                # an execution this worker cannot read must not stop its consumer: log, go on
                 log.exception("consumer failed; continuing")
                 worked = False
             if worked:
                 idle = 0.01
                 continue
-            self.transport.wait_hint(self._idle_wait(idle))
+            if not self._stopping.is_set():
+                self.transport.wait_hint(idle)
             idle = min(self.config.idle_poll_max, idle * 2)
 
-    def _idle_wait(self, idle: float) -> float:
-        try:
-            visible = self.transport.next_visible_at()
-        except PyMongoError:
-            return idle
-        if visible is None:
-            return idle
-        return max(0.0, min(idle, visible - self.clock()))
-
     def _relay_loop(self) -> None:
-        idle = 0.01
         while not self._halt.is_set():
             try:
-                moved = self.relay_once()
+                self.relay_once()
             except PyMongoError as exc:
                 log.warning("relay failed, will retry", extra={"error": str(exc)})
-                moved = 0
             except Exception:
                 log.exception("relay failed on an entry it cannot read; will retry")
-                moved = 0
-            if moved:
-                idle = 0.01
-                continue
-            self._relay_wake.wait(idle)
-            self._relay_wake.clear()
-            idle = min(self.config.relay_poll_max, idle * 2)
+            self._halt.wait(self.config.relay_poll_max)
 
     def _sweep_loop(self) -> None:
-        stale = 0.01
         while not self._halt.is_set():
             try:
                 fired = self.sweep_once()
-                earliest = self.store.next_timer_at()
             except PyMongoError as exc:
                 log.warning("timer sweep failed, will retry", extra={"error": str(exc)})
-                fired, earliest = 0, None
+                fired = 0
             except Exception:
                 log.exception("timer sweep failed; will retry")
-                fired, earliest = 0, None
-            sleep = self.config.sweep_sleep_max if earliest is None else earliest - self.clock()
-            if sleep <= 0 and not fired:
-                # the earliest timer was already sent; its event's commit will move next_fire_at on
-                sleep, stale = stale, min(self.config.sweep_sleep_max, stale * 2)
-            else:
-                stale = 0.01
-            self._sweep_wake.wait(max(0.005, min(self.config.sweep_sleep_max, sleep)))
+                fired = 0
+            if fired >= self.config.batch:
+                continue
+            self._sweep_wake.wait(self._sweep_pause())
             self._sweep_wake.clear()
 
     def _heartbeat_loop(self) -> None:
         assert self.heartbeats is not None
-        info = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": self.started_at}
+        info = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "charts": self.charts,
+        }
         while not self._halt.is_set():
             try:
-                self.heartbeats.beat(self.id, info, dict(self.counters))
+                server_time = self.heartbeats.beat(self.id, info, dict(self.counters))
             except PyMongoError as exc:
                 log.warning("heartbeat failed", extra={"error": str(exc)})
+            else:
+                if server_time is not None:  # the deployment's time, for the estimate's next anchor
+                    self.clock.observe(server_time)
             self._halt.wait(self.config.heartbeat_seconds)
 
     def _count(self, name: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -11,13 +12,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from harel_stack.compose import Compose, DockerCompose
+from harel_stack.archive import inspect
+from harel_stack.compose import BACKUP_PROFILE, Compose, DockerCompose
 from harel_stack.engine import DockerClient, Engine, client_from_environment
-from harel_stack.errors import FAILED, StackError
+from harel_stack.errors import BAD_INPUT, FAILED, StackError
 from harel_stack.probe import MongoProbe, StackProbe
 from harel_stack.project import Project, find_project
 from harel_stack.readiness import stack_conditions, wait_until_ready
-from harel_stack.settings import StackSettings, ensure_env_file, load_settings
+from harel_stack.settings import StackSettings, add_missing_secrets, ensure_env_file, load_settings
 from harel_stack.status import build_status
 
 DEFAULT_UP_TIMEOUT = 180.0
@@ -28,7 +30,7 @@ def _default_project() -> Project:
 
 
 def _default_compose(project: Project, settings: StackSettings) -> Compose:
-    return DockerCompose(project, settings.members)
+    return DockerCompose(project, settings.members, settings.observability)
 
 
 @dataclass
@@ -42,6 +44,8 @@ class Dependencies:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    # Who runs the backup container: the archives it writes on the host belong to this uid:gid.
+    user: Callable[[], str] = field(default=lambda: f"{os.getuid()}:{os.getgid()}")
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
 
@@ -65,6 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("smoke", help="run `harel smoke` against the running workers; its exit code is ours")
     down = commands.add_parser("down", help="stop and remove the containers (data volumes are kept)")
     down.add_argument("--volumes", action="store_true", help="also delete the data volumes and the keyfile")
+    commands.add_parser(
+        "backup",
+        help="mongodump the replica set with its oplog into HAREL_BACKUPS_DIR (keeps HAREL_BACKUP_KEEP archives)",
+    )
+    restore = commands.add_parser(
+        "restore",
+        help="stop the workers, restore FILE with its oplog replayed (every collection dropped first), start them",
+    )
+    restore.add_argument("file", type=Path, metavar="FILE", help="an archive `harel-stack backup` wrote")
+    restore.add_argument(
+        "--yes",
+        action="store_true",
+        help="confirm: everything written since FILE's backup is replaced by FILE",
+    )
     return parser
 
 
@@ -88,12 +106,19 @@ class Stack:
         self.deps.out.flush()
 
 
-def command_up(stack: Stack, timeout: float) -> int:
+def ensure_secrets(stack: Stack) -> None:
+    """compose/.env with every secret: written whole the first time, completed when an older one lacks some."""
     if ensure_env_file(stack.project.env_file, stack.project.env_example):
         stack.say(
             f"wrote {stack.project.env_file} with new random secrets (mode 0600). Keep it: the data volumes "
             "are created with these credentials."
         )
+    elif added := add_missing_secrets(stack.project.env_file):
+        stack.say(f"added new random secrets to {stack.project.env_file}: {', '.join(added)}")
+
+
+def command_up(stack: Stack, timeout: float) -> int:
+    ensure_secrets(stack)
     settings = stack.settings()
     members = "3 members" if settings.members == 3 else "1 member"
     stack.say(f"starting the stack: replica set rs0 ({members}), {settings.workers} worker(s)")
@@ -117,6 +142,11 @@ def command_up(stack: Stack, timeout: float) -> int:
         probe.close()
     stack.say(f"ready in {took:.0f}s.")
     stack.say(f"host tools: {settings.app_url_shown}")
+    if settings.observability:
+        stack.say(
+            f"grafana: http://127.0.0.1:{settings.grafana_port} (admin, HAREL_GRAFANA_ADMIN_PASSWORD in compose/.env); "
+            f"prometheus alerts: http://127.0.0.1:{settings.prometheus_port}/alerts"
+        )
     stack.say("next: make status, make smoke, make logs, make down")
     return 0
 
@@ -151,6 +181,64 @@ def command_down(stack: Stack, volumes: bool) -> int:
     return stack.compose(stack.settings())("down", *(["--volumes"] if volumes else []), all_profiles=True)
 
 
+def command_backup(stack: Stack) -> int:
+    ensure_secrets(stack)
+    settings = stack.settings()
+    directory = settings.backups_path(stack.project)
+    # Made here, owned by the caller: compose would create a missing bind-mount source as root.
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    stack.say(f"backing up the replica set with its oplog into {directory} (keeping {settings.backup_keep})")
+    code = stack.compose(settings)(
+        "run", "--rm", "--user", stack.deps.user(), "backup", profiles=[BACKUP_PROFILE]
+    )
+    if code != 0:
+        stack.deps.err.write(
+            f"the backup failed (exit {code}): its last lines above say why; it is recorded in harel.backups, "
+            "and `harel check` reports it\n"
+        )
+        return FAILED
+    return 0
+
+
+def command_restore(stack: Stack, file: Path, confirmed: bool) -> int:
+    archive = file.resolve()
+    prelude = inspect(archive)
+    stack.say(f"{archive.name}: {prelude.describe()}")
+    if not confirmed:
+        stack.deps.err.write(
+            f"restoring {archive.name} replaces every collection it holds with its content as of the end of that "
+            "backup; anything written since is lost. Run again with --yes to restore.\n"
+        )
+        return BAD_INPUT
+    settings = stack.settings()
+    compose = stack.compose(settings)
+    stack.say("stopping the workers (each drains its in-flight events) ...")
+    if compose("stop", "worker") != 0:
+        stack.deps.err.write("could not stop the workers: nothing was restored; see `make status`\n")
+        return FAILED
+    stack.say("restoring (mongorestore --oplogReplay --drop) ...")
+    mount = f"{archive}:/restore/archive.gz:ro"
+    if compose("run", "--rm", "--no-deps", "--volume", mount, "restore", profiles=[BACKUP_PROFILE]) != 0:
+        stack.deps.err.write(
+            "the restore failed: mongorestore's messages above say why. The workers stay stopped; fix the cause "
+            "and restore again, or `make up` to start them on the data as it is now\n"
+        )
+        return FAILED
+    # The archive brought back the users as they were then: make their passwords compose/.env's again.
+    for service, profiles in (("mongo-init", []), ("mongo-ops-users", [BACKUP_PROFILE])):
+        if compose("run", "--rm", "--no-deps", service, profiles=profiles) != 0:
+            stack.deps.err.write(
+                f"restored, but {service} failed: the workers stay stopped; `make logs SERVICE={service}`, then "
+                "`make up`\n"
+            )
+            return FAILED
+    if compose("start", "worker") != 0:
+        stack.deps.err.write("restored, but the workers did not start: `make up`\n")
+        return FAILED
+    stack.say(f"restored {archive.name}; workers started. Check with: make status, make smoke")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None, deps: Dependencies | None = None) -> int:
     args = build_parser().parse_args(argv)
     deps = deps or Dependencies()
@@ -164,6 +252,10 @@ def main(argv: Sequence[str] | None = None, deps: Dependencies | None = None) ->
             return command_logs(stack, args.service)
         if args.command == "smoke":
             return command_smoke(stack)
+        if args.command == "backup":
+            return command_backup(stack)
+        if args.command == "restore":
+            return command_restore(stack, args.file, args.yes)
         return command_down(stack, args.volumes)
     except StackError as exc:
         deps.err.write(f"{exc}\n")

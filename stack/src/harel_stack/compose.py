@@ -12,14 +12,19 @@ from harel_stack.project import Project
 # Members mongo2 and mongo3 run only in this profile (HAREL_MEMBERS=3); `smoke` only when run.
 THREE_MEMBERS_PROFILE = "three-members"
 SMOKE_PROFILE = "smoke"
+# compose/observability.yml: the exporter, Prometheus and Grafana (HAREL_OBSERVABILITY=1); the backup and restore
+# one-shots, only when run.
+OBSERVABILITY_PROFILE = "observability"
+BACKUP_PROFILE = "backup"
 
 # Runs a command with the terminal's stdin/stdout/stderr and returns its exit code.
 Runner = Callable[[Sequence[str]], int]
 
 
 class Compose(Protocol):
-    def __call__(self, *args: str, all_profiles: bool = False) -> int:
-        """Run `docker compose <project options> <args>`, output streamed, and return its exit code."""
+    def __call__(self, *args: str, all_profiles: bool = False, profiles: Sequence[str] = ()) -> int:
+        """Run `docker compose <project options> <args>`, output streamed, and return its exit code. `profiles`
+        adds profiles for this one command (the backup one-shots)."""
         ...
 
 
@@ -43,32 +48,38 @@ class DockerCompose:
         self,
         project: Project,
         members: int,
+        observability: bool = False,
         run: Runner = run_attached,
         probe: Runner = run_quiet,
     ) -> None:
         self.project = project
         self.members = members
+        self.observability = observability
         self._run = run
         self._probe = probe
         self._available = False
 
-    def command(self, *args: str, all_profiles: bool = False) -> list[str]:
-        """The full command line. `all_profiles` (for `down`) also reaches members of an earlier 3-member run."""
-        profiles = [THREE_MEMBERS_PROFILE] if self.members == 3 or all_profiles else []
+    def command(self, *args: str, all_profiles: bool = False, profiles: Sequence[str] = ()) -> list[str]:
+        """The full command line. `all_profiles` (for `down`) also reaches the services of earlier runs with other
+        settings: members of a 3-member set, the observability services, the one-shots."""
+        chosen = [THREE_MEMBERS_PROFILE] if self.members == 3 or all_profiles else []
+        if self.observability or all_profiles:
+            chosen.append(OBSERVABILITY_PROFILE)
         if all_profiles:
-            profiles.append(SMOKE_PROFILE)
+            chosen += [SMOKE_PROFILE, BACKUP_PROFILE]
+        chosen += [profile for profile in profiles if profile not in chosen]
         options = [
             "-f", str(self.project.compose_file),
             "--env-file", str(self.project.env_file),
             "-p", self.project.name,
         ]  # fmt: skip
-        for profile in profiles:
+        for profile in chosen:
             options += ["--profile", profile]
         return ["docker", "compose", *options, *args]
 
-    def __call__(self, *args: str, all_profiles: bool = False) -> int:
+    def __call__(self, *args: str, all_profiles: bool = False, profiles: Sequence[str] = ()) -> int:
         if not self._available:
             if self._probe(["docker", "compose", "version"]) != 0:
                 raise ComposeUnavailable("`docker compose version` failed")
             self._available = True
-        return self._run(self.command(*args, all_profiles=all_profiles))
+        return self._run(self.command(*args, all_profiles=all_profiles, profiles=profiles))

@@ -87,3 +87,18 @@ class StackNotReady(StackError):
             f"the stack is not ready after {waited:.0f}s; still missing: {'; '.join(parts)}. "
             "See `make status` and `make logs SERVICE=mongo-init`"
         )
+
+
+class ArchiveError(StackError):
+    """A file `harel-stack restore` was given that is not a mongodump archive it can restore. Nothing was touched."""
+
+    exit_code = BAD_INPUT
+
+    def __init__(self, reason: str, path: str | None = None) -> None:
+        self.reason = reason
+        self.path = path
+        super().__init__(
+            f"{path}: not a backup archive harel-stack can restore: {reason}; nothing was changed"
+            if path
+            else reason
+        )

@@ -12,8 +12,15 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from harel_stack.errors import EnvFileError
+from harel_stack.project import Project
 
-SECRET_VARIABLES = ("HAREL_MONGO_ROOT_PASSWORD", "HAREL_APP_PASSWORD")
+SECRET_VARIABLES = (
+    "HAREL_MONGO_ROOT_PASSWORD",
+    "HAREL_APP_PASSWORD",
+    "HAREL_MONITOR_PASSWORD",
+    "HAREL_BACKUP_PASSWORD",
+    "HAREL_GRAFANA_ADMIN_PASSWORD",
+)
 # Secrets go into connection URLs unencoded, so they are limited to URL-unreserved characters.
 URL_SAFE = re.compile(r"[A-Za-z0-9._~-]+")
 ASSIGNMENT = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
@@ -56,6 +63,21 @@ def ensure_env_file(env_file: Path, example: Path) -> bool:
     return True
 
 
+def add_missing_secrets(env_file: Path) -> list[str]:
+    """Append a fresh value for each secret `env_file` lacks (a compose/.env written before that secret existed);
+    never changes a line already there. The names added, in order."""
+    text = env_file.read_text(encoding="utf-8")
+    present = {name for name, value in parse_env(text).items() if value}
+    missing = [name for name in SECRET_VARIABLES if name not in present]
+    if missing:
+        additions = "".join(f"{name}={new_secret()}\n" for name in missing)
+        separator = "" if text.endswith("\n") or not text else "\n"
+        # Appended, so a later assignment overrides an empty one above it, as compose reads the file.
+        with env_file.open("a", encoding="utf-8") as handle:
+            handle.write(f"{separator}# added by harel-stack (see compose/.env.example)\n{additions}")
+    return missing
+
+
 def parse_env(text: str) -> dict[str, str]:
     """KEY=value lines; blank lines and `#` comments skipped (the format compose/.env.example describes)."""
     values: dict[str, str] = {}
@@ -75,6 +97,11 @@ class StackSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     members: int = Field(3, alias="HAREL_MEMBERS")
+    observability: bool = Field(False, alias="HAREL_OBSERVABILITY")
+    prometheus_port: int = Field(9090, ge=1, le=65535, alias="HAREL_PROMETHEUS_PORT")
+    grafana_port: int = Field(3000, ge=1, le=65535, alias="HAREL_GRAFANA_PORT")
+    backups_dir: str = Field("./backups", min_length=1, alias="HAREL_BACKUPS_DIR")
+    backup_keep: int = Field(7, ge=1, alias="HAREL_BACKUP_KEEP")
     workers: int = Field(2, ge=1, alias="HAREL_WORKERS")
     mongo_port: int = Field(27017, ge=1, le=65535, alias="HAREL_MONGO_PORT")
     root_user: str = Field("root", min_length=1, alias="HAREL_MONGO_ROOT_USER")
@@ -119,6 +146,10 @@ class StackSettings(BaseModel):
             f"mongodb://{user}:{password}@127.0.0.1:{self.mongo_port}/{database}"
             f"?directConnection=true&authSource=admin{tls}"
         )
+
+    def backups_path(self, project: Project) -> Path:
+        """HAREL_BACKUPS_DIR on the host: relative paths start at compose/, as compose resolves them."""
+        return (project.compose_file.parent / self.backups_dir).resolve()
 
     @property
     def app_url(self) -> str:

@@ -4,22 +4,25 @@ mongomock executes an update's match and its write without a lock between them, 
 both win one version CAS — which a real server never allows. The embedded client therefore runs every
 collection operation under one process-wide lock (cursors are read whole under it), giving each command
 the single-document atomicity the store's correctness rests on. It also serves `$$NOW` from its own clock
-(`harel.local.now`), bound once per operation, as a server does.
+(`harel.local.now`), bound once per operation, as a server does, and evaluates expressions with the
+corrections of `harel.local.expressions` where mongomock answers differently from MongoDB.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import mongomock
 from mongomock.aggregate import process_pipeline
+from pymongo import UpdateMany, UpdateOne
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.results import BulkWriteResult
 
-from harel.local.now import bind_filter, bind_pipeline, bind_update, server_now
-
-Clock = Callable[[], float]
+from harel.local import expressions
+from harel.local.now import Clock, bind_filter, bind_pipeline, bind_update, server_now
 
 _CHAINED = {"sort", "skip", "limit", "batch_size", "max_time_ms", "hint", "collation"}
 # Collection methods whose first argument is a query filter, and those whose second is an update.
@@ -60,9 +63,12 @@ def _bound(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], clock: Cloc
 
 
 class _Cursor:
+    """A mongomock cursor read whole under the lock the first time it is iterated."""
+
     def __init__(self, cursor: Any, lock: threading.RLock) -> None:
         self._cursor = cursor
         self._lock = lock
+        self._read: Iterator[dict[str, Any]] | None = None
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._cursor, name)
@@ -71,8 +77,13 @@ class _Cursor:
         return attr
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        with self._lock:
-            return iter(list(self._cursor))
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        if self._read is None:
+            with self._lock:
+                self._read = iter(list(self._cursor))
+        return next(self._read)
 
     def __enter__(self) -> _Cursor:
         return self
@@ -101,6 +112,33 @@ class _Collection:
                 return result
 
         return locked
+
+    def bulk_write(self, requests: list[Any], ordered: bool = True) -> BulkWriteResult:
+        """Update operations (`UpdateOne`, `UpdateMany`), each applied as its own command would be, with
+        PyMongo's error report: mongomock's own `bulk_write` no longer accepts PyMongo's operations."""
+        written = {"nMatched": 0, "nModified": 0, "nUpserted": 0, "upserted": [], "writeErrors": []}
+        with self._lock:
+            for index, request in enumerate(requests):
+                if not isinstance(request, UpdateOne | UpdateMany):
+                    raise NotImplementedError(
+                        f"the embedded client's bulk_write takes updates, not {request!r}"
+                    )
+                apply = self.update_one if isinstance(request, UpdateOne) else self.update_many
+                try:
+                    result = apply(request._filter, request._doc, upsert=request._upsert)
+                except DuplicateKeyError as exc:
+                    written["writeErrors"].append({"index": index, "code": exc.code, "errmsg": str(exc)})
+                    if ordered:
+                        break
+                    continue
+                written["nMatched"] += result.matched_count
+                written["nModified"] += result.modified_count
+                if result.upserted_id is not None:
+                    written["nUpserted"] += 1
+                    written["upserted"].append({"index": index, "_id": result.upserted_id})
+        if written["writeErrors"]:
+            raise BulkWriteError(written)
+        return BulkWriteResult(written, acknowledged=True)
 
     def aggregate(self, pipeline: list[dict[str, Any]], **options: Any) -> _Cursor:
         """mongomock copies the whole collection before a pipeline's first stage; a leading `$match` is
@@ -136,15 +174,16 @@ class EmbeddedClient:
     (see the module docstring)."""
 
     def __init__(self, clock: Clock = time.time) -> None:
+        expressions.install()
         self._client = mongomock.MongoClient()
         self._lock = threading.RLock()
-        self._clock = clock
+        self.clock = clock
 
     def __getitem__(self, name: str) -> _Database:
-        return _Database(self._client[name], self._lock, self._clock)
+        return _Database(self._client[name], self._lock, self.clock)
 
     def get_database(self, name: str, **options: Any) -> _Database:
-        return _Database(self._client.get_database(name, **options), self._lock, self._clock)
+        return _Database(self._client.get_database(name, **options), self._lock, self.clock)
 
     def close(self) -> None:
         """Nothing to close: the data lives as long as the process."""

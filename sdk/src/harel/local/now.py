@@ -9,16 +9,24 @@ Expression contexts are the ones MongoDB evaluates: an update given as a pipelin
 and `$expr` inside a query filter (also under `$and`, `$or` and `$nor`). Everywhere else `"$$NOW"` is data
 (a document being inserted, a classic `$set` value, an equality in a filter) and is left alone, as is
 anything under `$literal`.
+
+Over the wire, `bind_command` binds a whole command document (its filters, update pipelines and
+aggregation pipeline) to one instant, read once from the server's clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+Clock = Callable[[], float]
+"""A clock: epoch seconds, like `time.time`; injectable so a test can run a server whose clock differs."""
+
 NOW = "$$NOW"
 _LOGICAL = ("$and", "$or", "$nor")
+# Where each command keeps its query filter(s): top-level field, or (list field, filter field) per statement.
+_FILTERS = {"find": "filter", "count": "query", "distinct": "query", "findAndModify": "query"}
 
 
 def server_now(epoch_seconds: float) -> datetime:
@@ -72,3 +80,35 @@ def bind_pipeline(pipeline: Any, now: datetime) -> Any:
         else bind_expression(stage, now)
         for stage in pipeline
     ]
+
+
+def bind_command(command: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """A wire command with `$$NOW` bound to `now` in every expression context it has: the query filter of
+    find/count/distinct/findAndModify, each statement of update and delete, the update of findAndModify
+    and of each update statement (when a pipeline), and an aggregate's pipeline."""
+    bound = dict(command)
+    name = next(iter(command), "")
+    if name == "findandmodify":
+        name = "findAndModify"
+    if name in _FILTERS and _FILTERS[name] in bound:
+        bound[_FILTERS[name]] = bind_filter(bound[_FILTERS[name]], now)
+    if name == "findAndModify" and "update" in bound:
+        bound["update"] = bind_update(bound["update"], now)
+    if name == "update" and isinstance(bound.get("updates"), list):
+        bound["updates"] = [_bind_statement(statement, now, update=True) for statement in bound["updates"]]
+    if name == "delete" and isinstance(bound.get("deletes"), list):
+        bound["deletes"] = [_bind_statement(statement, now, update=False) for statement in bound["deletes"]]
+    if name == "aggregate" and "pipeline" in bound:
+        bound["pipeline"] = bind_pipeline(bound["pipeline"], now)
+    return bound
+
+
+def _bind_statement(statement: Any, now: datetime, *, update: bool) -> Any:
+    if not isinstance(statement, Mapping):
+        return statement
+    bound = dict(statement)
+    if "q" in bound:
+        bound["q"] = bind_filter(bound["q"], now)
+    if update and "u" in bound:
+        bound["u"] = bind_update(bound["u"], now)
+    return bound

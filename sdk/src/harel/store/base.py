@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harel.model import (
     DueTimer,
@@ -15,6 +15,10 @@ from harel.model import (
     SpawnEntry,
     TimerOp,
 )
+from harel.transport.base import Claim, Failure, Pending
+
+if TYPE_CHECKING:
+    from harel.store._documents import CommitParts, RelayWork, StepRecord
 
 DEFAULT_TRACE_MAX = 200
 # How many processed event ids each execution remembers. A redelivery that arrives after this many newer
@@ -28,7 +32,7 @@ Spawn = tuple[str, str, dict[str, Any]]
 
 @runtime_checkable
 class ExecutionStore(Protocol):
-    """A durable home for executions. `commit` is the only write on the hot path and is all or nothing."""
+    """A durable home for executions. A commit is all or nothing; `commit_claim` is the engine's."""
 
     trace_max: int
     dedupe_window: int
@@ -42,10 +46,32 @@ class ExecutionStore(Protocol):
         processed_event_id: str | None = None,
         trace: dict[str, Any] | None = None,
     ) -> None:
-        """Persist `exe` at version `exe.version + 1` if the store still holds `exe.version` (version 0:
-        create), with everything the step produced, all or nothing; on success `exe.version` is the new
-        version. Raises StoreConflict, leaving the store and `exe.version` unchanged, when it does not, and
-        ExecutionTooLarge, before writing anything, when the execution would outgrow a document."""
+        """Persist one step: `exe` at version `exe.version + 1` if the store still holds `exe.version`
+        (version 0: create), with everything the step produced, all or nothing; on success `exe.version`
+        is the new version. Raises StoreConflict, leaving the store and `exe.version` unchanged, when it
+        does not, and ExecutionTooLarge, before writing anything, when the execution would outgrow a
+        document."""
+
+    def create(self, exe: Execution, events: Sequence[Event] = (), *, now: float) -> bool:
+        """Create a version-0 execution with `events` waiting in its mailbox; False when it existed."""
+
+    def commit_claim(
+        self,
+        claim: Claim,
+        exe: Execution,
+        records: Sequence[StepRecord],
+        *,
+        applied: Sequence[Pending],
+        failure: Failure | None = None,
+        timers_changed: bool,
+    ) -> CommitParts:
+        """Persist the steps a claim applied (`exe` after them) and settle the mailbox in one CAS update
+        fenced by the lease's owner: the applied events leave it, a failure is recorded, the lease ends.
+        Returns what was written (the new outbox and spawn entries, for the committing worker to relay).
+        StoreConflict when the version moved or the lease was lost."""
+
+    def commit_outcome(self, execution_id: str) -> tuple[int | None, str | None]:
+        """The stored version and lease owner: how a commit whose reply was lost is resolved."""
 
     def load(self, execution_id: str) -> Execution | None: ...
 
@@ -53,6 +79,9 @@ class ExecutionStore(Protocol):
         """The execution and whether `event_id` was already processed, in one round trip."""
 
     def is_processed(self, execution_id: str, event_id: str) -> bool: ...
+
+    def document(self, execution_id: str) -> dict[str, Any] | None:
+        """The stored document as it is."""
 
     def list_executions(
         self,
@@ -62,23 +91,35 @@ class ExecutionStore(Protocol):
         roots_only: bool = False,
         limit: int = 50,
         cursor: str | None = None,
-    ) -> ExecutionPage: ...
+    ) -> ExecutionPage:
+        """Newest first; filters apply on the server; `next_cursor` continues."""
 
-    def pending_outbox(self, limit: int = 100) -> list[OutboxEntry]: ...
+    def pending_outbox(self, limit: int = 100) -> list[OutboxEntry]:
+        """Outbox entries not yet delivered, across executions (inspection; relays take `RelayWork`)."""
 
-    def ack_outbox(self, seq: int) -> None: ...
+    def ack_outbox(self, execution_id: str, seq: int) -> None: ...
 
     def pending_spawns(self, limit: int = 100) -> list[SpawnEntry]: ...
 
-    def ack_spawn(self, seq: int) -> None: ...
+    def ack_spawn(self, execution_id: str, seq: int) -> None: ...
 
-    def due_timers(self, now: float, limit: int = 100) -> list[DueTimer]: ...
+    def create_children(self, entries: Sequence[SpawnEntry], *, now: float) -> list[str]:
+        """Create each region's child with its start event in its mailbox, in one round trip; returns the
+        ids that already existed (a relay that ran before)."""
 
-    def next_timer_at(self) -> float | None:
-        """The earliest armed timer of any execution, or None: how long the sweep may sleep."""
+    def take_relay_work(self, lease: float, bound: float) -> RelayWork | None:
+        """Relay work older than its holder's time, held for `lease`; None when there is none."""
 
-    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
-        """Disarm the timer only if it still holds `fire_at` (a re-armed timer is left alone)."""
+    def ack_relay(
+        self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
+    ) -> None: ...
+
+    def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
+        """Each execution's earliest timer that is due on the server's clock."""
+
+    def fire_timer(self, due: DueTimer, *, now: float) -> bool:
+        """Turn the timer into an event in its execution's mailbox; False when the execution's timers
+        changed since they were read (the next sweep reads them again)."""
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
 
@@ -106,11 +147,28 @@ class AsyncExecutionStore(Protocol):
         trace: dict[str, Any] | None = None,
     ) -> None: ...
 
+    async def create(self, exe: Execution, events: Sequence[Event] = (), *, now: float) -> bool: ...
+
+    async def commit_claim(
+        self,
+        claim: Claim,
+        exe: Execution,
+        records: Sequence[StepRecord],
+        *,
+        applied: Sequence[Pending],
+        failure: Failure | None = None,
+        timers_changed: bool,
+    ) -> CommitParts: ...
+
+    async def commit_outcome(self, execution_id: str) -> tuple[int | None, str | None]: ...
+
     async def load(self, execution_id: str) -> Execution | None: ...
 
     async def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]: ...
 
     async def is_processed(self, execution_id: str, event_id: str) -> bool: ...
+
+    async def document(self, execution_id: str) -> dict[str, Any] | None: ...
 
     async def list_executions(
         self,
@@ -124,17 +182,23 @@ class AsyncExecutionStore(Protocol):
 
     async def pending_outbox(self, limit: int = 100) -> list[OutboxEntry]: ...
 
-    async def ack_outbox(self, seq: int) -> None: ...
+    async def ack_outbox(self, execution_id: str, seq: int) -> None: ...
 
     async def pending_spawns(self, limit: int = 100) -> list[SpawnEntry]: ...
 
-    async def ack_spawn(self, seq: int) -> None: ...
+    async def ack_spawn(self, execution_id: str, seq: int) -> None: ...
 
-    async def due_timers(self, now: float, limit: int = 100) -> list[DueTimer]: ...
+    async def create_children(self, entries: Sequence[SpawnEntry], *, now: float) -> list[str]: ...
 
-    async def next_timer_at(self) -> float | None: ...
+    async def take_relay_work(self, lease: float, bound: float) -> RelayWork | None: ...
 
-    async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None: ...
+    async def ack_relay(
+        self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
+    ) -> None: ...
+
+    async def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]: ...
+
+    async def fire_timer(self, due: DueTimer, *, now: float) -> bool: ...
 
     async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
 

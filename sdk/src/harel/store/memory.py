@@ -1,45 +1,154 @@
-"""MemoryStore: the embedded ExecutionStore (`memory://`), for tests, demos and single-process use.
+"""The embedded in-memory backend (`memory://`): MemoryStore and, over the same documents, MemoryTransport.
 
-It keeps each execution as the very document MongoStore would store (`harel.store._documents`) and
-changes it under one lock, so it has MongoStore's semantics exactly: the version CAS (a stale commit
-raises StoreConflict and changes nothing, `exe.version` included), all-or-nothing commits, the dedupe
-window (the last `dedupe_window` processed event ids; an older redelivery is stepped again), the trace
-ring of `trace_max` steps, the over-fetch listing cursor, seqs shared by outbox and spawns, value-guarded
-timer deletion with `next_fire_at` left for the next commit, and ExecutionTooLarge at the same size.
+It keeps each execution as the very document MongoStore would store (built by `harel.store._documents`
+and `harel.transport._mailbox`) and changes it under one lock, so it has MongoStore's semantics exactly:
+the version CAS (a stale commit raises StoreConflict and changes nothing, `exe.version` included),
+all-or-nothing commits, the mailbox with its leases fenced by an owner token, the dedupe window, the trace
+ring, relay work held by one relay at a time, timers fired into the mailbox, newest-first listings and
+ExecutionTooLarge at the same size. Its clock stands for the server's.
 
-Nothing survives the process. Every value handed in or out is copied, so a caller mutating what it
-passed or got back cannot change what is stored.
+Nothing survives the process. Every value handed in or out is copied, so a caller mutating what it passed
+or got back cannot change what is stored.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from harel.model import DueTimer, Execution, ExecutionPage, ExecutionStatus, OutboxEntry, SpawnEntry, TimerOp
+from harel.commands import parse_execution
+from harel.errors import LeaseLost, StoreConflict
+from harel.model import (
+    ChildSeed,
+    DueTimer,
+    Event,
+    Execution,
+    ExecutionPage,
+    ExecutionStatus,
+    OutboxEntry,
+    SpawnEntry,
+    TimerOp,
+    decode_offset,
+    start_event,
+    timer_event,
+)
 from harel.store import _documents as doc
 from harel.store.base import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX, Emit, Spawn
+from harel.transport import _mailbox as mailbox
+from harel.transport.base import Claim, Failure, Pending
+
+Document = dict[str, Any]
+
+
+class MemoryDatabase:
+    """The documents of one in-memory deployment, the lock every change takes, and the deployment's clock."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.lock = threading.Condition()
+        self.documents: dict[str, Document] = {}
+        self.counters: dict[str, int] = {}
+
+
+def _is_due(value: Any, now: float) -> bool:
+    return value is not None and value <= now
+
+
+def inbox_due_unless_busy(document: Document, now: float) -> Any:
+    """What `_mailbox`'s send and fire set `inbox_at` to: now for an idle execution, unchanged otherwise."""
+    if document.get("parked") is not None:
+        return None
+    current = document.get("inbox_at")
+    return now if current is None else current
+
+
+def settle(document: Document, applied: Sequence[Pending], failure: Failure | None, now: float) -> None:
+    """`_mailbox.settle_stages`, in Python."""
+    ids = {p.id for p in applied}
+    document["lease"] = None
+    document["inbox"] = [e for e in document.get("inbox", []) if e["id"] not in ids]
+    document["inbox_bytes"] = sum(int(e["size"]) for e in document["inbox"])
+    if failure is None:
+        document["attempts"] = 0
+        document["last_error"] = None
+        document["inbox_at"] = now if document["inbox"] else None
+        return
+    error = failure.error[: mailbox.ERROR_LIMIT]
+    document["attempts"] = failure.attempts
+    document["last_error"] = error
+    if failure.park:
+        document["parked"] = {
+            "event_id": failure.event.id,
+            "name": failure.event.event.name,
+            "error": error,
+            "attempts": failure.attempts,
+            "at": now,
+        }
+        document["inbox_at"] = None
+    else:
+        document["inbox_at"] = now + failure.retry_in
+
+
+def _apply_parts(
+    document: Document, parts: doc.CommitParts, now: float, trace_max: int, dedupe_window: int
+) -> None:
+    document.update(copy.deepcopy(parts.promoted))
+    document["version"] = parts.version
+    document["data"] = parts.data
+    document["outbox"] = [*document.get("outbox", []), *copy.deepcopy(parts.outbox)]
+    document["spawns"] = [*document.get("spawns", []), *copy.deepcopy(parts.spawns)]
+    if parts.relays and document.get("relay_at") is None:
+        document["relay_at"] = now + parts.relay_grace
+    if parts.processed:
+        document["processed"] = [*document.get("processed", []), *parts.processed][-dedupe_window:]
+    if parts.traces:
+        document["trace"] = [*document.get("trace", []), *copy.deepcopy(parts.traces)][-trace_max:]
+    if parts.timers is not None:
+        document["timers"] = dict(parts.timers)
+        document["next_fire_at"] = parts.next_fire_at
 
 
 class MemoryStore:
-    """Thread-safe in-process ExecutionStore."""
+    """Thread-safe in-process ExecutionStore; `database` is shared with a MemoryTransport."""
 
     def __init__(
-        self, *, trace_max: int = DEFAULT_TRACE_MAX, dedupe_window: int = DEFAULT_DEDUPE_WINDOW
+        self,
+        database: MemoryDatabase | None = None,
+        *,
+        trace_max: int = DEFAULT_TRACE_MAX,
+        dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
     ) -> None:
+        self.database = database or MemoryDatabase()
         self.trace_max = doc.require_positive("trace_max", trace_max)
         self.dedupe_window = doc.require_positive("dedupe_window", dedupe_window)
-        self._lock = threading.Lock()
-        self._documents: dict[str, dict[str, Any]] = {}
-        self._counters: dict[str, int] = {}
 
-    def _allocate(self, counter: str, count: int) -> int:
-        self._counters[counter] = self._counters.get(counter, 0) + count
-        return self._counters[counter] - count + 1
+    @property
+    def _documents(self) -> dict[str, Document]:
+        return self.database.documents
+
+    def _now(self) -> float:
+        return self.database.clock()
 
     # --- the write path ----------------------------------------------------------------------------
+
+    def _insert(self, parts: doc.CommitParts, entries: Sequence[Document], chart: str) -> None:
+        if parts.execution_id in self._documents:
+            raise StoreConflict(parts.execution_id, 0, self._documents[parts.execution_id].get("version"))
+        self._documents[parts.execution_id] = doc.created_document(parts, entries, chart, self._now())
+        self.database.lock.notify_all()
+
+    def _current(self, parts: doc.CommitParts, owner: str | None = None) -> Document:
+        current = self._documents.get(parts.execution_id)
+        if current is None or current.get("version") != parts.expected:
+            raise StoreConflict(
+                parts.execution_id, parts.expected, current.get("version") if current else None
+            )
+        if owner is not None and (current.get("lease") or {}).get("owner") != owner:
+            raise LeaseLost(parts.execution_id, parts.expected, (current.get("lease") or {}).get("owner"))
+        return current
 
     def commit(
         self,
@@ -50,71 +159,78 @@ class MemoryStore:
         processed_event_id: str | None = None,
         trace: dict[str, Any] | None = None,
     ) -> None:
-        with self._lock:
-            count = doc.seq_count(emits, spawns)
-            first_seq = self._allocate(doc.SEQ_COUNTER, count) if count else 0
-            parts = copy.deepcopy(
-                doc.commit_parts(exe, first_seq, emits, spawns, timers, processed_event_id, trace)
+        record = doc.StepRecord(processed_event_id, emits, spawns, trace)
+        with self.database.lock:
+            parts = doc.commit_parts(
+                exe, [record], expected=exe.version, timers_changed=bool(timers) or exe.version == 0
             )
-            write = doc.plan_commit(exe, parts, self.trace_max, self.dedupe_window)
-            current = self._documents.get(exe.id)
-            if write.creates:
-                if current is not None:
-                    raise doc.conflict(write, current)
-                self._documents[exe.id] = write.document
+            if exe.version == 0:
+                self._insert(parts, (), doc.mailbox.chart_key(exe.definition_id, exe.definition_version))
             else:
-                if current is None or current.get("version") != write.expected:
-                    raise doc.conflict(write, current)
-                self._documents[exe.id] = self._advanced(current, exe, parts)
-        exe.version = write.version
+                write = doc.plan_commit(parts, self.trace_max, self.dedupe_window)
+                current = copy.deepcopy(self._current(parts))
+                _apply_parts(current, parts, self._now(), self.trace_max, self.dedupe_window)
+                doc.ensure_fits(exe.id, {"u": write.pipeline})
+                self._documents[exe.id] = current
+        exe.version = parts.version
 
-    def _advanced(self, current: dict[str, Any], exe: Execution, parts: doc.CommitParts) -> dict[str, Any]:
-        """The document after the commit, built beside the stored one so a failure changes nothing."""
-        document = {
-            **current,
-            "definition_id": exe.definition_id,
-            "version": exe.version + 1,
-            "data": parts.data,
-            "outbox": [*current.get("outbox", []), *parts.outbox],
-            "spawns": [*current.get("spawns", []), *parts.spawns],
-            "timers": dict(current.get("timers", {})),
-        }
-        for path, fire_at in parts.timers.items():
-            if fire_at is None:
-                document["timers"].pop(doc.enc(path), None)
-            else:
-                document["timers"][doc.enc(path)] = fire_at
-        if parts.processed_event_id is not None:
-            processed = [*current.get("processed", []), parts.processed_event_id]
-            document["processed"] = processed[-self.dedupe_window :]
-        if parts.trace is not None:
-            document["trace"] = [*current.get("trace", []), parts.trace][-self.trace_max :]
-        if exe.next_fire_at is None:
-            document.pop("next_fire_at", None)
-        else:
-            document["next_fire_at"] = exe.next_fire_at
-        return document
+    def create(self, exe: Execution, events: Sequence[Event] = (), *, now: float) -> bool:
+        parts = doc.commit_parts(exe, (), expected=0, timers_changed=True)
+        entries = [mailbox.entry(event, None, now) for event in events]
+        with self.database.lock:
+            try:
+                self._insert(parts, entries, mailbox.chart_key(exe.definition_id, exe.definition_version))
+            except StoreConflict:
+                return False
+        return True
+
+    def commit_claim(
+        self,
+        claim: Claim,
+        exe: Execution,
+        records: Sequence[doc.StepRecord],
+        *,
+        applied: Sequence[Pending],
+        failure: Failure | None = None,
+        timers_changed: bool,
+    ) -> doc.CommitParts:
+        parts = doc.claim_commit_parts(claim, exe, records, applied, timers_changed)
+        doc.plan_commit(
+            parts, self.trace_max, self.dedupe_window, claim=claim, applied=applied, failure=failure
+        )
+        with self.database.lock:
+            current = copy.deepcopy(self._current(parts, claim.owner))
+            now = self._now()
+            _apply_parts(current, parts, now, self.trace_max, self.dedupe_window)
+            settle(current, applied, failure, now)
+            self._documents[exe.id] = current
+            self.database.lock.notify_all()
+        return parts
+
+    def commit_outcome(self, execution_id: str) -> tuple[int | None, str | None]:
+        with self.database.lock:
+            return doc.parse_commit_outcome(copy.deepcopy(self._documents.get(execution_id)))
 
     # --- reads -------------------------------------------------------------------------------------
 
     def load(self, execution_id: str) -> Execution | None:
-        with self._lock:
-            return doc.parse_execution(self._documents.get(execution_id))
+        with self.database.lock:
+            return parse_execution(self._documents.get(execution_id))
 
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
-        with self._lock:
+        with self.database.lock:
             document = self._documents.get(execution_id)
             if document is None:
                 return None, False
-            return doc.parse_execution(document), event_id in document.get("processed", [])
+            return parse_execution(document), event_id in document.get("processed", [])
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
-        with self._lock:
+        with self.database.lock:
             return event_id in self._documents.get(execution_id, {}).get("processed", [])
 
     def document(self, execution_id: str) -> dict[str, Any] | None:
         """The execution in MongoStore's document shape (for `harel status --document`)."""
-        with self._lock:
+        with self.database.lock:
             return copy.deepcopy(self._documents.get(execution_id))
 
     def list_executions(
@@ -126,86 +242,115 @@ class MemoryStore:
         limit: int = 50,
         cursor: str | None = None,
     ) -> ExecutionPage:
-        collector = doc.PageCollector(cursor, limit, status, definition_id, roots_only)
-        with self._lock:
-            ids = sorted(
-                key
-                for key, document in self._documents.items()
-                if definition_id is None or document.get("definition_id") == definition_id
-            )
-            for execution_id in ids[collector.offset :]:
-                if collector.offer(self._documents[execution_id]):
-                    break
-        return collector.page()
+        offset = decode_offset(cursor)
+        listing = doc.list_find(status, definition_id, roots_only, offset, limit)
+        wanted = {k: v for k, v in listing.filter.items() if k != "data"}
+        with self.database.lock:
+            found = [
+                d
+                for d in self._documents.values()
+                if "data" in d and all(d.get(k) == v for k, v in wanted.items())
+            ]
+        found.sort(key=lambda d: d["_id"])
+        found.sort(key=lambda d: d.get("created_at", 0.0), reverse=True)
+        return doc.parse_page(found[offset : offset + listing.limit], offset, limit)
 
     # --- relays ------------------------------------------------------------------------------------
 
-    def _holding(self, array: str) -> list[dict[str, Any]]:
-        return [copy.deepcopy(d) for d in self._documents.values() if d.get(array)]
+    def _holding_relays(self) -> list[Document]:
+        with self.database.lock:
+            holding = [copy.deepcopy(d) for d in self._documents.values() if d.get("relay_at") is not None]
+        return sorted(holding, key=lambda d: d["relay_at"])
 
     def pending_outbox(self, limit: int = 100) -> list[OutboxEntry]:
-        with self._lock:
-            return doc.parse_outbox(self._holding("outbox"), limit)
+        return doc.parse_pending_outbox(self._holding_relays(), limit)
 
-    def ack_outbox(self, seq: int) -> None:
-        with self._lock:
-            self._pull("outbox", seq)
+    def ack_outbox(self, execution_id: str, seq: int) -> None:
+        self.ack_relay(execution_id, [seq], [], retry_in=doc.RELAY_GRACE_SECONDS)
 
     def pending_spawns(self, limit: int = 100) -> list[SpawnEntry]:
-        with self._lock:
-            return doc.parse_spawns(self._holding("spawns"), limit)
+        return doc.parse_pending_spawns(self._holding_relays(), limit)
 
-    def ack_spawn(self, seq: int) -> None:
-        with self._lock:
-            self._pull("spawns", seq)
+    def ack_spawn(self, execution_id: str, seq: int) -> None:
+        self.ack_relay(execution_id, [], [seq], retry_in=doc.RELAY_GRACE_SECONDS)
 
-    def _pull(self, array: str, seq: int) -> None:
-        for execution_id, document in self._documents.items():
-            entries = document.get(array, [])
-            if any(entry["seq"] == seq for entry in entries):
-                kept = [entry for entry in entries if entry["seq"] != seq]
-                self._documents[execution_id] = {**document, array: kept}
+    def create_children(self, entries: Sequence[SpawnEntry], *, now: float) -> list[str]:
+        existing = []
+        for entry in entries:
+            child = ChildSeed.model_validate(entry.context).to_execution(entry, now)
+            if not self.create(child, [start_event(child.id, now)], now=now):
+                existing.append(child.id)
+        return existing
+
+    def take_relay_work(self, lease: float, bound: float) -> doc.RelayWork | None:
+        with self.database.lock:
+            now = self._now()
+            due = [d for d in self._documents.values() if _is_due(d.get("relay_at"), min(now, bound))]
+            if not due:
+                return None
+            document = min(due, key=lambda d: d["relay_at"])
+            document["relay_at"] = now + lease
+            return doc.parse_relay_work(copy.deepcopy(document))
+
+    def ack_relay(
+        self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
+    ) -> None:
+        with self.database.lock:
+            document = self._documents.get(execution_id)
+            if document is None:
                 return
+            document["outbox"] = [e for e in document.get("outbox", []) if e["seq"] not in set(outbox_seqs)]
+            document["spawns"] = [e for e in document.get("spawns", []) if e["seq"] not in set(spawn_seqs)]
+            left = document["outbox"] or document["spawns"]
+            document["relay_at"] = self._now() + retry_in if left else None
 
     # --- timers ------------------------------------------------------------------------------------
 
-    def due_timers(self, now: float, limit: int = 100) -> list[DueTimer]:
-        with self._lock:
-            due = sorted(
-                (d for d in self._documents.values() if d.get("next_fire_at", now + 1) <= now),
-                key=lambda d: d["next_fire_at"],
-            )
-            return doc.parse_due(due[:limit], now, limit)
+    def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
+        with self.database.lock:
+            now = min(self._now(), bound)
+            due = [copy.deepcopy(d) for d in self._documents.values() if _is_due(d.get("next_fire_at"), now)]
+        return doc.parse_due(sorted(due, key=lambda d: d["next_fire_at"])[:limit])
 
-    def next_timer_at(self) -> float | None:
-        with self._lock:
-            armed = [d["next_fire_at"] for d in self._documents.values() if "next_fire_at" in d]
-        return min(armed) if armed else None
-
-    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
-        with self._lock:
-            document = self._documents.get(execution_id)
-            key = doc.enc(path)
-            if document is None or document.get("timers", {}).get(key) != fire_at:
-                return
-            timers = {k: v for k, v in document["timers"].items() if k != key}
-            self._documents[execution_id] = {**document, "timers": timers}
+    def fire_timer(self, due: DueTimer, *, now: float) -> bool:
+        event = timer_event(due.execution_id, due.path, due.fire_at, now)
+        new = mailbox.entry(event, None, now)
+        with self.database.lock:
+            document = self._documents.get(due.execution_id)
+            if (
+                document is None
+                or document.get("timers") != due.stored_timers
+                or doc.due_from(due.fire_at) > self._now()
+            ):
+                return False
+            waiting = {e["id"] for e in document.get("inbox", [])}
+            if new["id"] not in waiting and new["id"] not in document.get("processed", []):
+                document["inbox"] = [*document.get("inbox", []), new]
+                document["inbox_bytes"] = sum(int(e["size"]) for e in document["inbox"])
+            document["next_fire_at"] = due.next_fire_at
+            document["inbox_at"] = inbox_due_unless_busy(document, self._now())
+            self.database.lock.notify_all()
+        return True
 
     # --- trace -------------------------------------------------------------------------------------
 
+    def _allocate(self, counter: str, count: int) -> int:
+        counters = self.database.counters
+        counters[counter] = counters.get(counter, 0) + count
+        return counters[counter] - count + 1
+
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         """Append outside a commit; like MongoStore, an unknown id gets a trace-only document."""
-        with self._lock:
+        with self.database.lock:
             index = (
                 entry["index"] if "index" in entry else self._allocate(doc.trace_counter(execution_id), 1) - 1
             )
             step = copy.deepcopy(doc.trace_step(entry, index))
-            document = self._documents.get(execution_id, {"_id": execution_id})
-            trace = [*document.get("trace", []), step][-self.trace_max :]
-            self._documents[execution_id] = {**document, "trace": trace}
+            document = self._documents.setdefault(execution_id, {"_id": execution_id})
+            document["trace"] = [*document.get("trace", []), step][-self.trace_max :]
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        with self._lock:
+        with self.database.lock:
             return copy.deepcopy(doc.parse_trace(self._documents.get(execution_id)))
 
     # --- lifecycle ---------------------------------------------------------------------------------

@@ -1,51 +1,62 @@
 """MongoStore: every execution in one MongoDB document, every commit one atomic `update_one`.
 
-The document model is in `harel.store._documents`. The design in short:
+The document model is in `harel.store._documents` (the mailbox fields in `harel.transport._mailbox`). The
+design in short:
 
 - **One document, one update.** An execution's snapshot (`data`), its outbox, spawn intents, dedupe
-  window, timers and trace ring live in one document, so a commit — the advance and everything it
-  enqueues — is a single-document update, atomic on any MongoDB deployment. The update carries the CAS
-  filter `{_id, version}`: a writer that loaded an older version matches nothing and gets StoreConflict
-  (with the version it found); the stored document is left exactly as it was and so is `exe.version`.
-- **Version 0 creates.** A commit at version 0 inserts the whole document; a concurrent create of the
-  same id loses on the duplicate `_id` and gets StoreConflict.
-- **Partial writes, projected reads.** A commit sends `$set` (data, version, definition_id, timer keys,
-  next_fire_at), `$push` (outbox, spawns, the dedupe window and the trace ring) and `$unset` (cancelled
-  timers) — never the document. `load` fetches only `data`; relays and the sweep fetch only their array
-  or sub-document.
-- **Counters.** Outbox and spawn seqs come from one counter document (`counters`, `_id: "seq"`): a commit
-  that emits or spawns makes one `find_one_and_update` for the whole block, a commit that does neither
-  makes none. Seqs are unique and increasing, not gapless: a block drawn by a commit that then loses its
-  CAS is simply skipped. A commit's trace step is indexed by its step number (the version it starts
-  from); `append_trace` keeps a per-execution counter `trace:<id>` for entries that carry no index.
-- **Dedupe window.** `processed` is pushed with `$slice: -dedupe_window` (default 1000) rather than
-  `$addToSet`, which cannot be bounded and would let the document grow towards 16 MiB. It stays a set:
-  the worker commits an event only after finding it unprocessed at the version its CAS names, so a
-  concurrent duplicate loses the CAS instead of adding a second copy. An event redelivered after
-  `dedupe_window` newer events of the same execution were processed is no longer recognised and is
-  stepped again; redeliveries lag by a lease timeout, so the window only has to outlast the events one
-  execution handles in that time.
-- **Timers.** `timers` maps an encoded node path to its fire time. The top-level `next_fire_at` (the
-  execution's earliest timer) is set in the same update and unset when none is armed; its sparse index
-  makes `due_timers` visit only documents with a timer due. `delete_timer` is value-guarded and leaves
-  `next_fire_at` alone: the commit of the timer event recomputes it, and until then the sweep reads that
-  document once more and finds nothing due in it.
+  window, timers, trace ring and mailbox live in one document, so a commit — the steps and everything they
+  enqueue, and the removal of the events they applied — is a single-document update, atomic on any MongoDB
+  deployment. The update carries the CAS filter `{_id, version}` (and the lease's owner, for a claim): a
+  writer that loaded an older version matches nothing and gets StoreConflict; the stored document is left
+  exactly as it was and so is `exe.version`.
+- **Version 0 creates**, with the first events (a start) already in the mailbox; a concurrent create of
+  the same id loses on the duplicate `_id` and gets StoreConflict (`create` returns False).
+- **Partial writes, projected reads.** A commit sends the new data, the entries the steps added and the
+  rings' trims — never the document. `load` fetches only `data`; relays and the sweep fetch only their
+  arrays or sub-document.
+- **No counters on the hot path.** Outbox and spawn seqs are numbered per execution from the version
+  (`_documents.SEQ_STRIDE`); a commit's trace step is indexed by its step number. Only `append_trace` of an
+  entry without an index draws from the `counters` collection (`trace:<id>`).
+- **Dedupe window.** `processed` keeps the last `dedupe_window` (default 1000) applied event ids; a send
+  of an id found there (or already in the mailbox) is refused. An event redelivered after `dedupe_window`
+  newer events of the same execution were applied is no longer recognised by its id; engine events (start,
+  timer, done, cancel) are still guarded by the state.
+- **Timers.** `timers` maps an encoded node path to its fire time; the top-level `next_fire_at` is the
+  earliest timer not yet fired. The sweep fires a due timer in one update of its own execution — the event
+  joins the mailbox and `next_fire_at` moves on — so no crash between a send and a delete can lose it.
+- **Relays.** The worker that commits entries relays them at once and holds them for
+  `RELAY_GRACE_SECONDS` (`relay_at`); background relays take only work left longer than that, one relay
+  per execution at a time.
 - **Size.** A commit whose payload reaches 15 MiB raises ExecutionTooLarge before anything is sent; the
   driver's DocumentTooLarge and the server's BSONObjectTooLarge map to the same error.
 
-The client is injected and duck-typed (PyMongo, or mongomock in tests); PyMongo is imported only for
-DuplicateKeyError and ReturnDocument.
+The client is injected and duck-typed (PyMongo, or mongomock in tests); PyMongo is imported only for its
+error and operation classes.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from harel.model import DueTimer, Execution, ExecutionPage, ExecutionStatus, OutboxEntry, SpawnEntry, TimerOp
+from harel.commands import only, parse_execution
+from harel.errors import StoreConflict
+from harel.model import (
+    DueTimer,
+    Event,
+    Execution,
+    ExecutionPage,
+    ExecutionStatus,
+    OutboxEntry,
+    SpawnEntry,
+    TimerOp,
+    decode_offset,
+)
 from harel.store import _documents as doc
-from harel.store._collections import MongoCollections
+from harel.store._collections import MongoCollections, conflict_for
 from harel.store.base import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX, Emit, Spawn
+from harel.transport.base import Claim, Failure, Pending
 
 
 class MongoStore(MongoCollections):
@@ -68,13 +79,20 @@ class MongoStore(MongoCollections):
 
         return cls(connect(url, **options), db_name, trace_max=trace_max, dedupe_window=dedupe_window)
 
-    def _allocate(self, counter: str, count: int) -> int:
-        found = self._counters.find_one_and_update(
-            {"_id": counter}, doc.counter_update(count), upsert=True, return_document=self._after
-        )
-        return doc.first_of_block(found, count)
-
     # --- the write path ----------------------------------------------------------------------------
+
+    def _write(self, write: doc.CommitWrite, owner: str | None = None) -> None:
+        with doc.too_large_as_typed(write):
+            try:
+                result = self._executions.update_one(write.filter, write.pipeline, upsert=write.creates)
+            except self._duplicate_key:
+                self._raise_conflict(write, owner)
+            if not write.creates and result.matched_count != 1:
+                self._raise_conflict(write, owner)
+
+    def _raise_conflict(self, write: doc.CommitWrite, owner: str | None) -> None:
+        found = self._executions.find_one({"_id": write.execution_id}, only("version", "lease"))
+        raise conflict_for(write, found, owner)
 
     def commit(
         self,
@@ -85,35 +103,59 @@ class MongoStore(MongoCollections):
         processed_event_id: str | None = None,
         trace: dict[str, Any] | None = None,
     ) -> None:
-        count = doc.seq_count(emits, spawns)
-        first_seq = self._allocate(doc.SEQ_COUNTER, count) if count else 0
-        parts = doc.commit_parts(exe, first_seq, emits, spawns, timers, processed_event_id, trace)
-        write = doc.plan_commit(exe, parts, self.trace_max, self.dedupe_window)
-        with doc.too_large_as_typed(write):
-            if write.creates:
-                try:
-                    self._executions.insert_one(write.document)
-                except self._duplicate_key:
-                    self._raise_conflict(write)
-            elif self._executions.update_one(write.cas_filter, write.update).matched_count != 1:
-                self._raise_conflict(write)
-        exe.version = write.version
+        record = doc.StepRecord(processed_event_id, emits, spawns, trace)
+        parts = doc.commit_parts(
+            exe, [record], expected=exe.version, timers_changed=bool(timers) or exe.version == 0
+        )
+        if exe.version == 0:
+            write = doc.plan_create(
+                parts, (), doc.mailbox.chart_key(exe.definition_id, exe.definition_version)
+            )
+        else:
+            write = doc.plan_commit(parts, self.trace_max, self.dedupe_window)
+        self._write(write)
+        exe.version = parts.version
 
-    def _raise_conflict(self, write: doc.CommitWrite) -> None:
-        found = self._executions.find_one({"_id": write.execution_id}, doc.only("version"))
-        raise doc.conflict(write, found)
+    def create(self, exe: Execution, events: Sequence[Event] = (), *, now: float) -> bool:
+        try:
+            self._write(doc.creation(exe, events, now))
+        except StoreConflict:
+            return False
+        return True
+
+    def commit_claim(
+        self,
+        claim: Claim,
+        exe: Execution,
+        records: Sequence[doc.StepRecord],
+        *,
+        applied: Sequence[Pending],
+        failure: Failure | None = None,
+        timers_changed: bool,
+    ) -> doc.CommitParts:
+        parts = doc.claim_commit_parts(claim, exe, records, applied, timers_changed)
+        write = doc.plan_commit(
+            parts, self.trace_max, self.dedupe_window, claim=claim, applied=applied, failure=failure
+        )
+        self._write(write, claim.owner)
+        return parts
+
+    def commit_outcome(self, execution_id: str) -> tuple[int | None, str | None]:
+        return doc.parse_commit_outcome(
+            self._executions.find_one({"_id": execution_id}, only("version", "lease"))
+        )
 
     # --- reads -------------------------------------------------------------------------------------
 
     def load(self, execution_id: str) -> Execution | None:
-        return doc.parse_execution(self._executions.find_one({"_id": execution_id}, doc.only("data")))
+        return parse_execution(self._executions.find_one({"_id": execution_id}, only("data")))
 
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         found = list(self._executions.aggregate(doc.load_for_event_pipeline(execution_id, event_id)))
         return doc.parse_load_for_event(found)
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
-        found = self._executions.find_one(doc.processed_filter(execution_id, event_id), doc.only("_id"))
+        found = self._executions.find_one(doc.processed_filter(execution_id, event_id), only("_id"))
         return found is not None
 
     def document(self, execution_id: str) -> dict[str, Any] | None:
@@ -129,42 +171,66 @@ class MongoStore(MongoCollections):
         limit: int = 50,
         cursor: str | None = None,
     ) -> ExecutionPage:
-        collector = doc.PageCollector(cursor, limit, status, definition_id, roots_only)
-        found = doc.list_find(definition_id, collector.offset).open(self._executions)
-        try:
-            for document in found:
-                if collector.offer(document):
-                    break
-        finally:
-            found.close()
-        return collector.page()
+        offset = decode_offset(cursor)
+        found = doc.list_find(status, definition_id, roots_only, offset, limit).open(self._executions)
+        return doc.parse_page(list(found), offset, limit)
 
     # --- relays ------------------------------------------------------------------------------------
 
     def pending_outbox(self, limit: int = 100) -> list[OutboxEntry]:
-        return doc.parse_outbox(doc.outbox_find(limit).open(self._executions), limit)
+        return doc.parse_pending_outbox(doc.pending_relays_find(limit).open(self._executions), limit)
 
-    def ack_outbox(self, seq: int) -> None:
-        self._executions.update_one(*doc.ack_outbox_write(seq))
+    def ack_outbox(self, execution_id: str, seq: int) -> None:
+        self.ack_relay(execution_id, [seq], [], retry_in=doc.RELAY_GRACE_SECONDS)
 
     def pending_spawns(self, limit: int = 100) -> list[SpawnEntry]:
-        return doc.parse_spawns(doc.spawns_find(limit).open(self._executions), limit)
+        return doc.parse_pending_spawns(doc.pending_relays_find(limit).open(self._executions), limit)
 
-    def ack_spawn(self, seq: int) -> None:
-        self._executions.update_one(*doc.ack_spawn_write(seq))
+    def ack_spawn(self, execution_id: str, seq: int) -> None:
+        self.ack_relay(execution_id, [], [seq], retry_in=doc.RELAY_GRACE_SECONDS)
+
+    def create_children(self, entries: Sequence[SpawnEntry], *, now: float) -> list[str]:
+        if not entries:
+            return []
+        writes = [doc.child_creation(entry, now) for entry in entries]
+        try:
+            self._executions.bulk_write(self._children_requests(writes), ordered=False)
+        except self._bulk_error as exc:
+            return self._existing_children(exc, writes)
+        return []
+
+    def take_relay_work(self, lease: float, bound: float) -> doc.RelayWork | None:
+        query, update = doc.relay_claim(lease, bound)
+        found = self._executions.find_one_and_update(
+            query,
+            update,
+            sort=list(doc.RELAY_SORT),
+            projection=only(*doc.RELAY_PROJECTION),
+            return_document=self._after,
+        )
+        return doc.parse_relay_work(found) if found is not None else None
+
+    def ack_relay(
+        self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
+    ) -> None:
+        self._executions.update_one(*doc.relay_ack(execution_id, outbox_seqs, spawn_seqs, retry_in))
 
     # --- timers ------------------------------------------------------------------------------------
 
-    def due_timers(self, now: float, limit: int = 100) -> list[DueTimer]:
-        return doc.parse_due(doc.due_find(now, limit).open(self._executions), now, limit)
+    def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
+        return doc.parse_due(doc.due_find(bound, limit).open(self._executions))
 
-    def next_timer_at(self) -> float | None:
-        return doc.parse_next_timer(list(doc.next_timer_find().open(self._executions)))
-
-    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
-        self._executions.update_one(*doc.delete_timer_write(execution_id, path, fire_at))
+    def fire_timer(self, due: DueTimer, *, now: float) -> bool:
+        write = doc.fire(due, now)
+        return self._executions.update_one(write.filter, write.update).matched_count == 1
 
     # --- trace -------------------------------------------------------------------------------------
+
+    def _allocate(self, counter: str, count: int) -> int:
+        found = self._counters.find_one_and_update(
+            {"_id": counter}, doc.counter_update(count), upsert=True, return_document=self._after
+        )
+        return doc.first_of_block(found, count)
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         """Append outside a commit. Upserts: an id with no execution yet gets a trace-only document,
@@ -174,14 +240,17 @@ class MongoStore(MongoCollections):
         self._executions.update_one({"_id": execution_id}, update, upsert=True)
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return doc.parse_trace(self._executions.find_one({"_id": execution_id}, doc.only("trace")))
+        return doc.parse_trace(self._executions.find_one({"_id": execution_id}, only("trace")))
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
     def ensure_indexes(self) -> None:
-        """Create the indexes listings, the sweep and the relays use. Idempotent."""
+        """Create the indexes listings, the sweep and the relays use, and drop retired ones. Idempotent."""
         for index in doc.INDEXES:
-            self._executions.create_index(index.key, **index.options())
+            index.create_on(self._executions)
+        for name in doc.RETIRED_INDEXES:
+            with contextlib.suppress(self._operation_failure):
+                self._executions.drop_index(name)
 
     def close(self) -> None:
         self._client.close()

@@ -1,5 +1,6 @@
-"""Transports: the Transport protocol, MongoTransport (sync + async) and the in-memory transport."""
+"""Transports: the Transport protocol (each execution's mailbox), MongoTransport (sync + async) and the
+in-memory transport."""
 
-from harel.transport.base import DeadLetter, Message, Transport
+from harel.transport.base import Claim, Parked, Pending, SendOutcome, Transport
 
-__all__ = ["DeadLetter", "Message", "Transport"]
+__all__ = ["Claim", "Parked", "Pending", "SendOutcome", "Transport"]

@@ -1,11 +1,21 @@
-"""The queue seam: at-least-once delivery of events to executions, by lease."""
+"""The queue seam: each execution's mailbox, claimed by one worker at a time, in the order events arrived.
+
+Events wait in their target execution's mailbox (`harel.transport._mailbox` has the document model). A
+worker claims an *execution* whose mailbox is due — a lease fenced by an owner token, on the server's clock
+— and steps its pending events in arrival order; the commit that records the steps removes them from the
+mailbox and ends the lease. So one execution's events are applied one at a time, in the order they were
+sent, whatever the number of workers and consumers.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from harel.model import Event
+from harel.model import Event, Execution
+from harel.servertime import ServerClock
 
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_MAX_ATTEMPTS = 8
@@ -13,69 +23,121 @@ BACKOFF_BASE_SECONDS = 0.5
 BACKOFF_CAP_SECONDS = 30.0
 
 
-@dataclass(frozen=True)
-class Message:
-    """A claimed event. `owner` is the claim token: ack, extend and nack succeed only while it holds."""
-
-    id: str
-    target_id: str | None
-    event: Event
-    attempts: int
-    owner: str
-    lease_until: float
-    enqueued_at: float
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    id: str
-    target_id: str | None
-    event: Event
-    attempts: int
-    last_error: str
-    dead_at: float
-
-
 def backoff(attempts: int) -> float:
-    """Delay before the next delivery after `attempts` failed ones: exponential, capped."""
+    """Delay before the next attempt after `attempts` failed ones: exponential, capped."""
     return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(0, attempts - 1))
+
+
+class SendOutcome(StrEnum):
+    QUEUED = "queued"  # appended to the target's mailbox
+    DUPLICATE = "duplicate"  # already waiting there, or already processed: nothing to do
+    MISSING = "missing"  # no such execution (yet)
+    FULL = "full"  # the target's mailbox is at its size limit; send again later
+
+
+@dataclass(frozen=True)
+class Pending:
+    """An event waiting in a mailbox. `at`: when it arrived (server clock, as estimated by the sender);
+    `size`: its share of the mailbox's byte budget."""
+
+    id: str
+    event: Event
+    source: str | None
+    at: float
+    size: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An execution leased to one worker, with its pending events in arrival order.
+
+    `server_time` is the server's clock when the lease was taken; `owner` fences every later write of this
+    claim. `attempts` counts the failed attempts at the head event. `previous_owner` names the holder of an
+    expired lease this claim took over. `relay_idle` is True when no relay work was pending on the
+    execution, so the worker that commits may relay its own entries at once."""
+
+    execution: Execution
+    pending: tuple[Pending, ...]
+    owner: str
+    server_time: float
+    lease_until: float
+    attempts: int
+    previous_owner: str | None
+    relay_idle: bool
+
+    @property
+    def execution_id(self) -> str:
+        return self.execution.id
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The head event (after those applied) raised: retry it after a backoff, or park the execution once
+    `max_attempts` is reached."""
+
+    event: Pending
+    error: str
+    attempts: int
+    park: bool
+    retry_in: float
+
+
+@dataclass(frozen=True)
+class Parked:
+    """An execution whose head event was dead-lettered: it waits for an operator (retry or drop)."""
+
+    execution_id: str
+    chart: str
+    event_id: str
+    event_name: str
+    error: str
+    attempts: int
+    at: float
+    waiting: int  # events queued behind the dead-lettered one
 
 
 @runtime_checkable
 class Transport(Protocol):
-    """Events in, leased messages out. A message is never deleted on claim, only on a valid ack."""
+    """Sends into mailboxes, claims executions, and the operator's dead-letter actions. `clock` is this
+    process's estimate of the deployment's time, kept from the server times claims return."""
 
     max_attempts: int
+    clock: ServerClock
 
-    def send(self, target_id: str | None, event: Event, delay: float = 0.0) -> None:
-        """Enqueue; sending an event id that is already queued is a no-op (relays may send twice)."""
+    def send(self, target_id: str, event: Event, *, source: str | None = None) -> SendOutcome:
+        """Append to the target's mailbox unless the event id is already there or processed."""
 
-    def claim(self, lease: float = DEFAULT_LEASE_SECONDS) -> Message | None:
-        """The oldest visible message, leased to a new owner token, or None."""
+    def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
+        """Lease the execution (of one of `charts`) whose mailbox has been due longest, or None.
+        `bound` is an upper estimate of the server's time, for the index range only."""
 
-    def ack(self, message: Message) -> bool:
-        """Delete the message if this claim still owns it; False means the lease was lost."""
+    def extend(self, claim: Claim, lease: float) -> Claim | None:
+        """Push the lease's end out while still the owner; None when the lease was lost."""
 
-    def extend(self, message: Message, lease: float = DEFAULT_LEASE_SECONDS) -> Message | None:
-        """Push the lease end out while still the owner; None when the lease was lost."""
+    def release(self, claim: Claim, delay: float = 0.0) -> bool:
+        """Give the execution back without applying anything (shutdown); False when no longer the owner."""
 
-    def nack(self, message: Message, error: str) -> bool:
-        """Failed attempt: redeliver after a backoff, or dead-letter once `max_attempts` is reached.
-        Returns True when the message was dead-lettered."""
+    def fail(self, claim: Claim, failure: Failure) -> bool:
+        """Record a failed attempt at the head event (nothing applied): retry later, or park."""
 
-    def release(self, message: Message, delay: float = 0.0) -> None:
-        """Give the message back without counting the attempt (shutdown, or the target is not ready)."""
+    def parked(self, limit: int = 100) -> list[Parked]:
+        """Executions waiting for an operator, oldest first."""
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]: ...
+    def retry(self, execution_id: str) -> bool:
+        """Unpark: the dead-lettered event is attempted again now, with its attempts reset."""
 
-    def depth(self) -> int:
-        """Messages queued (visible or leased)."""
+    def drop(self, execution_id: str, event_id: str) -> bool:
+        """Unpark by removing the dead-lettered event (recorded as processed, so it cannot return)."""
 
-    def next_visible_at(self) -> float | None:
-        """When the earliest message becomes claimable: how long a consumer may sleep."""
+    def pending_count(self) -> int:
+        """Events waiting in all mailboxes."""
 
     def wait_hint(self, timeout: float) -> bool:
-        """Block up to `timeout` or until a send may have happened (a hint only; polling stays the truth)."""
+        """Block up to `timeout` or until a mailbox may have become due (a hint only: polling stays the
+        truth)."""
+
+    def wake(self) -> None:
+        """Wake this process's waiters: it just made a mailbox due (a timer fired, an event relayed)."""
 
     def ensure_indexes(self) -> None: ...
 

@@ -1,131 +1,158 @@
-"""An in-process transport for the embedded `memory://` mode: the same lease semantics as MongoTransport."""
+"""The in-memory transport (`memory://`): MongoTransport's mailbox semantics over a MemoryStore's documents.
+
+Each operation is the Python reading of its builder in `harel.transport._mailbox`, under the database's
+lock; the conformance suite runs the same checks on this and on MongoTransport.
+"""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+import copy
+import dataclasses
+from collections.abc import Sequence
 
 from harel.model import Event
-from harel.transport._messages import ERROR_LIMIT, new_owner_token
-from harel.transport.base import DEFAULT_LEASE_SECONDS, DEFAULT_MAX_ATTEMPTS, DeadLetter, Message, backoff
-
-
-@dataclass
-class _Queued:
-    target_id: str | None
-    event: Event
-    visible_at: float
-    enqueued_at: float
-    attempts: int = 0
-    owner: str | None = None
+from harel.servertime import ServerClock
+from harel.store.base import DEFAULT_DEDUPE_WINDOW
+from harel.store.memory import MemoryDatabase, inbox_due_unless_busy, settle
+from harel.transport import _mailbox as mailbox
+from harel.transport.base import DEFAULT_MAX_ATTEMPTS, Claim, Failure, Parked, SendOutcome
+from harel.transport.mongo import new_owner_token
 
 
 class MemoryTransport:
-    def __init__(self, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        database: MemoryDatabase,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
+    ) -> None:
+        self.database = database
         self.max_attempts = max_attempts
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._sent = threading.Condition(self._lock)
-        self._queue: dict[str, _Queued] = {}
-        self._dead: dict[str, DeadLetter] = {}
+        self.dedupe_window = dedupe_window
+        # The deployment's clock is this process's: the estimate is exact.
+        self.clock = ServerClock(local=database.clock, monotonic=database.clock)
 
-    def send(self, target_id: str | None, event: Event, delay: float = 0.0) -> None:
-        now = self._clock()
-        with self._lock:
-            if event.id not in self._queue:
-                self._queue[event.id] = _Queued(target_id, event, now + max(0.0, delay), now)
-                self._sent.notify_all()
+    def _now(self) -> float:
+        return self.database.clock()
 
-    def claim(self, lease: float = DEFAULT_LEASE_SECONDS) -> Message | None:
-        now = self._clock()
-        with self._lock:
-            visible = [(m.visible_at, mid) for mid, m in self._queue.items() if m.visible_at <= now]
-            if not visible:
+    def send(self, target_id: str, event: Event, *, source: str | None = None) -> SendOutcome:
+        with self.database.lock:
+            now = self._now()
+            document = self.database.documents.get(target_id)
+            if document is None or "data" not in document:
+                return SendOutcome.MISSING
+            inbox = document.setdefault("inbox", [])
+            if event.id in document.get("processed", []) or any(e["id"] == event.id for e in inbox):
+                return SendOutcome.DUPLICATE
+            new = mailbox.entry(event, source, now)
+            if document.get("inbox_bytes", 0) + new["size"] > mailbox.INBOX_LIMIT_BYTES:
+                return SendOutcome.FULL
+            inbox.append(new)
+            document["inbox_bytes"] = sum(int(e["size"]) for e in inbox)
+            document["inbox_at"] = inbox_due_unless_busy(document, now)
+            self.database.lock.notify_all()
+            return SendOutcome.QUEUED
+
+    def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
+        owner = new_owner_token()
+        wanted = set(charts)
+        with self.database.lock:
+            now = self._now()
+            due = [
+                d
+                for d in self.database.documents.values()
+                if d.get("chart") in wanted
+                and d.get("inbox_at") is not None
+                and d["inbox_at"] <= min(now, bound)
+            ]
+            if not due:
                 return None
-            _, mid = min(visible)
-            queued = self._queue[mid]
-            queued.owner = new_owner_token()
-            queued.attempts += 1
-            queued.visible_at = now + lease
-            return Message(
-                mid,
-                queued.target_id,
-                queued.event,
-                queued.attempts,
-                queued.owner,
-                now + lease,
-                queued.enqueued_at,
-            )
+            document = min(due, key=lambda d: d["inbox_at"])
+            previous = (document.get("lease") or {}).get("owner")
+            document["lease"] = {"owner": owner, "until": now + lease, "at": now}
+            if previous is not None:
+                document["lease"]["previous"] = previous
+            document["inbox_at"] = now + lease
+            claim = mailbox.parse_claim(copy.deepcopy(document), owner)
+        self.clock.observe(claim.server_time)
+        return claim
 
-    def _owned(self, message: Message) -> _Queued | None:
-        queued = self._queue.get(message.id)
-        return queued if queued is not None and queued.owner == message.owner else None
+    def _owned(self, claim: Claim) -> dict | None:
+        document = self.database.documents.get(claim.execution_id)
+        if document is None or (document.get("lease") or {}).get("owner") != claim.owner:
+            return None
+        return document
 
-    def ack(self, message: Message) -> bool:
-        with self._lock:
-            if self._owned(message) is None:
+    def extend(self, claim: Claim, lease: float) -> Claim | None:
+        with self.database.lock:
+            document = self._owned(claim)
+            if document is None:
+                return None
+            until = self._now() + lease
+            document["lease"]["until"] = until
+            document["inbox_at"] = until
+            return dataclasses.replace(claim, lease_until=until)
+
+    def release(self, claim: Claim, delay: float = 0.0) -> bool:
+        with self.database.lock:
+            document = self._owned(claim)
+            if document is None:
                 return False
-            del self._queue[message.id]
+            document["lease"] = None
+            document["inbox_at"] = self._now() + delay if document.get("inbox") else None
+            self.database.lock.notify_all()
             return True
 
-    def extend(self, message: Message, lease: float = DEFAULT_LEASE_SECONDS) -> Message | None:
-        now = self._clock()
-        with self._lock:
-            queued = self._owned(message)
-            if queued is None:
-                return None
-            queued.visible_at = now + lease
-            return replace(message, lease_until=now + lease)
+    def fail(self, claim: Claim, failure: Failure) -> bool:
+        with self.database.lock:
+            document = self._owned(claim)
+            if document is None:
+                return False
+            settle(document, (), failure, self._now())
+            return True
 
-    def nack(self, message: Message, error: str) -> bool:
-        now = self._clock()
-        with self._lock:
-            queued = self._owned(message)
-            if message.attempts >= self.max_attempts:
-                self._dead.setdefault(
-                    message.id,
-                    DeadLetter(
-                        message.id,
-                        message.target_id,
-                        message.event,
-                        message.attempts,
-                        error[:ERROR_LIMIT],
-                        now,
-                    ),
-                )
-                if queued is not None:
-                    del self._queue[message.id]
-                return True
-            if queued is not None:
-                queued.owner = None
-                queued.visible_at = now + backoff(message.attempts)
-            return False
+    def parked(self, limit: int = 100) -> list[Parked]:
+        with self.database.lock:
+            found = [
+                copy.deepcopy(d) for d in self.database.documents.values() if d.get("parked") is not None
+            ]
+        found.sort(key=lambda d: d["parked"]["at"])
+        return [mailbox.parse_parked(d) for d in found[:limit]]
 
-    def release(self, message: Message, delay: float = 0.0) -> None:
-        with self._lock:
-            queued = self._owned(message)
-            if queued is not None:
-                queued.owner = None
-                queued.attempts -= 1
-                queued.visible_at = self._clock() + max(0.0, delay)
+    def retry(self, execution_id: str) -> bool:
+        with self.database.lock:
+            document = self.database.documents.get(execution_id)
+            if document is None or document.get("parked") is None:
+                return False
+            document.update({"parked": None, "attempts": 0, "last_error": None, "inbox_at": self._now()})
+            self.database.lock.notify_all()
+            return True
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        with self._lock:
-            return sorted(self._dead.values(), key=lambda d: d.dead_at)[:limit]
+    def drop(self, execution_id: str, event_id: str) -> bool:
+        with self.database.lock:
+            document = self.database.documents.get(execution_id)
+            if document is None or (document.get("parked") or {}).get("event_id") != event_id:
+                return False
+            document["inbox"] = [e for e in document.get("inbox", []) if e["id"] != event_id]
+            document["inbox_bytes"] = sum(int(e["size"]) for e in document["inbox"])
+            document["processed"] = [*document.get("processed", []), event_id][-self.dedupe_window :]
+            document.update({"parked": None, "attempts": 0, "last_error": None})
+            document["inbox_at"] = self._now() if document["inbox"] else None
+            self.database.lock.notify_all()
+            return True
 
-    def depth(self) -> int:
-        with self._lock:
-            return len(self._queue)
-
-    def next_visible_at(self) -> float | None:
-        with self._lock:
-            return min((m.visible_at for m in self._queue.values()), default=None)
+    def pending_count(self) -> int:
+        with self.database.lock:
+            return sum(len(d.get("inbox", [])) for d in self.database.documents.values())
 
     def wait_hint(self, timeout: float) -> bool:
-        with self._lock:
-            return self._sent.wait(timeout)
+        with self.database.lock:
+            return self.database.lock.wait(timeout)
+
+    def wake(self) -> None:
+        with self.database.lock:
+            self.database.lock.notify_all()
 
     def ensure_indexes(self) -> None:
         """Nothing to index in memory."""

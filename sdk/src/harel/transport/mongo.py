@@ -1,40 +1,62 @@
-"""MongoTransport: the queue on the same replica set as the store (sync and async twins).
+"""MongoTransport: each execution's mailbox, in its own document on the same replica set (sync + async).
 
-Delivery is at least once. A claim leases a message to an owner token with `find_one_and_update` on the
-indexed `visible_at` field and never deletes it; `ack` deletes it only while the token still owns it, so a
-lease that ran out (a slow action, a paused worker) is re-claimed by someone else and the late ack is
-refused. Consumers dedupe by event id against the execution's processed marks. A message that fails
-`max_attempts` times moves to `dead_letters` with its last error.
+Events wait in their target execution's `inbox` (`harel.transport._mailbox` has the document model). A
+`send` is one update of the target; a `claim` is one `findAndModify` that leases the execution whose
+mailbox has been due longest (of the charts the worker serves) and returns its data and pending events;
+the store's `commit_claim` removes the applied events and ends the lease in the same update as the steps.
+Leases and due times are on the server's clock (`$$NOW`); the owner token fences every write of a claim.
 
-Wake-up: where the deployment has change streams (a replica set), inserts into the queue wake waiting
+An attempt that raises is recorded on the execution (`attempts`, `last_error`) and retried after a
+backoff, with the events behind it waiting; after `max_attempts` the execution is parked with the event
+and its error until an operator retries or drops it (`harel dead`), so later events never overtake it.
+
+Wake-up: where the deployment has change streams (a replica set), a mailbox that becomes due wakes waiting
 consumers early. That is a hint only: consumers still poll with a bounded backoff, which stays the source
-of truth — a missed or unsupported change stream costs latency, never a message.
+of truth; a watcher that fails is restarted with a backoff, and until then costs latency, never an event.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import secrets
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 from pymongo import ReturnDocument
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import OperationFailure, PyMongoError
 
+from harel.commands import only
 from harel.model import Event
-from harel.transport import _messages as q
-from harel.transport.base import DEFAULT_LEASE_SECONDS, DEFAULT_MAX_ATTEMPTS, DeadLetter, Message
+from harel.servertime import ServerClock
+from harel.store._documents import EXECUTIONS
+from harel.store.base import DEFAULT_DEDUPE_WINDOW
+from harel.transport import _mailbox as mailbox
+from harel.transport.base import DEFAULT_MAX_ATTEMPTS, Claim, Failure, Parked, SendOutcome
 
 log = logging.getLogger("harel.transport")
 
-Clock = Callable[[], float]
+WATCH_RETRY_FIRST = 0.5
+WATCH_RETRY_MAX = 30.0
+# Replies that say the deployment has no change streams at all (a standalone, a test double): poll only.
+NO_CHANGE_STREAMS = frozenset({20, 40573, 115, 238})
 
 
-class _QueueCollections:
-    """The client and the two queue collections, held the same way by both twins."""
+def _unsupported(exc: Exception) -> bool:
+    return isinstance(exc, NotImplementedError | AttributeError | TypeError) or (
+        isinstance(exc, OperationFailure) and exc.code in NO_CHANGE_STREAMS
+    )
+
+
+def new_owner_token() -> str:
+    return secrets.token_hex(12)
+
+
+class _MailboxCollection:
+    """The client and the executions collection, held the same way by both twins."""
 
     def __init__(
         self,
@@ -42,23 +64,31 @@ class _QueueCollections:
         db_name: str = "harel",
         *,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        clock: Clock = time.time,
+        dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
+        clock: ServerClock | None = None,
         watch: bool = True,
     ) -> None:
         self._client = client
-        db = client[db_name]
-        self._queue = db[q.QUEUE]
-        self._dead = db[q.DEAD_LETTERS]
+        self._executions = client[db_name][EXECUTIONS]
         self.max_attempts = max_attempts
-        self._clock = clock
+        self.dedupe_window = dedupe_window
+        self.clock = clock or ServerClock()
         self._watch_enabled = watch
 
-    def _collections(self) -> dict[str, Any]:
-        return {q.QUEUE: self._queue, q.DEAD_LETTERS: self._dead}
+    def _claimed(self, found: dict[str, Any] | None, owner: str) -> Claim | None:
+        if found is None:
+            return None
+        claim = mailbox.parse_claim(found, owner)
+        self.clock.observe(claim.server_time)
+        return claim
+
+    @staticmethod
+    def _extended(claim: Claim, found: dict[str, Any] | None) -> Claim | None:
+        return dataclasses.replace(claim, lease_until=float(found["lease"]["until"])) if found else None
 
 
-class MongoTransport(_QueueCollections):
-    """The queue in `db_name` of an injected pymongo-compatible client (incl. mongomock)."""
+class MongoTransport(_MailboxCollection):
+    """Mailboxes in `db_name` of an injected pymongo-compatible client (incl. the embedded mongomock)."""
 
     def __init__(self, client: Any, db_name: str = "harel", **options: Any) -> None:
         super().__init__(client, db_name, **options)
@@ -70,53 +100,59 @@ class MongoTransport(_QueueCollections):
     def from_url(cls, url: str, db_name: str = "harel", **options: Any) -> MongoTransport:
         from harel.connection import connect
 
-        return cls(connect(url, **options), db_name)
+        return cls(connect(url), db_name, **options)
 
-    def send(self, target_id: str | None, event: Event, delay: float = 0.0) -> None:
-        with contextlib.suppress(DuplicateKeyError):
-            self._queue.insert_one(q.queued_document(target_id, event, self._clock(), delay))
-        self._wake.set()  # consumers sharing this transport need no change stream to hear of it
+    def send(self, target_id: str, event: Event, *, source: str | None = None) -> SendOutcome:
+        write = mailbox.send_write(target_id, mailbox.entry(event, source, self.clock.now()))
+        if self._executions.update_one(write.filter, write.update).matched_count == 1:
+            self._wake.set()  # consumers sharing this transport need no change stream to hear of it
+            return SendOutcome.QUEUED
+        return mailbox.parse_send_diagnosis(
+            list(self._executions.aggregate(mailbox.send_diagnosis(target_id, event.id)))
+        )
 
-    def claim(self, lease: float = DEFAULT_LEASE_SECONDS) -> Message | None:
-        now = self._clock()
-        doc = self._queue.find_one_and_update(
-            q.claim_filter(now),
-            q.claim_update(q.new_owner_token(), now, lease),
-            sort=q.CLAIM_SORT,
+    def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
+        owner = new_owner_token()
+        write = mailbox.claim_write(charts, owner, lease, bound)
+        found = self._executions.find_one_and_update(
+            write.filter,
+            write.update,
+            sort=list(mailbox.CLAIM_SORT),
+            projection=only(*mailbox.CLAIM_PROJECTION),
             return_document=ReturnDocument.AFTER,
         )
-        return q.parse_message(doc) if doc is not None else None
+        return self._claimed(found, owner)
 
-    def ack(self, message: Message) -> bool:
-        return self._queue.delete_one(q.owned_filter(message)).deleted_count == 1
+    def extend(self, claim: Claim, lease: float) -> Claim | None:
+        write = mailbox.extend_write(claim, lease)
+        found = self._executions.find_one_and_update(
+            write.filter, write.update, projection=only("lease"), return_document=ReturnDocument.AFTER
+        )
+        return self._extended(claim, found)
 
-    def extend(self, message: Message, lease: float = DEFAULT_LEASE_SECONDS) -> Message | None:
-        now = self._clock()
-        res = self._queue.update_one(q.owned_filter(message), q.extend_update(now, lease))
-        return q.with_lease(message, now, lease) if res.matched_count == 1 else None
+    def release(self, claim: Claim, delay: float = 0.0) -> bool:
+        write = mailbox.release_write(claim, delay)
+        return self._executions.update_one(write.filter, write.update).matched_count == 1
 
-    def nack(self, message: Message, error: str) -> bool:
-        now = self._clock()
-        if message.attempts >= self.max_attempts:
-            with contextlib.suppress(DuplicateKeyError):
-                self._dead.insert_one(q.dead_letter_document(message, error, now))
-            self._queue.delete_one(q.owned_filter(message))
-            return True
-        self._queue.update_one(q.owned_filter(message), q.retry_update(message.attempts, now, error))
-        return False
+    def fail(self, claim: Claim, failure: Failure) -> bool:
+        write = mailbox.fail_write(claim, failure)
+        return self._executions.update_one(write.filter, write.update).matched_count == 1
 
-    def release(self, message: Message, delay: float = 0.0) -> None:
-        self._queue.update_one(q.owned_filter(message), q.release_update(self._clock(), delay))
+    def parked(self, limit: int = 100) -> list[Parked]:
+        query, projection, sort, count = mailbox.parked_find(limit)
+        found = self._executions.find(query, projection).sort(list(sort)).limit(count)
+        return [mailbox.parse_parked(d) for d in found]
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        return [q.parse_dead_letter(d) for d in self._dead.find({}).sort("dead_at", 1).limit(limit)]
+    def retry(self, execution_id: str) -> bool:
+        write = mailbox.retry_write(execution_id)
+        return self._executions.update_one(write.filter, write.update).matched_count == 1
 
-    def depth(self) -> int:
-        return int(self._queue.count_documents({}))
+    def drop(self, execution_id: str, event_id: str) -> bool:
+        write = mailbox.drop_write(execution_id, event_id, self.dedupe_window)
+        return self._executions.update_one(write.filter, write.update).matched_count == 1
 
-    def next_visible_at(self) -> float | None:
-        doc = self._queue.find_one({}, {"visible_at": 1}, sort=q.CLAIM_SORT)
-        return float(doc["visible_at"]) if doc is not None else None
+    def pending_count(self) -> int:
+        return mailbox.parse_count(list(self._executions.aggregate(mailbox.PENDING_COUNT)))
 
     def wait_hint(self, timeout: float) -> bool:
         self._start_watcher()
@@ -124,31 +160,44 @@ class MongoTransport(_QueueCollections):
         self._wake.clear()
         return woken
 
+    def wake(self) -> None:
+        self._wake.set()
+
     def _start_watcher(self) -> None:
         if not self._watch_enabled or self._watcher is not None:
             return
-        self._watcher = threading.Thread(target=self._watch, name="harel-queue-watch", daemon=True)
+        self._watcher = threading.Thread(target=self._watch, name="harel-mailbox-watch", daemon=True)
         self._watcher.start()
 
     def _watch(self) -> None:
-        try:
-            with self._queue.watch(q.INSERT_WATCH_PIPELINE, max_await_time_ms=1000) as stream:
-                while not self._closed.is_set():
-                    if stream.try_next() is not None:
-                        self._wake.set()
-        except (PyMongoError, NotImplementedError, AttributeError, TypeError) as exc:
-            log.debug("queue change stream unavailable, polling only: %s", exc)
+        pause = WATCH_RETRY_FIRST
+        while not self._closed.is_set():
+            try:
+                with self._executions.watch(mailbox.WATCH_PIPELINE, max_await_time_ms=1000) as stream:
+                    pause = WATCH_RETRY_FIRST
+                    while not self._closed.is_set():
+                        if stream.try_next() is not None:
+                            self._wake.set()
+            except (PyMongoError, NotImplementedError, AttributeError, TypeError) as exc:
+                if _unsupported(exc):
+                    log.info("change streams unavailable, polling only", extra={"error": str(exc)})
+                    return
+                log.warning("mailbox watch failed, restarting", extra={"error": str(exc), "retry_in": pause})
+                self._closed.wait(pause)
+                pause = min(WATCH_RETRY_MAX, pause * 2)
 
     def ensure_indexes(self) -> None:
-        for collection, keys, options in q.INDEXES:
-            self._collections()[collection].create_index(keys, **options)
+        for index in mailbox.INDEXES:
+            index.create_on(self._executions)
 
     def close(self) -> None:
         self._closed.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=2.0)
         self._client.close()
 
 
-class AsyncMongoTransport(_QueueCollections):
+class AsyncMongoTransport(_MailboxCollection):
     """The awaitable twin of MongoTransport, on PyMongo's AsyncMongoClient (or an injected Motor client)."""
 
     def __init__(self, client: Any, db_name: str = "harel", **options: Any) -> None:
@@ -160,54 +209,63 @@ class AsyncMongoTransport(_QueueCollections):
     async def from_url(cls, url: str, db_name: str = "harel", **options: Any) -> AsyncMongoTransport:
         from harel.connection import connect_async
 
-        return cls(await connect_async(url, **options), db_name)
+        return cls(await connect_async(url), db_name, **options)
 
-    async def send(self, target_id: str | None, event: Event, delay: float = 0.0) -> None:
-        with contextlib.suppress(DuplicateKeyError):
-            await self._queue.insert_one(q.queued_document(target_id, event, self._clock(), delay))
-        self._wake.set()
+    async def send(self, target_id: str, event: Event, *, source: str | None = None) -> SendOutcome:
+        from harel.aio_store.mongo import drained, resolved
 
-    async def claim(self, lease: float = DEFAULT_LEASE_SECONDS) -> Message | None:
-        now = self._clock()
-        doc = await self._queue.find_one_and_update(
-            q.claim_filter(now),
-            q.claim_update(q.new_owner_token(), now, lease),
-            sort=q.CLAIM_SORT,
+        write = mailbox.send_write(target_id, mailbox.entry(event, source, self.clock.now()))
+        if (await self._executions.update_one(write.filter, write.update)).matched_count == 1:
+            self._wake.set()
+            return SendOutcome.QUEUED
+        cursor = await resolved(self._executions.aggregate(mailbox.send_diagnosis(target_id, event.id)))
+        return mailbox.parse_send_diagnosis(await drained(cursor))
+
+    async def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
+        owner = new_owner_token()
+        write = mailbox.claim_write(charts, owner, lease, bound)
+        found = await self._executions.find_one_and_update(
+            write.filter,
+            write.update,
+            sort=list(mailbox.CLAIM_SORT),
+            projection=only(*mailbox.CLAIM_PROJECTION),
             return_document=ReturnDocument.AFTER,
         )
-        return q.parse_message(doc) if doc is not None else None
+        return self._claimed(found, owner)
 
-    async def ack(self, message: Message) -> bool:
-        return (await self._queue.delete_one(q.owned_filter(message))).deleted_count == 1
+    async def extend(self, claim: Claim, lease: float) -> Claim | None:
+        write = mailbox.extend_write(claim, lease)
+        found = await self._executions.find_one_and_update(
+            write.filter, write.update, projection=only("lease"), return_document=ReturnDocument.AFTER
+        )
+        return self._extended(claim, found)
 
-    async def extend(self, message: Message, lease: float = DEFAULT_LEASE_SECONDS) -> Message | None:
-        now = self._clock()
-        res = await self._queue.update_one(q.owned_filter(message), q.extend_update(now, lease))
-        return q.with_lease(message, now, lease) if res.matched_count == 1 else None
+    async def release(self, claim: Claim, delay: float = 0.0) -> bool:
+        write = mailbox.release_write(claim, delay)
+        return (await self._executions.update_one(write.filter, write.update)).matched_count == 1
 
-    async def nack(self, message: Message, error: str) -> bool:
-        now = self._clock()
-        if message.attempts >= self.max_attempts:
-            with contextlib.suppress(DuplicateKeyError):
-                await self._dead.insert_one(q.dead_letter_document(message, error, now))
-            await self._queue.delete_one(q.owned_filter(message))
-            return True
-        await self._queue.update_one(q.owned_filter(message), q.retry_update(message.attempts, now, error))
-        return False
+    async def fail(self, claim: Claim, failure: Failure) -> bool:
+        write = mailbox.fail_write(claim, failure)
+        return (await self._executions.update_one(write.filter, write.update)).matched_count == 1
 
-    async def release(self, message: Message, delay: float = 0.0) -> None:
-        await self._queue.update_one(q.owned_filter(message), q.release_update(self._clock(), delay))
+    async def parked(self, limit: int = 100) -> list[Parked]:
+        query, projection, sort, count = mailbox.parked_find(limit)
+        cursor = self._executions.find(query, projection).sort(list(sort)).limit(count)
+        return [mailbox.parse_parked(d) async for d in cursor]
 
-    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        cursor = self._dead.find({}).sort("dead_at", 1).limit(limit)
-        return [q.parse_dead_letter(d) async for d in cursor]
+    async def retry(self, execution_id: str) -> bool:
+        write = mailbox.retry_write(execution_id)
+        return (await self._executions.update_one(write.filter, write.update)).matched_count == 1
 
-    async def depth(self) -> int:
-        return int(await self._queue.count_documents({}))
+    async def drop(self, execution_id: str, event_id: str) -> bool:
+        write = mailbox.drop_write(execution_id, event_id, self.dedupe_window)
+        return (await self._executions.update_one(write.filter, write.update)).matched_count == 1
 
-    async def next_visible_at(self) -> float | None:
-        doc = await self._queue.find_one({}, {"visible_at": 1}, sort=q.CLAIM_SORT)
-        return float(doc["visible_at"]) if doc is not None else None
+    async def pending_count(self) -> int:
+        from harel.aio_store.mongo import drained, resolved
+
+        cursor = await resolved(self._executions.aggregate(mailbox.PENDING_COUNT))
+        return mailbox.parse_count(await drained(cursor))
 
     async def wait_hint(self, timeout: float) -> bool:
         self._start_watcher()
@@ -218,28 +276,43 @@ class AsyncMongoTransport(_QueueCollections):
         self._wake.clear()
         return True
 
+    def wake(self) -> None:
+        self._wake.set()
+
     def _start_watcher(self) -> None:
         if self._watch_enabled and self._watcher is None:
             self._watcher = asyncio.get_running_loop().create_task(self._watch())
 
     async def _watch(self) -> None:
-        try:
-            stream = self._queue.watch(q.INSERT_WATCH_PIPELINE, max_await_time_ms=1000)
-            if asyncio.iscoroutine(stream):
-                stream = await stream
-            async with stream as changes:
-                async for _ in changes:
-                    self._wake.set()
-        except (PyMongoError, NotImplementedError, AttributeError, TypeError) as exc:
-            log.debug("queue change stream unavailable, polling only: %s", exc)
+        from harel.aio_store.mongo import resolved
+
+        pause = WATCH_RETRY_FIRST
+        while True:
+            try:
+                stream = await resolved(
+                    self._executions.watch(mailbox.WATCH_PIPELINE, max_await_time_ms=1000)
+                )
+                async with stream as changes:
+                    pause = WATCH_RETRY_FIRST
+                    async for _ in changes:
+                        self._wake.set()
+            except (PyMongoError, NotImplementedError, AttributeError, TypeError) as exc:
+                if _unsupported(exc):
+                    log.info("change streams unavailable, polling only", extra={"error": str(exc)})
+                    return
+                log.warning("mailbox watch failed, restarting", extra={"error": str(exc), "retry_in": pause})
+                await asyncio.sleep(pause)
+                pause = min(WATCH_RETRY_MAX, pause * 2)
 
     async def ensure_indexes(self) -> None:
-        for collection, keys, options in q.INDEXES:
-            await self._collections()[collection].create_index(keys, **options)
+        for index in mailbox.INDEXES:
+            await index.create_on(self._executions)
 
     async def close(self) -> None:
         if self._watcher is not None:
             self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
         closing = self._client.close()
         if asyncio.iscoroutine(closing):
             await closing

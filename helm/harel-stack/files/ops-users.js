@@ -1,0 +1,120 @@
+// Creates or updates the two operator users, each with the least privilege its job needs:
+//   monitor  clusterMonitor on admin + read on local: what the Percona mongodb_exporter reads
+//            (serverStatus, replSetGetStatus, getDiagnosticData, the oplog's first and last entry)
+//   backup   backup on admin (mongodump, the oplog included) + harelBackupStatus: insert, update and
+//            find on <database>.backups only, where each backup run records its outcome
+// Idempotent: every run ends with exactly these roles and the given passwords, so it runs after every
+// install and upgrade (and after a restore, which brings back the users of the backup's time).
+//
+// Runs as `mongosh --nodb --quiet --norc ops-users.js` in every deployment mode. Settings come as JSON in the
+// environment variable HAREL_OPS_USERS:
+//   {hosts: ["host:port", ...], replicaSetName, rootUsername, database, tlsCAFile: path|null,
+//    deadlineSeconds, monitor: {username}|null, backup: {username}|null}
+// and passwords from files named by HAREL_MONGO_ROOT_PASSWORD_FILE, HAREL_MONITOR_PASSWORD_FILE and
+// HAREL_BACKUP_PASSWORD_FILE (mounted secrets), or else from the variables without _FILE; never from the
+// command line.
+
+const fs = require('fs');
+
+const RETRY_PAUSE_MS = 3000;
+const STATUS_ROLE = 'harelBackupStatus';
+
+function requiredEnv(name) {
+  const value = process.env[name];
+  if (!value) {
+    throw new Error(`${name} must be set`);
+  }
+  return value;
+}
+
+// A secret from the file <name>_FILE names, else from <name> itself.
+function secret(name) {
+  const file = process.env[`${name}_FILE`];
+  return file ? fs.readFileSync(file, 'utf8').trim() : requiredEnv(name);
+}
+
+const config = JSON.parse(requiredEnv('HAREL_OPS_USERS'));
+const rootPassword = secret('HAREL_MONGO_ROOT_PASSWORD');
+const deadline = Date.now() + config.deadlineSeconds * 1000;
+
+function log(message) {
+  print(`ops-users: ${message}`);
+}
+
+function primaryUrl() {
+  let query = `replicaSet=${config.replicaSetName}&authSource=admin&serverSelectionTimeoutMS=5000&connectTimeoutMS=5000`;
+  if (config.tlsCAFile) {
+    query += `&tls=true&tlsCAFile=${encodeURIComponent(config.tlsCAFile)}`;
+  }
+  const credentials = `${encodeURIComponent(config.rootUsername)}:${encodeURIComponent(rootPassword)}`;
+  return `mongodb://${credentials}@${config.hosts.join(',')}/?${query}`;
+}
+
+// The primary, as soon as one is elected and reachable (the init step may still be running).
+function connectToPrimary() {
+  for (;;) {
+    try {
+      const connection = new Mongo(primaryUrl());
+      const hello = connection.getDB('admin').runCommand({ hello: 1 });
+      if (hello.isWritablePrimary) {
+        return connection;
+      }
+      connection.close();
+      throw new Error('no writable primary yet');
+    } catch (error) {
+      if (Date.now() > deadline) {
+        throw new Error(`gave up after ${config.deadlineSeconds}s waiting for a primary: ${error.message}`);
+      }
+      log(`waiting for a primary: ${error.message}`);
+      sleep(RETRY_PAUSE_MS);
+    }
+  }
+}
+
+// mongosh throws a server's refusal; say which command it refused.
+function run(admin, body) {
+  try {
+    return admin.runCommand(body);
+  } catch (error) {
+    throw new Error(`${Object.keys(body)[0]} failed: ${error.codeName || 'error'}: ${error.message}`);
+  }
+}
+
+const majority = { w: 'majority' };
+
+function ensureStatusRole(admin) {
+  const privileges = [
+    { resource: { db: config.database, collection: 'backups' }, actions: ['find', 'insert', 'update'] },
+  ];
+  const found = run(admin, { rolesInfo: { role: STATUS_ROLE, db: 'admin' } });
+  const verb = found.roles.length === 0 ? 'createRole' : 'updateRole';
+  run(admin, { [verb]: STATUS_ROLE, privileges: privileges, roles: [], writeConcern: majority });
+  log(`${verb === 'createRole' ? 'created' : 'updated'} role ${STATUS_ROLE}: find, insert, update on ${config.database}.backups`);
+}
+
+function ensureUser(admin, username, password, roles) {
+  const found = run(admin, { usersInfo: { user: username, db: 'admin' } });
+  const verb = found.users.length === 0 ? 'createUser' : 'updateUser';
+  const body = { [verb]: username, pwd: password, roles: roles, mechanisms: ['SCRAM-SHA-256'], writeConcern: majority };
+  run(admin, body);
+  const granted = roles.map((r) => `${r.role}@${r.db}`).join(', ');
+  log(`${verb === 'createUser' ? 'created' : 'updated'} user ${username}: ${granted}`);
+}
+
+const primary = connectToPrimary();
+const admin = primary.getDB('admin');
+if (config.monitor) {
+  ensureUser(admin, config.monitor.username, secret('HAREL_MONITOR_PASSWORD'), [
+    { role: 'clusterMonitor', db: 'admin' },
+    { role: 'read', db: 'local' },
+  ]);
+}
+if (config.backup) {
+  ensureStatusRole(admin);
+  ensureUser(admin, config.backup.username, secret('HAREL_BACKUP_PASSWORD'), [
+    { role: 'backup', db: 'admin' },
+    { role: STATUS_ROLE, db: 'admin' },
+  ]);
+}
+primary.close();
+log('done');

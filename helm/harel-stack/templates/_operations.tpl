@@ -1,0 +1,131 @@
+{{/*
+Day-2 operations of the chart's MongoDB: the exporter, the backups, and the two operator users they run as
+(created by the ops-users Job). Names and settings shared by their templates.
+*/}}
+
+{{- define "harel-stack.ops.usersNeeded" -}}
+{{- if and .Values.mongodb.enabled (or .Values.mongodbExporter.enabled .Values.backup.enabled) }}true{{ end }}
+{{- end }}
+
+{{- define "harel-stack.ops.name" -}}
+{{- printf "%s-mongodb-ops" (include "harel-stack.fullname" .) }}
+{{- end }}
+
+{{- define "harel-stack.ops.authSecretName" -}}
+{{- default (printf "%s-mongodb-ops-auth" (include "harel-stack.fullname" .)) .Values.opsUsers.existingSecret }}
+{{- end }}
+
+{{- define "harel-stack.exporter.name" -}}
+{{- printf "%s-mongodb-exporter" (include "harel-stack.fullname" .) }}
+{{- end }}
+
+{{- define "harel-stack.backup.name" -}}
+{{- printf "%s-backup" (include "harel-stack.fullname" .) }}
+{{- end }}
+
+{{- define "harel-stack.backup.claimName" -}}
+{{- default (include "harel-stack.backup.name" .) .Values.backup.pvc.existingClaim }}
+{{- end }}
+
+{{- define "harel-stack.exporter.image" -}}
+{{- printf "%s:%s" .Values.mongodbExporter.image.repository .Values.mongodbExporter.image.tag }}
+{{- end }}
+
+{{- define "harel-stack.backup.s3Image" -}}
+{{- printf "%s:%s" .Values.backup.s3.image.repository .Values.backup.s3.image.tag }}
+{{- end }}
+
+{{/*
+Settings of ops-users.js (its HAREL_OPS_USERS), as JSON: which users to make, and how to reach the primary.
+*/}}
+{{- define "harel-stack.ops.usersConfig" -}}
+{{- $config := dict
+  "hosts" (splitList "," (include "harel-stack.mongodb.dataHosts" .))
+  "replicaSetName" .Values.mongodb.replicaSetName
+  "rootUsername" .Values.mongodb.auth.rootUsername
+  "database" .Values.mongodb.database
+  "tlsCAFile" (ternary "/var/run/harel/tls-secret/ca.crt" nil .Values.tls.enabled)
+  "deadlineSeconds" (int .Values.mongodb.init.deadlineSeconds)
+  "monitor" (ternary (dict "username" .Values.mongodbExporter.username) nil .Values.mongodbExporter.enabled)
+  "backup" (ternary (dict "username" .Values.backup.username) nil .Values.backup.enabled)
+}}
+{{- toJson $config }}
+{{- end }}
+
+{{/*
+The exporter's targets: one mongodb:// URI per data member, each reached directly (the exporter reports that
+member's own state), comma-separated as --mongodb.uri takes them.
+*/}}
+{{- define "harel-stack.exporter.uris" -}}
+{{- $query := "" }}
+{{- if .Values.tls.enabled }}
+{{- $query = printf "?tls=true&tlsCAFile=%s/ca.crt" (include "harel-stack.tls.caDir" .) }}
+{{- end }}
+{{- $uris := list }}
+{{- range $host := splitList "," (include "harel-stack.mongodb.dataHosts" .) }}
+{{- $uris = append $uris (printf "mongodb://%s/admin%s" $host $query) }}
+{{- end }}
+{{- join "," $uris }}
+{{- end }}
+
+{{/*
+The backup job's target, as recorded in its status document.
+*/}}
+{{- define "harel-stack.backup.target" -}}
+{{- if eq .Values.backup.target "s3" }}
+{{- printf "s3://%s/%s" .Values.backup.s3.bucket .Values.backup.s3.prefix }}
+{{- else }}
+{{- printf "pvc:%s" (include "harel-stack.backup.claimName" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Settings of harel-backup.sh, as the KEY=value lines it sources (no secret among them).
+*/}}
+{{- define "harel-stack.backup.settings" -}}
+HAREL_BACKUP_HOSTS={{ include "harel-stack.mongodb.dataHosts" . | quote }}
+HAREL_BACKUP_REPLICA_SET={{ .Values.mongodb.replicaSetName | quote }}
+HAREL_BACKUP_USER={{ .Values.backup.username | quote }}
+HAREL_BACKUP_DATABASE={{ .Values.mongodb.database | quote }}
+HAREL_BACKUP_DIR=/backups
+HAREL_BACKUP_KEEP={{ .Values.backup.keep }}
+HAREL_BACKUP_JOB={{ printf "helm/%s/%s" .Release.Namespace .Release.Name | quote }}
+HAREL_BACKUP_TARGET={{ include "harel-stack.backup.target" . | quote }}
+HAREL_BACKUP_TLS_CA={{ ternary "/var/run/harel/tls-secret/ca.crt" "" .Values.tls.enabled | quote }}
+{{- if eq .Values.backup.target "s3" }}
+HAREL_BACKUP_S3_BUCKET={{ .Values.backup.s3.bucket | quote }}
+HAREL_BACKUP_S3_PREFIX={{ .Values.backup.s3.prefix | quote }}
+HAREL_BACKUP_S3_ENDPOINT={{ .Values.backup.s3.endpoint | quote }}
+AWS_REGION={{ .Values.backup.s3.region | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+What every step of the backup pod shares: its settings file, the backup user's password (a file), a writable HOME.
+*/}}
+{{- define "harel-stack.backup.env" -}}
+- name: HOME
+  value: /tmp
+- name: HAREL_BACKUP_SETTINGS
+  value: /var/run/harel/backup/backup.env
+- name: HAREL_BACKUP_PASSWORD_FILE
+  value: /var/run/harel/ops-auth/backup-password
+{{- end }}
+
+{{- define "harel-stack.backup.volumeMounts" -}}
+- name: backup-scripts
+  mountPath: /var/run/harel/backup
+  readOnly: true
+- name: backups
+  mountPath: /backups
+- name: tmp
+  mountPath: /tmp
+- name: ops-auth
+  mountPath: /var/run/harel/ops-auth
+  readOnly: true
+{{- if .Values.tls.enabled }}
+- name: tls-secret
+  mountPath: /var/run/harel/tls-secret
+  readOnly: true
+{{- end }}
+{{- end }}

@@ -1,0 +1,1 @@
+../../../../helm/harel-stack/files/backup/harel-backup.sh

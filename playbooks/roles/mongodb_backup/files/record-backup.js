@@ -1,0 +1,1 @@
+../../../../helm/harel-stack/files/backup/record-backup.js

@@ -1,0 +1,1 @@
+../../../../helm/harel-stack/files/ops-users.js

@@ -1,0 +1,447 @@
+"""A MongoDB-compatible server for development: `python -m harel.local.server`.
+
+    python -m harel.local.server [--port 27017] [--host 127.0.0.1] [--data FILE]
+
+It prints its URL (`mongodb://127.0.0.1:27017/?replicaSet=rs0`) as the first line on stdout and serves
+until SIGTERM or Ctrl-C. Real drivers (PyMongo's MongoClient and AsyncMongoClient, Motor) and every
+`harel` command connect to it as to a one-member replica set, so a worker in one terminal and
+`harel start` / `harel send` / `harel status` in another share one store, with no Docker and no MongoDB.
+From Python: `LocalServer(port=0).start()`, `.url`, `.stop()` (or `with LocalServer() as server:`).
+
+**For development only, never for production.** What it is and is not:
+
+- One process, one member, data in memory; commands run one at a time on mongomock (`harel.local.engine`),
+  with `$$NOW` bound from the server's clock once per command (`harel.local.now`) and mongomock's
+  expression results corrected where they differ from MongoDB's (`harel.local.expressions`).
+- It answers as a replica-set primary (`harel.local.topology`): sessions are accepted, retryable writes are
+  recorded and a retry is answered from the record, never applied twice (`harel.local.retryable`).
+- No replication, no failover, no oplog, no change streams, no transactions: the write concern is
+  acknowledged at once (`w`, `j` and `wtimeout` are accepted and have no effect), read concern has no
+  effect. No authentication, no authorisation and no TLS: anyone who can reach the port can read and
+  change everything, which is why it listens on loopback unless told otherwise.
+- Durability: none without `--data`; with `--data FILE` a snapshot of everything is written shortly after
+  changes and at a clean stop, and a crash loses the last fraction of a second
+  (`harel.local.persistence`).
+- Unsupported commands and options are refused with NotImplemented (238), never answered wrongly where the
+  difference is known; sdk/README.md ("The local server") lists the limits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ipaddress
+import itertools
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from bson.errors import BSONError
+from pymongo.errors import OperationFailure
+
+from harel.errors import LocalDataError, LocalServerError
+from harel.local.engine import GENERIC_FIELDS, WRITES, Engine
+from harel.local.errors import RETRYABLE_WRITE_COMMANDS, CommandError, not_modelled
+from harel.local.now import Clock
+from harel.local.persistence import DataFile, Snapshot
+from harel.local.retryable import RetryRecords
+from harel.local.topology import Topology
+from harel.local.wire import ConnectionClosed, ProtocolError, Request, encode_reply, read_request
+
+log = logging.getLogger("harel.local.server")  # the same name when run as __main__
+
+Reply = dict[str, Any]
+
+LOOPBACK = "127.0.0.1"
+DEFAULT_PORT = 27017
+HELLO_COMMANDS = frozenset({"hello", "isMaster", "ismaster"})
+TRANSACTION_COMMANDS = frozenset({"commitTransaction", "abortTransaction"})
+FEATURE_COMPATIBILITY_VERSION = "8.0"
+DEFAULT_RW_CONCERN: dict[str, Any] = {
+    "defaultReadConcern": {"level": "local"},
+    "defaultWriteConcern": {"w": "majority", "wtimeout": 0},
+    "defaultReadConcernSource": "implicit",
+    "defaultWriteConcernSource": "implicit",
+}
+_STOP_JOIN_SECONDS = 5.0
+
+
+@dataclass
+class Connection:
+    sock: socket.socket
+    connection_id: int
+    app_name: str | None = None
+
+
+class LocalServer:
+    """A listening server; `start()` it (or use it as a context manager) and `stop()` it.
+
+    `port=0` lets the OS choose (read it back from `.port` or `.url`). `data` names the file the data is
+    kept in across restarts (None: memory only). `clock` (epoch seconds) is what `$$NOW`, `hello.localTime`
+    and the server's other times read; tests give one that differs from the workers' clocks.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = LOOPBACK,
+        port: int = 0,
+        set_name: str = "rs0",
+        data: Path | str | None = None,
+        clock: Clock = time.time,
+    ) -> None:
+        self.host = host
+        self.set_name = set_name
+        self.data = Path(data).expanduser() if data is not None else None
+        self._requested_port = port
+        self._port = 0
+        self._listener: socket.socket | None = None
+        self._accept_thread: threading.Thread | None = None
+        self._topology = self._new_topology(set_name, clock)
+        self._engine = Engine(clock)
+        self._retries = RetryRecords()
+        self._execution_lock = threading.Lock()
+        self._data_file: DataFile | None = None
+        self._default_rw_concern = dict(DEFAULT_RW_CONCERN)
+        self._feature_compatibility_version = FEATURE_COMPATIBILITY_VERSION
+        self._connections: dict[int, Connection] = {}
+        self._threads: set[threading.Thread] = set()
+        self._connections_lock = threading.Lock()
+        self._connection_ids = itertools.count(1)
+        self._stopping = threading.Event()
+
+    def _new_topology(self, set_name: str, clock: Clock) -> Topology:
+        """The role this server answers as (a subclass may answer as another)."""
+        return Topology(set_name, me="", clock=clock)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Load the data file (if any), bind and serve in background threads. LocalDataError when the data
+        file cannot be used, LocalServerError when the address cannot be bound."""
+        if self.data is not None:
+            self._data_file = DataFile(self.data, self._snapshot)
+            self._restore(self._data_file.open())
+        try:
+            self._listener = _listen(self.host, self._requested_port)
+        except LocalServerError:
+            if self._data_file is not None:
+                self._data_file.close()
+            raise
+        self._port = self._listener.getsockname()[1]
+        self._topology.me = f"{_advertised(self.host)}:{self._port}"
+        self._accept_thread = threading.Thread(target=self._accept_loop, name=f"harel-local-{self._port}")
+        self._accept_thread.daemon = True
+        self._accept_thread.start()
+        log.info("listening on %s", self.url)
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting, close every connection, and write the last snapshot (with a data file)."""
+        self._stopping.set()
+        self._topology.stop()
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+            self._listener.close()
+        with self._connections_lock:
+            connections = list(self._connections.values())
+            threads = list(self._threads)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+        if self._accept_thread is not None:
+            self._accept_thread.join(timeout=_STOP_JOIN_SECONDS)
+        deadline = time.monotonic() + _STOP_JOIN_SECONDS
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self._data_file is not None:
+            self._data_file.close()
+            self._data_file = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def host_port(self) -> str:
+        return self._topology.me
+
+    @property
+    def url(self) -> str:
+        """The connection string drivers and `harel` commands use to reach this server."""
+        return f"mongodb://{self.host_port}/?replicaSet={self.set_name}"
+
+    # --- data file -----------------------------------------------------------------------------------
+
+    def _snapshot(self) -> Snapshot:
+        with self._execution_lock:
+            return Snapshot(self._engine.dump(), self._retries.dump())
+
+    def _restore(self, snapshot: Snapshot) -> None:
+        with self._execution_lock:
+            self._engine.load(snapshot.collections)
+            self._retries.load(snapshot.retryable)
+        log.info(
+            "data file %s: %d documents in %d collections loaded",
+            self.data,
+            snapshot.document_count,
+            len(snapshot.collections),
+        )
+
+    # --- sockets -------------------------------------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._stopping.is_set():
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection = Connection(sock, next(self._connection_ids))
+            thread = threading.Thread(
+                target=self._serve,
+                args=(connection,),
+                name=f"harel-local-conn-{connection.connection_id}",
+                daemon=True,
+            )
+            with self._connections_lock:
+                self._connections[connection.connection_id] = connection
+                self._threads.add(thread)
+            thread.start()
+
+    def _serve(self, connection: Connection) -> None:
+        try:
+            while not self._stopping.is_set():
+                request = read_request(connection.sock)
+                if not self._handle(connection, request):
+                    return
+        except ConnectionClosed:
+            pass
+        except ProtocolError as exc:
+            log.warning("closing connection %d: %s", connection.connection_id, exc)
+        except OSError as exc:
+            log.debug("connection %d ends: %s", connection.connection_id, exc)
+        finally:
+            with self._connections_lock:
+                self._connections.pop(connection.connection_id, None)
+                self._threads.discard(threading.current_thread())
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+            connection.sock.close()
+
+    def _handle(self, connection: Connection, request: Request) -> bool:
+        """Answer one request; False closes the connection."""
+        name, command = request.name, request.command
+        if name in HELLO_COMMANDS and isinstance(command.get("client"), dict):
+            connection.app_name = command["client"].get("application", {}).get("name")
+        reply = self._respond(connection, name, request.db, command)
+        if reply is None:
+            return False
+        if request.expects_reply:
+            connection.sock.sendall(encode_reply(request, reply))
+        return True
+
+    # --- one command ---------------------------------------------------------------------------------
+
+    def _respond(self, connection: Connection, name: str, db: str, command: dict[str, Any]) -> Reply | None:
+        """The reply to one command, or None to close the connection without one. A test double overrides
+        this to inject faults around `_execute`."""
+        return self._execute(connection, name, db, command)
+
+    def _execute(self, connection: Connection, name: str, db: str, command: dict[str, Any]) -> Reply:
+        try:
+            if name in HELLO_COMMANDS:
+                if "topologyVersion" in command and "maxAwaitTimeMS" in command:
+                    self._topology.await_change(command["topologyVersion"], int(command["maxAwaitTimeMS"]))
+                return self._topology.hello(command, connection.connection_id)
+            if command.get("startTransaction") or "autocommit" in command or name in TRANSACTION_COMMANDS:
+                raise not_modelled("multi-document transactions")
+            self._topology.admit(name, command)
+            if not self._engine.serves(name):
+                return self._server_command(name, db, command)
+            with self._execution_lock:
+                reply = self._run(name, db, command)
+            if name in WRITES and self._data_file is not None:
+                self._data_file.changed()
+            return reply
+        except CommandError as exc:
+            return exc.reply()
+        except NotImplementedError as exc:
+            return not_modelled(f"this use of {name}: {exc}").reply()
+        except OperationFailure as exc:  # mongomock refusing a query, update or pipeline
+            return CommandError(exc.code or 2, f"{name}: {exc}").reply()
+        except (ValueError, TypeError, KeyError, AssertionError, BSONError) as exc:
+            return CommandError(2, f"{name}: {exc!r}").reply()
+        except Exception as exc:
+            # A server answers every command; the connection and the server go on.
+            log.exception("%s failed inside the local server", name)
+            return CommandError(1, f"{name}: internal error in the local server: {exc!r}").reply()
+
+    def _run(self, name: str, db: str, command: dict[str, Any]) -> Reply:
+        if name in RETRYABLE_WRITE_COMMANDS and "txnNumber" in command:
+            return self._retries.run(command, lambda: self._engine.execute(name, db, command))
+        return self._engine.execute(name, db, command)
+
+    def _server_command(self, name: str, db: str, command: dict[str, Any]) -> Reply:
+        topology = self._topology
+        if name in ("ping", "endSessions"):
+            return {"ok": 1.0}
+        if name in ("buildInfo", "buildinfo"):
+            return topology.build_info()
+        if name == "getDefaultRWConcern":
+            return {**self._default_rw_concern, "ok": 1.0}
+        if name == "setDefaultRWConcern":
+            for key in ("defaultReadConcern", "defaultWriteConcern"):
+                if key in command:
+                    self._default_rw_concern[key] = command[key]
+                    self._default_rw_concern[f"{key}Source"] = "global"
+            return {**self._default_rw_concern, "ok": 1.0}
+        if name == "getParameter":
+            return self._get_parameter(db, command)
+        if name == "replSetGetStatus":
+            return topology.repl_set_get_status()
+        if name == "replSetInitiate":
+            return topology.repl_set_initiate(command)
+        if name == "serverStatus":
+            with self._connections_lock:
+                connections = len(self._connections)
+            return topology.server_status(connections)
+        raise CommandError(59, f"no such command: '{name}'")
+
+    def _get_parameter(self, db: str, command: dict[str, Any]) -> Reply:
+        if db != "admin":
+            raise CommandError(13, "getParameter may only be run against the admin database.")
+        parameters = {"featureCompatibilityVersion": {"version": self._feature_compatibility_version}}
+        if command["getParameter"] == "*":
+            return {**parameters, "ok": 1.0}
+        wanted = [key for key in command if key != "getParameter" and key not in GENERIC_FIELDS]
+        found = {key: parameters[key] for key in wanted if key in parameters}
+        if not found:
+            raise CommandError(72, "no option found to get")
+        return {**found, "ok": 1.0}
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    address = f"{host}:{port}"
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise LocalServerError(address, os.strerror(exc.errno) if exc.errno else str(exc)) from exc
+
+
+def _advertised(host: str) -> str:
+    """The host name members list: a wildcard address is not reachable as such, the machine's name is."""
+    if host in ("0.0.0.0", "::", ""):
+        return socket.getfqdn()
+    return f"[{host}]" if ":" in host else host
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+# --- command line ------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m harel.local.server",
+        description="A MongoDB-compatible server for development (one-member replica set on mongomock). "
+        "Prints its URL on the first line of stdout. Never use it in production: no authentication, "
+        "no replication, data in memory (or in one snapshot file with --data).",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"TCP port; 0 lets the OS choose (default: {DEFAULT_PORT})",
+    )
+    parser.add_argument(
+        "--host",
+        default=LOOPBACK,
+        help=f"address to listen on (default: {LOOPBACK}; anything else exposes the unauthenticated data)",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        metavar="FILE",
+        help="keep the data in FILE across restarts (loaded at start, saved after changes and at stop); "
+        "without it nothing survives a stop",
+    )
+    parser.add_argument("--set-name", default="rs0", help="replica set name (default: rs0)")
+    parser.add_argument("--log-level", default="INFO", help="logging level on stderr (default: INFO)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        print(f"harel.local.server: --port {args.port} is not a TCP port (0-65535)", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        server = LocalServer(host=args.host, port=args.port, set_name=args.set_name, data=args.data).start()
+    except (LocalServerError, LocalDataError) as exc:
+        print(f"harel.local.server: {exc}", file=sys.stderr)
+        return 2
+    return serve_until_signalled(server, lambda: _announce(server))
+
+
+def _announce(server: LocalServer) -> None:
+    print(server.url, flush=True)
+    log.warning(
+        "a development server: one member, no authentication, no replication; never use it in production"
+    )
+    if server.data is None:
+        log.warning("no --data FILE: the data lives in memory and nothing survives a stop")
+    else:
+        log.info(
+            "data kept in %s: saved shortly after changes and at stop; a crash loses the last changes",
+            server.data,
+        )
+    if not _is_loopback(server.host):
+        log.warning(
+            "listening on %s without authentication: anyone who reaches this port can read and change the data",
+            server.host,
+        )
+
+
+def serve_until_signalled(server: LocalServer, announce: Callable[[], None]) -> int:
+    """Run a started server until SIGTERM or SIGINT, after `announce()`; stop it cleanly. The exit code."""
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        announce()
+        stop.wait()
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""The mailbox conformance suite: the queue seam (each execution's mailbox) on every backend.
+
+A send appends to the target's mailbox, once per event id; a claim leases the execution due longest, of
+the charts asked for, on the server's clock; the claim's commit removes the events it applied and ends
+the lease in the same update as the steps; failures back off, then park the execution behind its dead
+letter until an operator retries or drops it. Like the store suite, the checks raise AssertionError when a
+backend breaks the contract, so broken backends can be run against them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from harel.errors import LeaseLost, StoreConflict
+from harel.model import Event, Execution
+from harel.store._documents import StepRecord
+from harel.transport._mailbox import INBOX_LIMIT_BYTES
+from harel.transport.base import Claim, Failure, SendOutcome
+from tests.conformance.backends import Harness
+from tests.conformance.test_store_conformance import near, raises
+
+CHARTS = ["order@1"]
+LEASE = 30.0
+
+
+def execution(execution_id: str, definition_id: str = "order", **fields: Any) -> Execution:
+    return Execution(id=execution_id, definition_id=definition_id, definition_version=1, **fields)
+
+
+def event(event_id: str, name: str = "go", **data: Any) -> Event:
+    return Event(id=event_id, name=name, data=data)
+
+
+def started(harness: Harness, execution_id: str, *events: Event, definition_id: str = "order") -> None:
+    assert harness.store.create(execution(execution_id, definition_id), list(events), now=time.time())
+
+
+def claim(harness: Harness, charts: list[str] = CHARTS, lease: float = LEASE) -> Claim | None:
+    return harness.transport.claim(charts, lease, time.time() + 3600)
+
+
+def claimed(harness: Harness, **options: Any) -> Claim:
+    found = claim(harness, **options)
+    assert found is not None, "nothing was claimable"
+    return found
+
+
+def commit(harness: Harness, taken: Claim, count: int | None = None, **options: Any) -> None:
+    """Apply the first `count` pending events of `taken` as no-op steps, as a worker commits them."""
+    applied = list(taken.pending[:count])
+    records = [StepRecord(p.id, trace={"event": p.event.name}) for p in applied]
+    harness.store.commit_claim(
+        taken, taken.execution, records, applied=applied, timers_changed=False, **options
+    )
+
+
+def pending_ids(taken: Claim) -> list[str]:
+    return [p.id for p in taken.pending]
+
+
+# --- send ----------------------------------------------------------------------------------------
+
+
+def test_sends_wait_in_arrival_order_once_per_id(harness: Harness) -> None:
+    started(harness, "a", event("a:start", "harel.start"))
+    transport = harness.transport
+    assert transport.send("a", event("e1"), source="sender") is SendOutcome.QUEUED
+    assert transport.send("a", event("e2")) is SendOutcome.QUEUED
+    assert transport.send("a", event("e1")) is SendOutcome.DUPLICATE, "already waiting"
+    taken = claimed(harness)
+    assert pending_ids(taken) == ["a:start", "e1", "e2"]
+    assert [p.source for p in taken.pending] == [None, "sender", None]
+    commit(harness, taken)
+    assert transport.send("a", event("e1")) is SendOutcome.DUPLICATE, "already processed"
+    assert transport.send("nobody", event("e3")) is SendOutcome.MISSING
+    harness.store.append_trace("trace-only", {"note": "no execution here"})
+    assert transport.send("trace-only", event("e4")) is SendOutcome.MISSING
+    assert transport.pending_count() == 0
+
+
+def test_a_full_mailbox_refuses_sends_until_it_drains(harness: Harness) -> None:
+    started(harness, "a")
+    bulky = "x" * (INBOX_LIMIT_BYTES // 3)
+    transport = harness.transport
+    assert transport.send("a", event("big-1", blob=bulky)) is SendOutcome.QUEUED
+    assert transport.send("a", event("big-2", blob=bulky)) is SendOutcome.QUEUED
+    assert transport.send("a", event("big-3", blob=bulky)) is SendOutcome.FULL
+    assert transport.send("a", event("big-1", blob=bulky)) is SendOutcome.DUPLICATE
+    commit(harness, claimed(harness), 1)
+    assert transport.send("a", event("big-3", blob=bulky)) is SendOutcome.QUEUED
+    assert transport.pending_count() == 2
+
+
+def test_dollar_prefixed_event_ids_are_deduplicated(harness: Harness) -> None:
+    """An id starting with `$` is data in every command: sent twice, it waits once and is applied once."""
+    started(harness, "$exe", event("$start", "harel.start"))
+    transport = harness.transport
+    assert transport.send("$exe", event("$inbox")) is SendOutcome.QUEUED
+    assert transport.send("$exe", event("$inbox")) is SendOutcome.DUPLICATE
+    taken = claimed(harness)
+    assert pending_ids(taken) == ["$start", "$inbox"]
+    commit(harness, taken)
+    assert transport.send("$exe", event("$inbox")) is SendOutcome.DUPLICATE
+    assert harness.store.load_for_event("$exe", "$inbox")[1]
+    assert claim(harness) is None
+
+
+# --- claim ---------------------------------------------------------------------------------------
+
+
+def test_a_claim_takes_the_execution_due_longest_and_leases_it(harness: Harness) -> None:
+    started(harness, "first", event("first:start"))
+    time.sleep(0.01)
+    started(harness, "second", event("second:start"))
+    first = claimed(harness)
+    assert first.execution_id == "first"
+    assert near(first.server_time, time.time()) and first.lease_until == first.server_time + LEASE
+    assert first.attempts == 0 and first.previous_owner is None
+    second = claimed(harness)
+    assert second.execution_id == "second" and second.owner != first.owner
+    assert claim(harness) is None, "both are leased"
+
+
+def test_a_worker_claims_only_the_charts_it_serves(harness: Harness) -> None:
+    started(harness, "billing-1", event("b:start"), definition_id="billing")
+    started(harness, "order-1", event("o:start"))
+    assert claimed(harness, charts=["order@1"]).execution_id == "order-1"
+    assert claim(harness, charts=["order@1"]) is None
+    assert claim(harness, charts=["order@2", "other@1"]) is None
+    assert claimed(harness, charts=["billing@1"]).execution_id == "billing-1"
+
+
+def test_the_commit_removes_what_it_applied_and_ends_the_lease(harness: Harness) -> None:
+    started(harness, "a", event("e1"), event("e2"))
+    taken = claimed(harness)
+    harness.transport.send("a", event("e3"))  # arrives during the lease
+    assert claim(harness) is None, "a send does not end a lease"
+    commit(harness, taken)
+    document = harness.raw("a")
+    assert [entry["id"] for entry in document["inbox"]] == ["e3"]
+    assert document["lease"] is None and document["version"] == 3
+    assert near(document["inbox_at"], time.time()), "due again: an event arrived during the lease"
+    again = claimed(harness)
+    assert pending_ids(again) == ["e3"] and again.execution.version == 3
+    commit(harness, again)
+    assert harness.raw("a")["inbox_at"] is None, "nothing left to do"
+    assert claim(harness) is None
+
+
+def test_a_lost_lease_cannot_commit(harness: Harness) -> None:
+    started(harness, "a", event("e1"))
+    stale = claimed(harness, lease=0.2)
+    time.sleep(0.3)
+    holder = claimed(harness)
+    assert holder.previous_owner == stale.owner, "the expired lease was taken over"
+    before = harness.raw("a")
+    lost = raises(LeaseLost, commit, harness, stale)
+    assert isinstance(lost, StoreConflict) and lost.holder == holder.owner
+    assert harness.raw("a") == before, "nothing written"
+    commit(harness, holder)
+    assert harness.raw("a")["processed"] == ["e1"]
+
+
+def test_leases_run_on_the_servers_clock(harness: Harness) -> None:
+    """A bound far ahead (a worker whose clock runs fast) does not let a claim take a lease early."""
+    started(harness, "a", event("e1"))
+    claimed(harness, lease=0.5)
+    assert harness.transport.claim(CHARTS, LEASE, time.time() + 3600) is None
+    time.sleep(0.6)
+    assert claim(harness) is not None
+
+
+def test_extend_and_release(harness: Harness) -> None:
+    started(harness, "a", event("e1"))
+    taken = claimed(harness, lease=0.3)
+    extended = harness.transport.extend(taken, 60.0)
+    assert extended is not None and extended.lease_until >= taken.lease_until + 50
+    time.sleep(0.4)
+    assert claim(harness) is None, "the extended lease holds"
+    assert harness.transport.release(extended)
+    retaken = claimed(harness)
+    assert pending_ids(retaken) == ["e1"] and retaken.previous_owner is None, "released, not taken over"
+    assert not harness.transport.release(extended), "only the owner releases"
+    assert harness.transport.extend(extended, 60.0) is None
+
+
+# --- failures and dead letters --------------------------------------------------------------------
+
+
+def failure(taken: Claim, attempts: int, *, park: bool = False, retry_in: float = 0.3) -> Failure:
+    return Failure(taken.pending[0], f"RuntimeError: attempt {attempts}", attempts, park, retry_in)
+
+
+def test_a_failed_attempt_backs_off_with_later_events_waiting(harness: Harness) -> None:
+    started(harness, "a", event("poison"), event("later"))
+    taken = claimed(harness)
+    assert harness.transport.fail(taken, failure(taken, 1))
+    document = harness.raw("a")
+    assert (document["attempts"], document["last_error"]) == (1, "RuntimeError: attempt 1")
+    assert document["lease"] is None and document["version"] == 1, "nothing applied"
+    assert claim(harness) is None, "backing off"
+    time.sleep(0.35)
+    retried = claimed(harness)
+    assert pending_ids(retried) == ["poison", "later"] and retried.attempts == 1
+
+
+def test_a_commit_records_the_applied_prefix_and_the_failure_after_it(harness: Harness) -> None:
+    started(harness, "a", event("ok"), event("poison"), event("later"))
+    taken = claimed(harness)
+    applied = [taken.pending[0]]
+    harness.store.commit_claim(
+        taken,
+        taken.execution,
+        [StepRecord("ok")],
+        applied=applied,
+        failure=Failure(taken.pending[1], "RuntimeError: no", 1, False, 0.3),
+        timers_changed=False,
+    )
+    document = harness.raw("a")
+    assert [entry["id"] for entry in document["inbox"]] == ["poison", "later"]
+    assert (document["processed"], document["attempts"], document["version"]) == (["ok"], 1, 2)
+    assert claim(harness) is None
+    time.sleep(0.35)
+    assert pending_ids(claimed(harness)) == ["poison", "later"]
+
+
+def test_after_max_attempts_the_execution_is_parked_until_an_operator_acts(harness: Harness) -> None:
+    transport = harness.transport
+    started(harness, "a", event("poison", "charge"), event("later"))
+    taken = claimed(harness)
+    assert transport.fail(taken, failure(taken, transport.max_attempts, park=True))
+    [parked] = transport.parked()
+    assert (parked.execution_id, parked.chart, parked.event_id, parked.event_name) == (
+        "a",
+        "order@1",
+        "poison",
+        "charge",
+    )
+    assert (parked.attempts, parked.error, parked.waiting) == (
+        transport.max_attempts,
+        "RuntimeError: attempt 8",
+        1,
+    )
+    assert transport.send("a", event("after")) is SendOutcome.QUEUED, "sends are kept, behind it"
+    assert claim(harness) is None, "parked: nothing overtakes the dead letter"
+    assert transport.pending_count() == 3
+
+    assert not transport.retry("nobody") and not transport.drop("a", "later")
+    assert transport.retry("a")
+    again = claimed(harness)
+    assert pending_ids(again) == ["poison", "later", "after"] and again.attempts == 0
+    assert transport.fail(again, failure(again, transport.max_attempts, park=True))
+    assert transport.drop("a", "poison")
+    assert transport.parked() == []
+    assert harness.store.is_processed("a", "poison"), "a dropped event cannot come back"
+    assert transport.send("a", event("poison")) is SendOutcome.DUPLICATE
+    assert pending_ids(claimed(harness)) == ["later", "after"]

@@ -1,0 +1,261 @@
+"""The `harel` command line in process: --help, --json everywhere, shell completion, where the deployment
+comes from, and how long a worker waits for it. Failures as processes: tests/wire/test_cli_failures.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymongo.errors import AutoReconnect, DocumentTooLarge
+
+from harel.app import App
+from harel.backend import open_backend
+from harel.cli import executions, main, settings, worker
+from harel.cli.exits import MEANING
+from harel.cli.main import harel
+from harel.cli.options import load_application
+from harel.cli.settings import DEFAULT_DEADLINE, resolve, resolve_url
+from harel.errors import InvalidArgument
+
+ENVIRONMENT = (
+    "HAREL_MONGO_URL",
+    "HAREL_MONGO_URL_FILE",
+    "HAREL_CONNECT_DEADLINE",
+    "HAREL_DEV",
+    "HAREL_LOG_LEVEL",
+    "HAREL_LOG_FORMAT",
+    "NO_COLOR",
+)
+
+
+@pytest.fixture(autouse=True)
+def no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- help, --json, completion --------------------------------------------------------------------------------
+
+
+def test_help_lists_the_exit_codes_and_the_environment(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--help")
+
+    assert code == 0
+    for exit_code, meaning in MEANING.items():
+        assert f"  {int(exit_code):<3} {meaning}" in out
+    for name in ENVIRONMENT:
+        assert name in out
+    assert 'eval "$(harel --completion bash)"' in out
+
+
+@pytest.mark.parametrize("command", sorted(harel.commands))
+def test_every_command_has_json_and_lists_its_exit_codes(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    code, out, _ = run(capsys, command, "--help")
+
+    assert code == 0
+    assert "--json" in out
+    assert "Exit codes:\n    0   ok\n" in out
+
+
+def test_the_commands_that_exist_are_kept() -> None:
+    assert set(harel.commands) == {
+        "worker",
+        "start",
+        "send",
+        "cancel",
+        "status",
+        "list",
+        "trace",
+        "smoke",
+        "demo",
+        "check",
+    }
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts(capsys: pytest.CaptureFixture[str], shell: str) -> None:
+    code, out, _ = run(capsys, "--completion", shell)
+
+    assert code == 0
+    assert "_HAREL_COMPLETE" in out
+
+
+def test_completion_completes_commands_and_choices(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("_HAREL_COMPLETE", "bash_complete")
+    monkeypatch.setenv("COMP_WORDS", "harel st")
+    monkeypatch.setenv("COMP_CWORD", "1")
+    with pytest.raises(SystemExit):
+        main([])
+    assert capsys.readouterr().out.split() == ["plain,start", "plain,status"]
+
+    monkeypatch.setenv("COMP_WORDS", "harel list --status c")
+    monkeypatch.setenv("COMP_CWORD", "3")
+    with pytest.raises(SystemExit):
+        main([])
+    assert capsys.readouterr().out.split() == ["plain,completed", "plain,cancelled"]
+
+
+# --- where the deployment is ---------------------------------------------------------------------------------
+
+
+def test_the_url_comes_from_the_option_the_variable_the_file_then_the_default(tmp_path: Path) -> None:
+    secret = tmp_path / "url"
+    secret.write_text("mongodb://from-file/harel\n")
+    both = {"HAREL_MONGO_URL": "mongodb://from-variable/", "HAREL_MONGO_URL_FILE": str(secret)}
+
+    assert resolve_url("mongodb://from-option/", both) == ("mongodb://from-option/", "--url")
+    assert resolve_url(None, both) == ("mongodb://from-variable/", "HAREL_MONGO_URL")
+    assert resolve_url(None, {"HAREL_MONGO_URL_FILE": str(secret)}) == (
+        "mongodb://from-file/harel",
+        "HAREL_MONGO_URL_FILE",
+    )
+    assert resolve_url(None, {}) == ("mongomock://", "default")
+
+
+def test_an_unreadable_or_empty_url_file_is_named(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+
+    with pytest.raises(InvalidArgument, match=r"HAREL_MONGO_URL_FILE: cannot read .*/missing \(No such file"):
+        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(tmp_path / "missing")})
+    with pytest.raises(InvalidArgument, match="is empty"):
+        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(empty)})
+    with pytest.raises(InvalidArgument, match="cannot read"):
+        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(tmp_path)})  # a folder
+
+
+def test_deadline_zero_waits_indefinitely() -> None:
+    assert resolve(None, False, None, {}).deadline == DEFAULT_DEADLINE
+    assert resolve(None, False, 5.0, {}).deadline == 5.0
+    assert resolve(None, False, 0.0, {}).deadline is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment", "deadline"),
+    [
+        (["--deadline", "0"], {}, None),
+        ([], {"HAREL_CONNECT_DEADLINE": "0"}, None),
+        ([], {"HAREL_CONNECT_DEADLINE": "7.5"}, 7.5),
+        (["--deadline", "3"], {"HAREL_CONNECT_DEADLINE": "0"}, 3.0),
+        ([], {}, DEFAULT_DEADLINE),
+    ],
+    ids=["option-0", "variable-0", "variable", "option-wins", "default"],
+)
+def test_the_worker_hands_its_deadline_to_serve(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    environment: dict[str, str],
+    deadline: float | None,
+) -> None:
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    served: dict[str, Any] = {}
+
+    def serve(url: str, app: App, config: Any, **options: Any) -> int:
+        served.update(options, url=url)
+        return 0
+
+    monkeypatch.setattr(worker, "serve", serve)
+
+    code, _, _ = run(capsys, "worker", "--url", "mongodb://db.example/harel", "--http-port", "0", *argv)
+
+    assert code == 0
+    assert served["deadline"] == deadline
+    assert served["url"] == "mongodb://db.example/harel"
+
+
+# --- --app ---------------------------------------------------------------------------------------------------
+
+
+def test_app_is_imported_from_the_current_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "app.py").write_text('from harel.app import App\n\napp = App("shop")\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "shop", raising=False)
+    monkeypatch.delitem(sys.modules, "shop.app", raising=False)
+
+    app = load_application("shop.app:app", None)
+
+    assert isinstance(app, App)
+    assert app.name == "shop"
+    assert app.get_chart("harel.smoke").id == "harel.smoke", "the smoke chart comes with every App"
+
+
+def test_a_usage_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "status")
+
+    assert (code, out) == (2, "")
+    assert err == "harel status: Missing argument 'ID'. (see `harel status --help`)\n"
+
+
+# --- failures that happen mid-command ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def in_process_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--url mongodb://...` answered by an in-process store, so a command runs without a server."""
+    monkeypatch.setattr(settings, "open_backend", lambda *_, **__: open_backend("mongomock://"))
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "said"),
+    [
+        (
+            AutoReconnect(
+                "db.example:27017: connection reset by hunter2, Timeout: 30s, Topology Description: ..."
+            ),
+            3,
+            "harel status: the deployment failed during the command: db.example:27017: connection reset by ***; run it again",
+        ),
+        (
+            DocumentTooLarge("BSON document too large (17000000 bytes)"),
+            2,
+            "harel status: a value cannot be stored: BSON document too large (17000000 bytes); keep large payloads out of events and contexts",
+        ),
+        (KeyboardInterrupt(), 130, "harel status: interrupted"),
+    ],
+    ids=["deployment-gone", "too-large", "ctrl-c"],
+)
+def test_a_failure_mid_command_is_one_line(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    in_process_deployment: None,
+    raised: BaseException,
+    code: int,
+    said: str,
+) -> None:
+    def fail(*_: Any) -> Any:
+        raise raised
+
+    monkeypatch.setattr(executions, "load", fail)
+
+    result, out, err = run(capsys, "status", "order-1", "--url", "mongodb://app:hunter2@db.example/harel")
+
+    assert (result, out) == (code, "")
+    assert err.strip() == said
+    assert "hunter2" not in err
+
+
+def test_demo_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "demo", "--timer", "0.1", "--json")
+
+    document = json.loads(out)
+    assert code == 0
+    assert document["report"]["passed"] is True
+    assert document["workers"] == 3 and document["processed"] >= 14, "14 events, each processed at least once"
+    assert document["document"]["_id"] == document["report"]["root_id"]

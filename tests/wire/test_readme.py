@@ -1,0 +1,366 @@
+"""The README's console blocks run as shown, and print what they show.
+
+Every ```console block of README.md is named by its first command and is either in RUNS (run here, by the
+function named) or in CANNOT_RUN (with the reason). A block in neither fails `test_every_block_is_decided`.
+
+In a block with `$ ` prompts, the lines after a command are what it prints (stdout, then stderr), matched
+line by line: `…` inside a line stands for any text, a line of its own for any number of lines; in
+sessions, runs of blanks and of dashes count as one (column widths follow the data). A comment
+`# ... exit code N` on a command line is its expected exit code; otherwise it is 0.
+
+Substituted, and nothing else: the deployment in `export HAREL_MONGO_URL=...` and the port 27017 become the
+test's fake replica set (tests/fake_mongod); `make demo` gets a temporary VENV and PYTHON (the interpreter
+this environment is made from) and pip installs from wheels of this environment (`--no-index`), so the
+run downloads nothing; `harel worker` runs in the background with its HTTP endpoints on a free port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.fake_mongod.fixtures import FakeDeployment
+from tests.wheelhouse import fill_wheelhouse, runtime_dependencies
+from tests.wire.processes import REPOSITORY_ROOT, clean_environment, free_port, wait_until
+
+pytestmark = pytest.mark.wire
+
+README = REPOSITORY_ROOT / "README.md"
+BLOCK = re.compile(r"^( *)```console\n(.*?)^\1```", re.DOTALL | re.MULTILINE)
+COMMENT = re.compile(r"\s{2,}#\s*(.*)$")
+EXIT_CODE = re.compile(r"exit code (\d+)")
+ELLIPSIS = "…"
+BASE_PYTHON = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+WORKER_READY_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Step:
+    command: str
+    shown: tuple[str, ...]
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str  # its first command as written, `$ ` included
+    steps: tuple[Step, ...]
+
+
+def parse_block(body: str) -> Block:
+    lines = [line.removeprefix("  ") if body.startswith("  ") else line for line in body.splitlines()]
+    prompted = any(line.startswith("$ ") for line in lines)
+    steps: list[tuple[str, list[str], int]] = []
+    pending = ""
+    for line in lines:
+        if prompted and not line.startswith("$ "):
+            steps[-1][1].append(line)
+            continue
+        text = pending + (line.lstrip() if pending else line.removeprefix("$ "))
+        if text.endswith("\\"):
+            pending = text[:-1].rstrip() + " "
+            continue
+        pending = ""
+        comment = COMMENT.search(text)
+        code = EXIT_CODE.search(comment.group(1)) if comment else None
+        command = text[: comment.start()] if comment else text
+        steps.append((command.strip(), [], int(code.group(1)) if code else 0))
+    name = ("$ " if prompted else "") + steps[0][0]
+    return Block(name, tuple(Step(command, tuple(shown), code) for command, shown, code in steps))
+
+
+def console_blocks() -> list[Block]:
+    return [parse_block(match.group(2)) for match in BLOCK.finditer(README.read_text())]
+
+
+def file_blocks() -> dict[str, str]:
+    """The README's code blocks that open with `# path/of/the/file`: the files of the example app."""
+    files = {}
+    for match in re.finditer(r"^```(?:yaml|python)\n# (\S+)\n(.*?)^```", README.read_text(), re.S | re.M):
+        files[match.group(1)] = match.group(2)
+    return files
+
+
+# --- matching what a command printed against what the README shows ----------------------------------------
+
+
+def collapse(line: str) -> str:
+    return re.sub(r"-{2,}", "--", re.sub(r"[ \t]+", " ", line)).strip()
+
+
+def matches(shown: tuple[str, ...], printed: str, *, collapsed: bool) -> bool:
+    normal = collapse if collapsed else (lambda line: line.rstrip())
+    pattern = ""
+    for line in shown:
+        if line.strip() == ELLIPSIS:
+            pattern += r"(?:[^\n]*\n)*?"
+        else:
+            pattern += ".*?".join(re.escape(part) for part in normal(line).split(ELLIPSIS)) + r"\n"
+    text = "".join(normal(line) + "\n" for line in printed.splitlines())
+    return re.fullmatch(pattern, text) is not None
+
+
+def masked(line: str) -> str:
+    """A demo line without what differs between runs: ids, numbers, column padding."""
+    line = re.sub(r"smoke-[0-9a-f]{12}", "smoke-ID", line)
+    return collapse(re.sub(r"\d+(\.\d+)?", "N", line))
+
+
+# --- running commands ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Shell:
+    cwd: Path
+    environment: dict[str, str]
+
+    def run(self, command: str, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", command],
+            cwd=self.cwd,
+            env=self.environment,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def check(self, step: Step, *, collapsed: bool = True, substitute: Callable[[str], str] = str) -> None:
+        result = self.run(substitute(step.command))
+        printed = result.stdout + result.stderr
+        assert "Traceback" not in printed, printed
+        assert result.returncode == step.exit_code, f"{step.command}\n{printed}"
+        if step.shown:
+            shown = tuple(substitute(line) for line in step.shown)
+            assert matches(shown, printed, collapsed=collapsed), f"{step.command} printed:\n{printed}"
+
+
+def offline_pip(wheelhouse: Path) -> dict[str, str]:
+    return {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheelhouse),
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+
+
+@dataclass
+class Demo:
+    venv: Path
+    shell: Shell
+    result: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def make_demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    """`make demo` into a .venv of its own, as on a fresh clone (run once for the blocks that show it)."""
+    scratch = tmp_path_factory.mktemp("make-demo")
+    build = {"setuptools", "wheel"}  # what `pip install` of sdk/ builds with
+    (scratch / "wheels").mkdir()
+    wheelhouse = fill_wheelhouse(scratch / "wheels", runtime_dependencies("harel") | build)
+    venv = scratch / ".venv"
+    outside_make = {k: v for k, v in clean_environment().items() if not k.startswith(("MAKE", "MFLAGS"))}
+    environment = {
+        **outside_make,  # when the suite runs under `make test`: this make is not a sub-make of it
+        **offline_pip(wheelhouse),
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    }
+    shell = Shell(REPOSITORY_ROOT, environment)
+    result = shell.run(f"make demo VENV={venv} PYTHON={BASE_PYTHON}")
+    return Demo(venv, shell, result)
+
+
+@pytest.fixture(scope="module")
+def blocks() -> dict[str, Block]:
+    return {block.name: block for block in console_blocks()}
+
+
+# --- the blocks that run here --------------------------------------------------------------------------------
+
+
+def quick_start(block: Block, request: pytest.FixtureRequest) -> None:
+    make_demo: Demo = request.getfixturevalue("make_demo")
+    assert [step.command for step in block.steps] == ["make demo"]
+    assert make_demo.result.returncode == 0, make_demo.result.stdout + make_demo.result.stderr
+    installed = subprocess.run(
+        [str(make_demo.venv / "bin" / "python"), "-m", "pip", "list", "--format=json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=make_demo.shell.environment,
+    )
+    names = {entry["name"].lower().replace("_", "-") for entry in json.loads(installed.stdout)}
+    venv_itself = {"pip", "setuptools"}
+    assert names - venv_itself == {"harel"} | runtime_dependencies("harel"), "make demo installs the SDK only"
+
+
+def demo_transcript(block: Block, request: pytest.FixtureRequest) -> None:
+    make_demo: Demo = request.getfixturevalue("make_demo")
+    (step,) = block.steps
+    assert step.command == "make demo"
+    printed = make_demo.result.stdout
+    assert make_demo.result.returncode == 0, printed + make_demo.result.stderr
+    own = printed[printed.index("harel demo: ") :].splitlines()  # after the install steps of a fresh clone
+    assert own[:2] == list(step.shown[:2])
+    assert Counter(map(masked, own)) == Counter(map(masked, step.shown)), (
+        "the same lines, ids and times aside"
+    )
+
+
+def pip_install(block: Block, request: pytest.FixtureRequest) -> None:
+    make_demo: Demo = request.getfixturevalue("make_demo")
+    assert [step.command for step in block.steps] == ["pip install ./sdk", "harel demo"]
+    shell = Shell(REPOSITORY_ROOT, make_demo.shell.environment)
+    for step in block.steps:
+        shell.check(step)
+    where = shell.run("python -c 'import harel, sys; print(harel.__file__)'")
+    assert where.stdout.startswith(str(make_demo.venv)), "installed into the environment, not linked to sdk/"
+
+
+def order_session(block: Block, request: pytest.FixtureRequest) -> None:
+    fake: FakeDeployment = request.getfixturevalue("fake_rs")
+    folder: Path = request.getfixturevalue("tmp_path")
+    for path, text in file_blocks().items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text)
+    port = free_port()
+    shell = Shell(
+        folder,
+        {
+            **clean_environment(),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "HAREL_HTTP_PORT": str(port),
+            "HAREL_HTTP_HOST": "127.0.0.1",
+        },
+    )
+    worker: subprocess.Popen[bytes] | None = None
+    log = folder / "worker.log"
+    try:
+        for step in block.steps:
+            if step.command.startswith("export "):
+                name, _, value = step.command.removeprefix("export ").partition("=")
+                assert ELLIPSIS in value, "the README's URL is a placeholder for the reader's deployment"
+                shell.environment[name] = fake.url
+            elif step.command.startswith("harel worker"):
+                with log.open("wb") as output:
+                    worker = subprocess.Popen(
+                        ["bash", "-c", f"exec {step.command}"],
+                        cwd=folder,
+                        env=shell.environment,
+                        stdout=output,
+                        stderr=subprocess.STDOUT,
+                    )
+                wait_ready(worker, port, log)
+            else:
+                shell.check(step)
+        assert worker is not None, "the session runs a worker"
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=30) == 0, log.read_text()
+
+
+def wait_ready(worker: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    def ready() -> bool:
+        assert worker.poll() is None, f"the worker exited:\n{log.read_text()}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply:
+                return reply.status == 200
+        except OSError:
+            return False
+
+    wait_until(ready, WORKER_READY_TIMEOUT, "the worker to be ready", poll=0.1)
+
+
+def check_transcript(block: Block, request: pytest.FixtureRequest) -> None:
+    fake: FakeDeployment = request.getfixturevalue("fake_rs")
+    shell = Shell(
+        REPOSITORY_ROOT,
+        {**clean_environment(), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+    )
+    (step,) = block.steps
+    assert "27017" in step.command
+    shell.check(step, collapsed=False, substitute=lambda text: text.replace("27017", str(fake.port)))
+
+
+RUNS: dict[str, Callable[[Block, pytest.FixtureRequest], None]] = {
+    "make demo": quick_start,
+    "pip install ./sdk": pip_install,
+    "$ make demo": demo_transcript,
+    "$ export HAREL_MONGO_URL='mongodb://harel:…@mongo1:27017,mongo2:27017,mongo3:27017/harel?replicaSet=rs0&authSource=admin'": order_session,
+    "$ harel check 'mongodb://127.0.0.1:27017/harel?replicaSet=rs0&w=1&readPreference=secondaryPreferred&retryWrites=false&readConcernLevel=local'": check_transcript,
+}
+
+DOCKER = "needs a Docker engine, which this machine does not have"
+CLUSTER = (
+    "needs a Kubernetes cluster (the chart is rendered, linted and validated in tests/infra/test_helm.py)"
+)
+HOSTS = "needs SSH hosts to provision (the roles are checked in tests/infra/test_ansible.py)"
+CANNOT_RUN: dict[str, str] = {
+    "make test": "is this test suite: it would run itself",
+    "$ make up": DOCKER,
+    "$ make status": DOCKER,
+    'mongosh "mongodb://harel:<HAREL_APP_PASSWORD>@127.0.0.1:27017/harel?directConnection=true&authSource=admin"': DOCKER,
+    "docker compose -f compose/docker-compose.yml --env-file compose/.env -p harel run --rm --no-deps smoke check": DOCKER,
+    "docker build -f compose/Dockerfile.worker --target worker -t registry.example.com/harel-stack/worker:0.1.0 .": DOCKER,
+    "helm install harel-stack ./helm/harel-stack -n harel --create-namespace --set worker.image.repository=registry.example.com/harel-stack/worker": CLUSTER,
+    "kubectl -n harel create secret generic harel-mongodb-url --from-file=mongodb-url=./mongodb-url.txt": CLUSTER,
+    'app_password="$(openssl rand -hex 24)"': CLUSTER,
+    "helm upgrade harel-stack ./helm/harel-stack -n harel -f my-values.yaml": CLUSTER,
+    "helm test harel-stack -n harel --logs": CLUSTER,
+    "helm uninstall harel-stack -n harel": CLUSTER,
+    "kubectl -n harel delete pvc -l app.kubernetes.io/instance=harel-stack,app.kubernetes.io/component=mongodb": CLUSTER,
+    "cd playbooks": "opens $EDITOR on the new inventory: an interactive step",
+    "ansible-vault create inventories/prod/group_vars/all/vault.yml": "asks for a vault password and opens an editor",
+    "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass": HOSTS,
+    "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass --tags workers,smoke": HOSTS,
+    "HAREL_TEST_MONGO_URL='mongodb://USER:PASSWORD@HOST1:27017,HOST2:27017,HOST3:27017/?replicaSet=rs0&authSource=admin' .venv/bin/python -m pytest tests/conformance tests/wire -m \"wire or real\" -rs": "needs a real replica set (that is what the variable is for)",
+    # "Metrics, alerts and backups": every command is checked in tests/infra/test_operations_readme.py (bash
+    # syntax, make targets, chart values, the restore Pod's schema, Ansible tags), and the backup finding of
+    # `harel check` runs in tests/wire/test_check_backups.py.
+    '$ HAREL_BACKUP_WINDOW=26h harel check "$HAREL_MONGO_URL"': "shows no output to compare: the backup finding runs in test_check_backups.py",
+    "$ echo HAREL_OBSERVABILITY=1 >> compose/.env": DOCKER,
+    "$ crontab -l | { cat; echo '0 3 * * * cd /path/to/harel-stack && .venv/bin/harel-stack backup >> compose/backups/backup.log 2>&1'; } | crontab -": "edits the user's crontab",
+    "$ make restore FILE=compose/backups/harel-20250106T030000Z.archive.gz YES=1": DOCKER,
+    "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set mongodbExporter.enabled=true --set mongodbExporter.serviceMonitor.enabled=true --set grafanaDashboard.enabled=true --set prometheusRule.enabled=true --set backup.enabled=true --set backup.keep=14": CLUSTER,
+    'kubectl -n harel create secret generic harel-backup-s3 --from-literal=access-key-id="$AWS_ACCESS_KEY_ID" --from-literal=secret-access-key="$AWS_SECRET_ACCESS_KEY"': CLUSTER,
+    "$ kubectl -n harel create job --from=cronjob/harel-stack-backup harel-stack-backup-now": CLUSTER,
+    "$ kubectl -n harel scale deployment harel-stack-worker --replicas=0": CLUSTER,
+    "$ $EDITOR inventories/prod/group_vars/all/main.yml": "opens an editor on the inventory: an interactive step",
+    '$ ansible workers -i inventories/prod/hosts.yml -b -m ansible.builtin.systemd_service -a "name=harel-worker state=stopped"': HOSTS,
+}
+
+
+def test_every_block_is_decided(blocks: dict[str, Block]) -> None:
+    names = set(blocks)
+    assert len(names) == len(console_blocks()), "two blocks open with the same command"
+    assert not set(RUNS) & set(CANNOT_RUN)
+    assert names - set(RUNS) - set(CANNOT_RUN) == set(), "a new block: run it here, or say why it cannot run"
+    assert set(RUNS) | set(CANNOT_RUN) <= names, "a block named here is no longer in the README"
+
+
+@pytest.mark.parametrize("name", list(RUNS), ids=[run.__name__ for run in RUNS.values()])
+def test_the_block_runs_as_shown(name: str, blocks: dict[str, Block], request: pytest.FixtureRequest) -> None:
+    RUNS[name](blocks[name], request)
+
+
+def test_matching_honours_the_ellipsis() -> None:
+    shown = ("execution  order-42", "status     …", "…", "updated    …")
+    assert matches(
+        shown, "execution  order-42\nstatus     running\nactive  a\nupdated    now\n", collapsed=True
+    )
+    assert matches(shown, "execution order-42\nstatus done\nupdated x\n", collapsed=True)
+    assert not matches(shown, "execution  order-43\nstatus     running\nupdated    now\n", collapsed=True)
+    assert not matches(shown, "execution  order-42\nstatus     running\n", collapsed=True)
