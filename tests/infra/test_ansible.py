@@ -327,7 +327,7 @@ def test_worker_role_second_run_changes_nothing(worker_install: WorkerInstall) -
     assert recap["failed"] == 0
 
 
-def test_worker_environment_file_is_private_and_reads_back_as_the_url(worker_install: WorkerInstall) -> None:
+def test_worker_environment_file_is_private_and_names_the_url_file(worker_install: WorkerInstall) -> None:
     mode = stat.S_IMODE(worker_install.env_file.stat().st_mode)
     config_dir_mode = stat.S_IMODE(worker_install.env_file.parent.stat().st_mode)
     # What a POSIX shell (the smoke role) reads from it; systemd's EnvironmentFile takes the same quoting.
@@ -335,8 +335,8 @@ def test_worker_environment_file_is_private_and_reads_back_as_the_url(worker_ins
         [
             "sh",
             "-c",
-            'set -a && . "$1" && printf "%s|%s|%s" "$HAREL_MONGO_URL" "$HAREL_HTTP_PORT" '
-            '"$HAREL_DRAIN_SECONDS"',
+            'set -a && . "$1" && printf "%s|%s|%s|%s" "$HAREL_MONGO_URL_FILE" "$HAREL_HTTP_PORT" '
+            '"$HAREL_DRAIN_SECONDS" "${HAREL_MONGO_URL-unset}"',
             "sh",
             worker_install.env_file,
         ],
@@ -347,7 +347,9 @@ def test_worker_environment_file_is_private_and_reads_back_as_the_url(worker_ins
 
     assert mode == 0o600
     assert config_dir_mode == 0o750
-    assert read_back == f"{worker_install.url}|8080|{DRAIN_SECONDS}"
+    # The URL is not in the environment: the worker reads it from its file.
+    assert read_back == f"{worker_install.env_file.parent / 'mongodb-url'}|8080|{DRAIN_SECONDS}|unset"
+    assert worker_install.url not in worker_install.env_file.read_text()
 
 
 def test_worker_url_file_holds_the_url_readable_by_its_owner_only(worker_install: WorkerInstall) -> None:
