@@ -324,7 +324,9 @@ def _compose_text() -> str:
 
 def test_env_example_documents_exactly_the_variables_the_compose_file_uses() -> None:
     text = _compose_text()
-    secrets = {secret["environment"] for secret in yaml.safe_load(COMPOSE_FILE.read_text())["secrets"].values()}
+    secrets = {
+        secret["environment"] for secret in yaml.safe_load(COMPOSE_FILE.read_text())["secrets"].values()
+    }
     # $${...} is the shell's, not compose's. HAREL_OBSERVABILITY is harel-stack's own: it chooses the profiles.
     used = set(VARIABLE.findall(text.replace("$${", ""))) | secrets | {"HAREL_OBSERVABILITY"}
     example = ENV_EXAMPLE.read_text(encoding="utf-8")
