@@ -378,29 +378,23 @@ def check_selects_members(scratch: Scratch, manifests: list[dict[str, Any]]) -> 
 
 def check_ansible(scratch: Scratch, command: str) -> None:
     words = [word for word in shlex.split(command) if word != "--ask-vault-pass"]
-    binary = Path(sys.executable).parent / words[0]
-    environment = {**os.environ, "ANSIBLE_CONFIG": str(scratch.root / "playbooks" / "ansible.cfg")}
-    checked = subprocess.run(
-        [str(binary), *words[1:], "--syntax-check"],
-        cwd=scratch.cwd,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert checked.returncode == 0, f"{command}\n{checked.stdout}{checked.stderr}"
-    if "--tags" in words:
-        tags = set(words[words.index("--tags") + 1].split(","))
-        listed = subprocess.run(
-            [str(binary), *words[1:], "--list-tasks"],
+
+    def ansible(flag: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(Path(sys.executable).parent / words[0]), *words[1:], flag],
             cwd=scratch.cwd,
-            env=environment,
+            env={**os.environ, "ANSIBLE_CONFIG": str(scratch.root / "playbooks" / "ansible.cfg")},
             capture_output=True,
             text=True,
             timeout=120,
             check=False,
         )
+
+    checked = ansible("--syntax-check")
+    assert checked.returncode == 0, f"{command}\n{checked.stdout}{checked.stderr}"
+    if "--tags" in words:
+        tags = set(words[words.index("--tags") + 1].split(","))
+        listed = ansible("--list-tasks")
         assert listed.returncode == 0, listed.stderr
         selected = {
             tag

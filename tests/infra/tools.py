@@ -56,20 +56,16 @@ def mongosh(
     home.mkdir(parents=True, exist_ok=True)
     global_config = home / "mongosh.conf"
     global_config.write_text("mongosh:\n  forceDisableTelemetry: true\n  updateURL: ''\n")
-    completed = subprocess.run(
-        [str(required(MONGOSH)), *arguments],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env={
-            "PATH": os.environ.get("PATH", ""),
+    completed = _run(
+        [required(MONGOSH), *arguments],
+        {
             "HOME": str(home),
             "MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING": str(global_config),
             "MONGOSH_FORCE_DISABLE_TELEMETRY_FOR_TESTING": "1",
             **(env or {}),
         },
+        stdin=stdin,
+        timeout=timeout,
     )
     return MongoshRun(completed.returncode, completed.stdout, completed.stderr)
 
@@ -79,16 +75,30 @@ def docker_compose(
 ) -> subprocess.CompletedProcess[str]:
     """Docker Compose v2 with `arguments` (what follows `docker compose`), as the docker CLI runs its plugin. Only
     commands that need no engine belong here (`config`); DOCKER_HOST points nowhere to make sure."""
-    return subprocess.run(
-        [str(required(DOCKER_COMPOSE)), *arguments],
+    return _run(
+        [required(DOCKER_COMPOSE), *arguments],
+        {"HOME": os.environ.get("HOME", "/nonexistent"), "DOCKER_HOST": "unix:///nonexistent/docker.sock"},
         cwd=cwd,
+        timeout=timeout,
+    )
+
+
+def _run(
+    command: Sequence[str | Path],
+    env: Mapping[str, str],
+    *,
+    cwd: Path | None = None,
+    stdin: str = "",
+    timeout: float,
+) -> subprocess.CompletedProcess[str]:
+    """A tool with only PATH and `env` in its environment, its output captured."""
+    return subprocess.run(
+        [str(part) for part in command],
+        cwd=cwd,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
-        env={
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": os.environ.get("HOME", "/nonexistent"),
-            "DOCKER_HOST": "unix:///nonexistent/docker.sock",
-        },
+        env={"PATH": os.environ.get("PATH", ""), **env},
     )

@@ -5,28 +5,13 @@ compose and Helm (rs_init.py) and the Ansible role (its filter), so these cases 
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.mongo_init import load
 
-
-def _load_plan() -> ModuleType:
-    path = REPOSITORY_ROOT / "compose" / "mongo-init" / "replica_set_plan.py"
-    spec = importlib.util.spec_from_file_location("replica_set_plan", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["replica_set_plan"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-plan = _load_plan()
+plan = load("replica_set_plan")
 Wanted = plan.Wanted
 
 HEADLESS = "harel-stack-mongodb-headless.harel.svc.cluster.local:27017"

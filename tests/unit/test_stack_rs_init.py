@@ -6,33 +6,17 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import importlib.util
-import sys
 from collections.abc import Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
-REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.mongo_init import load
 
-
-def _load_rs_init() -> ModuleType:
-    # In the image both files sit in one directory, which Python puts first on the path; here it is added.
-    sys.path.insert(0, str(REPOSITORY_ROOT / "compose" / "mongo-init"))
-    path = REPOSITORY_ROOT / "compose" / "mongo-init" / "rs_init.py"
-    spec = importlib.util.spec_from_file_location("rs_init", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["rs_init"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rs_init = _load_rs_init()
+rs_init = load("rs_init")
 Decision = rs_init.Decision
 HOSTS_3 = ["mongo1:27017", "mongo2:27017", "mongo3:27017"]
 HOSTS_1 = ["mongo1:27017"]
