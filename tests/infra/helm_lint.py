@@ -90,8 +90,7 @@ def configurations() -> dict[str, dict[str, Any]]:
                 },
             },
             "opsUsers": {"existingSecret": "harel-ops-credentials"},
-            "tls": {"enabled": True, "existingSecret": "harel-mongodb-tls"},
-            "mongodb": {"init": {"useHooks": False}},
+            "tls": {"mode": "requireTLS", "existingSecret": "harel-mongodb-tls"},
         },
         "dashboard + alerts, external MongoDB": {
             "mongodb": {"enabled": False},

@@ -1189,6 +1189,7 @@ def test_every_mongodb_task_sends_its_script_the_input_it_reads(ansible: Ansible
         "mongodb_member_host": "mongo1.harel.example",
         "mongodb_root_user": ROOT["user"],
         "mongodb_root_password": ROOT["password"],
+        "mongodb_previous_root_password": "",
         "mongodb_app_user": APP["user"],
         "mongodb_app_password": APP["password"],
         "mongodb_app_database": APP["database"],
@@ -1526,6 +1527,6 @@ def test_firewall_role_stops_on_a_host_without_an_address(ansible: Ansible, tmp_
 
     assert run.returncode != 0
     assert (
-        "localhost (inventory groups mongodb, workers) may reach port 27017, but the firewall knows no address"
+        "localhost (inventory groups mongodb, mongodb_leaving, workers) may reach port 27017, but the firewall knows no address"
         in (run.output)
     )

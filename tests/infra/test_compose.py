@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -349,7 +350,12 @@ def test_env_example_defaults_match_the_compose_defaults() -> None:
     defaults = dict(re.findall(r"\$\{([A-Z_][A-Z0-9_]*):-([^}]*)\}", text))
     for variable, default in defaults.items():
         assert example[variable] == default, variable
-    assert not re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", text), "secrets come from the secrets section"
+    # The stack's own file takes secrets from its secrets section (files); the observability file still requires
+    # some as environment values, and only those compose/.env generates.
+    assert not re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", COMPOSE_FILE.read_text()), (
+        "secrets come from the secrets section"
+    )
+    assert set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", text)) <= set(SECRET_VARIABLES)
     for secret in (*SECRET_VARIABLES, "HAREL_MONGO_PREVIOUS_ROOT_PASSWORD"):
         assert example[secret] == "", f"{secret} must be generated, not shipped"
 
@@ -543,6 +549,7 @@ def test_docker_compose_refuses_a_file_that_breaks_the_specification(tmp_path: P
     broken["services"]["tls"]["restart_policy"] = "always"
     path = tmp_path / "docker-compose.yml"
     path.write_text(yaml.safe_dump(broken), encoding="utf-8")
+    shutil.copy(OPERATIONS_FILE, tmp_path / OPERATIONS_FILE.name)
 
     result = docker_compose(
         ["-f", str(path), "--env-file", str(_env_file(tmp_path)), "config", "--quiet"], cwd=REPOSITORY_ROOT

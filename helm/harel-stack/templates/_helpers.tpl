@@ -291,15 +291,33 @@ value; and the CA the URL refers to when TLS is on. The workers wait for the dat
   value: "0"
 {{- end }}
 
-{{- define "harel-stack.worker.volumeMounts" -}}
-- name: mongodb-url
-  mountPath: /etc/harel/mongodb
-  readOnly: true
+{{/*
+The members' CA for a client pod (workers, test pod, exporter), mounted at tls.caDir when TLS is on.
+*/}}
+{{- define "harel-stack.worker.caVolumeMount" -}}
 {{- if include "harel-stack.tls.on" . }}
 - name: tls-ca
   mountPath: {{ include "harel-stack.tls.caDir" . }}
   readOnly: true
 {{- end }}
+{{- end }}
+
+{{- define "harel-stack.worker.caVolume" -}}
+{{- if include "harel-stack.tls.on" . }}
+- name: tls-ca
+  secret:
+    secretName: {{ .Values.tls.existingSecret }}
+    items:
+      - key: ca.crt
+        path: ca.crt
+{{- end }}
+{{- end }}
+
+{{- define "harel-stack.worker.volumeMounts" -}}
+- name: mongodb-url
+  mountPath: /etc/harel/mongodb
+  readOnly: true
+{{- include "harel-stack.worker.caVolumeMount" . }}
 {{- end }}
 
 {{- define "harel-stack.worker.volumes" -}}
@@ -310,14 +328,7 @@ value; and the CA the URL refers to when TLS is on. The workers wait for the dat
     items:
       - key: {{ include "harel-stack.urlSecretKey" . }}
         path: url
-{{- if include "harel-stack.tls.on" . }}
-- name: tls-ca
-  secret:
-    secretName: {{ .Values.tls.existingSecret }}
-    items:
-      - key: ca.crt
-        path: ca.crt
-{{- end }}
+{{- include "harel-stack.worker.caVolume" . }}
 {{- end }}
 
 {{/*
