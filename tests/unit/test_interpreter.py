@@ -15,6 +15,7 @@ from harel.interpreter import Step, step
 from harel.model import (
     CANCEL_EVENT,
     DONE_EVENT,
+    FAIL_EVENT,
     START_EVENT,
     TIMER_EVENT,
     ChildRef,
@@ -643,6 +644,24 @@ def test_an_execution_can_be_cancelled_before_it_starts() -> None:
     assert result.handled
     assert result.execution.status is ExecutionStatus.CANCELLED
     assert result.trace["actions"] == []
+
+
+@pytest.mark.semantics("sem-engine-fail")
+def test_the_engine_fails_an_execution_it_cannot_carry_on() -> None:
+    parent, _ = in_split()
+    result = run(FORK, parent, FAIL_EVENT, 30.0, reason="region left: child id taken")
+    assert result.handled
+    assert result.execution.status is ExecutionStatus.FAILED
+    assert result.execution.reason == "region left: child id taken"
+    assert result.execution.configuration == [] and result.execution.children == {}
+    assert [e.name for _, e in result.emits] == [CANCEL_EVENT, CANCEL_EVENT], "its running regions cancelled"
+    parent, forked = in_split()
+    child = committed(run(FORK, child_of(parent, forked.spawns[0]), START_EVENT, 11.0))
+    failed = run(FORK, child, FAIL_EVENT, 12.0, reason="event to nobody could not be delivered")
+    [(target, done)] = failed.emits
+    assert (target, done.name) == ("root", DONE_EVENT)
+    assert done.data["status"] == "failed" and done.data["reason"] == "event to nobody could not be delivered"
+    assert not run(FORK, failed.execution, FAIL_EVENT, 13.0, reason="again").handled, "once finished"
 
 
 @pytest.mark.semantics("sem-cancel")

@@ -17,7 +17,7 @@ from harel.client import cancel_execution, send_event, start_execution
 from harel.errors import StoreConflict
 from harel.heartbeat import MongoHeartbeats
 from harel.local.embedded import EmbeddedClient
-from harel.model import TIMER_EVENT, Event, ExecutionStatus, timer_event
+from harel.model import TIMER_EVENT, Event, Execution, ExecutionStatus, timer_event
 from harel.servertime import ServerClock
 from harel.smoke import check, gather, register_smoke, run_smoke
 from harel.store.memory import MemoryDatabase, MemoryStore
@@ -71,7 +71,12 @@ LOOP = {
     "states": {
         "a": {
             "after": {"10s": "b"},
-            "on": {"skip": "b", "bump": {"actions": ["bump"]}, "poison": {"actions": ["explode"]}},
+            "on": {
+                "skip": "b",
+                "bump": {"actions": ["bump"]},
+                "poison": {"actions": ["explode"]},
+                "lost": {"actions": ["send_nowhere"]},
+            },
         },
         "b": {"on": {"back": "a", "bump": {"actions": ["bump"]}}},
     },
@@ -109,6 +114,10 @@ def make_app(slow: float = 0.0) -> App:
     def bump(ctx: ActionContext) -> ActionResult:
         seen = [*ctx.context.get("seen", []), ctx.event.id]
         return ActionResult(context={"n": ctx.context.get("n", 0) + 1, "seen": seen})
+
+    @app.action("send_nowhere")
+    def send_nowhere(ctx: ActionContext) -> ActionResult:
+        return ActionResult(send=[Send("ping", to="nobody-at-all")])
 
     @app.action("slow")
     def slow_action(ctx: ActionContext) -> ActionResult:
@@ -666,3 +675,56 @@ def test_a_heartbeat_is_on_the_servers_clock_and_expires() -> None:
     assert beats.served_charts(server.now, 5.0) == {"loop@1"}
     server.now += 16.0  # more than three beats missed: no longer live
     assert beats.served_charts(server.now, 5.0) == set()
+
+
+def test_an_oversized_fan_out_is_refused_at_its_step_with_the_size_named(backend: Deployment) -> None:
+    app = make_app()
+    w = backend.worker(app)
+    big = "x" * (6 * 1024 * 1024)  # copied into each of two regions: more than a document holds
+    start_execution(backend.store, backend.transport, app, "flow", execution_id="big", context={"blob": big})
+    pump(w)
+    send(backend, "big", "go", "go")
+    pump(w)
+    [parked] = backend.transport.parked()
+    assert (parked.execution_id, parked.event_id, parked.attempts) == ("big", "go", 1), "parked at once"
+    assert "ExecutionTooLarge" in parked.error and "bytes" in parked.error
+    assert backend.store.load("big").configuration == ["idle"], "nothing of the fork was written"
+
+
+def test_a_region_whose_child_id_is_taken_fails_its_parent_with_the_reason(backend: Deployment) -> None:
+    from harel.ids import child_id
+
+    app = make_app()
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "flow", execution_id="p")
+    pump(w)
+    version = backend.store.load("p").version
+    squatter = Execution(id=child_id("p", "split.left", version), definition_id="loop", definition_version=1)
+    assert backend.store.create(squatter, now=backend.clock.now)  # bypassing the clients' id check
+    send(backend, "p", "go", "go")
+    pump(w)
+    parent = backend.store.load("p")
+    assert parent.status is ExecutionStatus.FAILED
+    assert parent.reason is not None and squatter.id in parent.reason and "taken" in parent.reason
+    assert parent.children == {}, "it left the parallel state"
+    right = child_id("p", "split.right", version)
+    assert backend.store.load(right).status is not ExecutionStatus.RUNNING, "the region that started ended"
+
+
+def test_an_event_to_an_execution_that_never_exists_fails_its_sender(backend: Deployment) -> None:
+    from harel.worker import UNDELIVERABLE_AFTER_SECONDS
+
+    app, clock = make_app(), backend.clock
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="s")
+    pump(w)
+    send(backend, "s", "lost-1", "lost")
+    pump(w)
+    assert backend.store.load("s").status is ExecutionStatus.RUNNING, "kept and retried for a while"
+    assert [e.target_id for e in backend.store.pending_outbox()] == ["nobody-at-all"]
+    clock.now += UNDELIVERABLE_AFTER_SECONDS + 2
+    pump(w)
+    sender = backend.store.load("s")
+    assert sender.status is ExecutionStatus.FAILED
+    assert "could not be delivered" in (sender.reason or "") and "nobody-at-all" in (sender.reason or "")
+    assert backend.store.pending_outbox() == []

@@ -76,6 +76,13 @@ def test_three_worker_processes_and_the_smoke_cli(
             float(value)
             for value in re.findall(r"^harel_events_processed_total\{[^}]*\} (\S+)$", metrics, re.MULTILINE)
         )
+    assert workers[0].http_port is not None
+    _, exported = http_get(workers[0].http_port, "/metrics")
+    completed = re.search(r'^harel_executions\{status="completed"\} (\S+)$', exported, re.MULTILINE)
+    assert completed is not None and float(completed.group(1)) >= 1 + len(REGIONS), (
+        "statistics read on scrape"
+    )
+    assert re.search(r"^harel_worker_ready 1\.0$", exported, re.MULTILINE)
     handled = sum(1 for trace in run.traces.values() for step in trace if step.get("handled"))
     if replica_set.is_real:  # the workers also serve whatever else is queued in that deployment's `harel`
         assert processed >= handled

@@ -40,6 +40,7 @@ class Backend:
     catalog: Catalog
     client: Any | None = None
     report: CheckReport | None = None
+    db_name: str = "harel"
 
     @property
     def embedded(self) -> bool:
@@ -82,6 +83,7 @@ def open_backend(
         MongoCatalog(client, db_name),
         client,
         report,
+        db_name,
     )
     backend.store.ensure_indexes()
     backend.transport.ensure_indexes()

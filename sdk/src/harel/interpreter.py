@@ -42,6 +42,7 @@ from harel.ids import check_json, child_id
 from harel.model import (
     CANCEL_EVENT,
     DONE_EVENT,
+    FAIL_EVENT,
     START_EVENT,
     TIMER_EVENT,
     ChildRef,
@@ -159,6 +160,7 @@ class _Run:
         "context",
         "disposition",
         "emits",
+        "ended_because",
         "event",
         "exe",
         "forwarded_to",
@@ -206,6 +208,7 @@ class _Run:
         self.disposition: Disposition = "ignored"
         self.forwarded_to: tuple[str, ...] = ()
         self.reason: str | None = None
+        self.ended_because: str | None = None
 
     # --- dispatch ----------------------------------------------------------------------------------
 
@@ -221,6 +224,8 @@ class _Run:
                 self._settle()
         elif name == CANCEL_EVENT:
             self._cancel()
+        elif name == FAIL_EVENT:
+            self._fail(str(self.received.data.get("reason") or "failed by the engine"))
         elif self.leaf is None:  # running without an active state: not started yet
             self.reason = "execution has not started"
         elif name == TIMER_EVENT:
@@ -241,11 +246,36 @@ class _Run:
         self._arrive(self.nodes[entered[-1]])
 
     def _cancel(self) -> None:
+        self._leave_everything()
+        self.status = ExecutionStatus.CANCELLED
+        self.disposition = "handled"
+
+    def _fail(self, reason: str) -> None:
+        """The engine cannot carry the execution on: it ends failed, and a region's parent hears of it as
+        of a region that ended in a failed final state."""
+        self._leave_everything()
+        self.status = ExecutionStatus.FAILED
+        self.ended_because = reason
+        self.disposition = "handled"
+        if self.exe.parent_id is not None:
+            self._emit(
+                self.exe.parent_id,
+                DONE_EVENT,
+                {
+                    "child_id": self.exe.id,
+                    "root_path": self.scope,
+                    "state": None,
+                    "status": str(self.status),
+                    "result": None,
+                    "context": self.context,
+                    "reason": reason,
+                },
+            )
+
+    def _leave_everything(self) -> None:
         if self.leaf is not None:
             for path in reversed(self.nodes[self.leaf].chain):
                 self._exit_state(self.nodes[path])
-        self.status = ExecutionStatus.CANCELLED
-        self.disposition = "handled"
 
     def _deliver(self, event: Event) -> tuple[Disposition, tuple[str, ...], str | None]:
         """Offer a user event to the active states; else forward it to the regions that handle it."""
@@ -615,6 +645,8 @@ class _Run:
         }
         if self.status is not self.exe.status:
             changes["status"] = self.status
+        if self.ended_because is not None:
+            changes["reason"] = self.ended_because
         for name in self.owned:
             changes[name] = getattr(self, name)
         return Step(

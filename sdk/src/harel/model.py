@@ -25,6 +25,9 @@ START_EVENT = "harel.start"
 TIMER_EVENT = "harel.timer"
 DONE_EVENT = "harel.done"
 CANCEL_EVENT = "harel.cancel"
+# The engine fails an execution it cannot carry on (a region's child that can never be created, an event
+# it sent that can never be delivered): data {"reason": ...}.
+FAIL_EVENT = "harel.fail"
 RESERVED_EVENT_PREFIX = "harel."
 
 
@@ -69,6 +72,8 @@ class Execution(BaseModel):
     timers: dict[str, float] = Field(default_factory=dict)
     created_at: float = 0.0
     updated_at: float = 0.0
+    # Why it failed, when the engine failed it rather than a final state (`harel.fail`).
+    reason: str | None = None
 
     @property
     def started(self) -> bool:

@@ -14,6 +14,7 @@ from harel.connection import Status
 from harel.health import HealthServer
 from harel.metrics import Metrics
 from harel.smoke import register_smoke
+from harel.stats import DeploymentStats
 from harel.worker import Worker, WorkerConfig
 
 log = logging.getLogger("harel.serve")
@@ -32,10 +33,13 @@ def build_app(app_spec: str | None = None, charts_dir: str | Path | None = None)
 class Probes:
     """/healthz: alive while connecting, then while the worker's loops turn.
     /readyz: not ready while connecting and checking the deployment (a refused deployment never gets a
-    worker), while the store is unreachable, or while draining — so no traffic goes to a stopping pod."""
+    worker), while the store is unreachable, or while draining — so no traffic goes to a stopping pod.
+    /metrics: the worker's own metrics, and the deployment's statistics read on scrape (`harel.stats`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
         self.worker: Worker | None = None
+        self.stats: DeploymentStats | None = None
 
     def alive(self) -> bool:
         return self.worker is None or self.worker.alive()
@@ -45,9 +49,15 @@ class Probes:
             return False, "connecting and running the start-up checks"
         if self.worker.stopping:
             return False, "draining"
-        if not self.worker.connected:
-            return False, "store or queue unreachable"
+        if self.worker.degraded is not None:
+            return False, f"deployment degraded: {self.worker.degraded}"
         return True, "ready"
+
+    def scrape(self) -> bytes:
+        self.metrics.ready.set(1 if self.ready()[0] else 0)
+        if self.stats is not None:
+            self.stats.refresh()
+        return self.metrics.exposition()
 
 
 def serve(
@@ -67,7 +77,7 @@ def serve(
     errors — before any data is touched.
     """
     metrics = Metrics()
-    probes = Probes()
+    probes = Probes(metrics)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -79,7 +89,7 @@ def serve(
     health = None
     if http_port is not None:
         health = HealthServer(
-            http_port, alive=probes.alive, ready=probes.ready, metrics=metrics.exposition, host=http_host
+            http_port, alive=probes.alive, ready=probes.ready, metrics=probes.scrape, host=http_host
         )
         health.start()
     try:
@@ -105,6 +115,10 @@ def serve(
             heartbeats=backend.heartbeats,
         )
         probes.worker = worker
+        if backend.client is not None:
+            probes.stats = DeploymentStats(
+                backend.client, backend.db_name, metrics, worker.clock, config.heartbeat_seconds
+            )
         worker.start()
         stop.wait()
         worker.stop()

@@ -40,10 +40,20 @@ from pymongo.errors import PyMongoError
 
 from harel import interpreter
 from harel.app import App
-from harel.errors import ExecutionTooLarge, LeaseLost, StoreConflict
+from harel.errors import (
+    ExecutionTooLarge,
+    InvalidContext,
+    InvalidSend,
+    LeaseLost,
+    StepLimitExceeded,
+    StepTooLarge,
+    StoreConflict,
+    UnknownAction,
+    UnknownChart,
+)
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
-from harel.model import TIMER_EVENT, Execution
+from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
 from harel.store._documents import CommitParts, RelayWork, StepRecord, claim_commit_parts
 from harel.store.base import ExecutionStore
 from harel.transport._mailbox import chart_key
@@ -65,6 +75,18 @@ RELAY_RETRY_SECONDS = 1.0
 # A commit the deployment refused twice (and did not apply) is tried again after this long; it is not the
 # event's fault, so it counts no attempt.
 UNRESOLVED_RETRY_SECONDS = 1.0
+# An event whose target still does not exist this long after it was sent fails its sender.
+UNDELIVERABLE_AFTER_SECONDS = 300.0
+# Errors a retry cannot change: the step is refused for what it is, not for a passing condition.
+PERMANENT = (
+    ExecutionTooLarge,
+    StepTooLarge,
+    StepLimitExceeded,
+    InvalidContext,
+    InvalidSend,
+    UnknownAction,
+    UnknownChart,
+)
 # A timer this worker armed whose due time passed but that the last pass did not see due yet (this
 # estimate of the server's clock runs a little ahead) is looked for again after this pause.
 TIMER_RETRY_PAUSE = 0.005
@@ -150,13 +172,14 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._consumers: list[threading.Thread] = []
         self._last_loop = time.monotonic()
-        self._connected = True
+        self._degraded: str | None = None  # the deployment's last failure, until it answers again
 
     # --- one claim ---------------------------------------------------------------------------------
 
     def process_one(self) -> bool:
         """Claim one execution and apply its pending events. False when nothing was due."""
         claim = self.transport.claim(self.charts, self.config.lease_seconds, self.clock.bound())
+        self._answered()  # the claim is a majority write: the deployment took it
         if claim is None:
             return False
         observed = self.clock.mark()
@@ -206,7 +229,8 @@ class Worker:
 
     def _failure(self, claim: Claim, pending: Pending, exc: Exception, *, first: bool) -> Failure:
         attempts = (claim.attempts if first else 0) + 1
-        park = attempts >= self.transport.max_attempts
+        # an error that another attempt cannot change parks at once, its reason named
+        park = attempts >= self.transport.max_attempts or isinstance(exc, PERMANENT)
         error = f"{type(exc).__name__}: {exc}"
         fields = {
             "execution_id": claim.execution_id,
@@ -284,6 +308,7 @@ class Worker:
             except (StoreConflict, ExecutionTooLarge):
                 raise
             except PyMongoError as exc:
+                self._failing(exc)
                 self.metrics.unknown_outcomes.inc()
                 log.warning(
                     "commit failed on the deployment; reading its outcome",
@@ -352,13 +377,7 @@ class Worker:
         the later entries to the same target, so no event overtakes another from the same sender."""
         now = self.clock.now()
         if work.spawns:
-            existed = self.store.create_children(work.spawns, now=now)
-            for child_id in existed:  # another relay created it first: a repeated delivery, absorbed
-                self._count("redeliveries")
-                self.metrics.redeliveries.inc()
-                log.info(
-                    "child already created", extra={"execution_id": work.execution_id, "child_id": child_id}
-                )
+            self._check_existing(work, self.store.create_children(work.spawns, now=now))
             self.metrics.relayed.labels(kind="spawn").inc(len(work.spawns))
         delivered: list[int] = []
         blocked: set[str] = set()
@@ -369,6 +388,15 @@ class Worker:
             if entry.target_id in blocked:
                 continue
             outcome = self.transport.send(entry.target_id, entry.event, source=entry.source_id)
+            if outcome is SendOutcome.MISSING and _undeliverable(entry, now):
+                self._fail_execution(
+                    work.execution_id,
+                    f"its event {entry.event.name!r} ({entry.event.id}) to {entry.target_id!r} could not be "
+                    f"delivered: no such execution after {UNDELIVERABLE_AFTER_SECONDS:.0f}s",
+                    f"undeliverable:{entry.seq}",
+                )
+                delivered.append(entry.seq)
+                continue
             if outcome not in DELIVERED:
                 blocked.add(entry.target_id)
                 log.info(
@@ -393,6 +421,34 @@ class Worker:
         if delivered or work.spawns:
             self.transport.wake()
         return len(delivered) + len(work.spawns)
+
+    def _check_existing(self, work: RelayWork, existed: list[str]) -> None:
+        """A child found existing was created by an earlier relay (a repeated delivery, absorbed), unless it
+        belongs to another execution: then the region can never start and the parent fails, saying why."""
+        for child_id in existed:
+            child = self.store.load(child_id)
+            if child is not None and child.parent_id == work.execution_id:
+                self._count("redeliveries")
+                self.metrics.redeliveries.inc()
+                log.info(
+                    "child already created", extra={"execution_id": work.execution_id, "child_id": child_id}
+                )
+                continue
+            self._fail_execution(
+                work.execution_id,
+                f"the child execution {child_id!r} of one of its regions cannot be created: the id is taken by "
+                "another execution",
+                f"child-taken:{child_id}",
+            )
+
+    def _fail_execution(self, execution_id: str, reason: str, key: str) -> None:
+        log.error(
+            "failing an execution the engine cannot carry on",
+            extra={"execution_id": execution_id, "reason": reason},
+        )
+        self.transport.send(
+            execution_id, Event(id=f"{execution_id}:fail:{key}", name=FAIL_EVENT, data={"reason": reason})
+        )
 
     def relay_once(self) -> int:
         """Take relay work left behind (a crashed or slow worker's) and deliver it. Returns entries moved."""
@@ -497,9 +553,20 @@ class Worker:
         return self._stopping.is_set()
 
     @property
-    def connected(self) -> bool:
-        """False while the last attempt to reach the deployment failed."""
-        return self._connected
+    def degraded(self) -> str | None:
+        """Why the deployment is failing this worker (unreachable, writes not acknowledged by a majority
+        within their bound), from the first failure until it answers a claim or a commit again."""
+        return self._degraded
+
+    def _failing(self, exc: Exception) -> None:
+        if self._degraded is None:
+            log.error("deployment degraded; not ready until it answers again", extra={"error": str(exc)})
+        self._degraded = f"{type(exc).__name__}: {exc}"
+
+    def _answered(self) -> None:
+        if self._degraded is not None:
+            log.warning("deployment answers again; ready", extra={"was": self._degraded})
+            self._degraded = None
 
     def alive(self) -> bool:
         """Alive while the consumer threads run and the loops turned recently."""
@@ -512,11 +579,8 @@ class Worker:
             self._last_loop = time.monotonic()
             try:
                 worked = self.process_one()
-                self._connected = True
             except PyMongoError as exc:
-                if self._connected:
-                    log.warning("deployment unavailable", extra={"error": str(exc)})
-                self._connected = False
+                self._failing(exc)
                 worked = False
             except Exception:
                 # an execution this worker cannot read must not stop its consumer: log, go on
@@ -575,6 +639,10 @@ class Worker:
     def _count(self, name: str) -> None:
         with self._lock:
             self.counters[name] += 1
+
+
+def _undeliverable(entry: OutboxEntry, now: float) -> bool:
+    return now - (entry.event.created_at or now) > UNDELIVERABLE_AFTER_SECONDS
 
 
 def _kind(name: str) -> str:

@@ -1,0 +1,108 @@
+"""What the deployment holds, read for `/metrics` when it is scraped: mailbox depth and age, executions by
+status, parked executions, executions no live worker serves, pending relay work, the newest backup.
+
+Each query is served by an index (status, the partial mailbox and relay indexes, `parked.at`), and they run
+at most once per `STATS_TTL_SECONDS` however often Prometheus scrapes, so an unscraped worker sends none.
+Times are compared on the deployment's clock (the worker's estimate of it: these are reports, not decisions).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pymongo.errors import PyMongoError
+
+from harel.backups import latest_success, parse_statuses, read_statuses
+from harel.heartbeat import MongoHeartbeats
+from harel.metrics import STATS_TTL_SECONDS, Metrics
+from harel.model import ExecutionStatus
+from harel.servertime import ServerClock
+from harel.store._documents import EXECUTIONS
+from harel.transport._mailbox import PENDING_COUNT, parse_count
+
+log = logging.getLogger("harel.stats")
+
+# An execution due this long with no live worker serving its chart version counts as unserved.
+UNSERVED_AFTER_SECONDS = 30.0
+PENDING_RELAYS = [
+    {"$match": {"relay_at": {"$gte": 0}}},
+    {
+        "$group": {
+            "_id": None,
+            "outbox": {"$sum": {"$size": {"$ifNull": ["$outbox", []]}}},
+            "spawn": {"$sum": {"$size": {"$ifNull": ["$spawns", []]}}},
+        }
+    },
+]
+
+
+def oldest_due(now: float) -> list[dict[str, Any]]:
+    """The earliest `inbox_at` that has passed: a range on the partial mailbox index and a minimum, no sort."""
+    return [
+        {"$match": {"inbox_at": {"$gte": 0, "$lte": now}}},
+        {"$group": {"_id": None, "at": {"$min": "$inbox_at"}}},
+    ]
+
+
+def unserved(now: float, served: set[str]) -> dict[str, Any]:
+    return {"inbox_at": {"$gte": 0, "$lte": now - UNSERVED_AFTER_SECONDS}, "chart": {"$nin": sorted(served)}}
+
+
+class DeploymentStats:
+    """Reads the gauges of `metrics` from the deployment behind `client`, at most once per TTL."""
+
+    def __init__(
+        self,
+        client: Any,
+        db_name: str,
+        metrics: Metrics,
+        clock: ServerClock,
+        heartbeat_seconds: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._database = client[db_name]
+        self._executions = self._database[EXECUTIONS]
+        self._heartbeats = MongoHeartbeats(client, db_name)
+        self._metrics = metrics
+        self._clock = clock
+        self._heartbeat_seconds = heartbeat_seconds
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+
+    def refresh(self) -> None:
+        """Read the gauges again unless they were read within the TTL. A deployment that cannot answer
+        leaves the previous values and says so in the log; the scrape still succeeds."""
+        with self._lock:
+            if self._read_at is not None and self._monotonic() - self._read_at < STATS_TTL_SECONDS:
+                return
+            self._read_at = self._monotonic()
+            try:
+                self._read()
+            except PyMongoError as exc:
+                log.warning("deployment statistics not read", extra={"error": str(exc)})
+
+    def _read(self) -> None:
+        metrics, now = self._metrics, self._clock.now()
+        metrics.mailbox_events.set(parse_count(list(self._executions.aggregate(PENDING_COUNT))))
+        oldest = [d["at"] for d in self._executions.aggregate(oldest_due(now)) if d.get("at") is not None]
+        metrics.oldest_due_age.set(max(0.0, now - oldest[0]) if oldest else 0.0)
+        for status in ExecutionStatus:
+            count = self._executions.count_documents({"status": status.value})
+            metrics.executions.labels(status=status.value).set(count)
+        metrics.parked.set(self._executions.count_documents({"parked.at": {"$gte": 0}}))
+        served = self._heartbeats.served_charts(now, self._heartbeat_seconds)
+        unserved = {
+            "inbox_at": {"$gte": 0, "$lte": now - UNSERVED_AFTER_SECONDS},
+            "chart": {"$nin": sorted(served)},
+        }
+        metrics.unserved.set(self._executions.count_documents(unserved))
+        relays = list(self._executions.aggregate(PENDING_RELAYS))
+        for kind in ("outbox", "spawn"):
+            metrics.pending_relays.labels(kind=kind).set(relays[0][kind] if relays else 0)
+        newest = latest_success(parse_statuses(read_statuses(self._database))[0])
+        metrics.last_backup.set(newest.finished_at if newest is not None else 0.0)

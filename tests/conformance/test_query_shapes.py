@@ -1,0 +1,253 @@
+"""Every query shape the SDK sends, with the index meant to serve it.
+
+The list is built from the SDK's own builders, so a new query that no one adds here is not covered — and
+`test_every_builder_is_listed` fails when a builder module gains a query function that is not named below.
+On every backend the named index must exist after `ensure_indexes` and lead with the query's fields; with
+HAREL_TEST_MONGO_URL set, each query runs under `explain` on that deployment, over documents in every
+state, and fails on a collection scan or a blocking (in-memory) sort.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from harel import heartbeat, stats
+from harel.model import Event, Execution, ExecutionStatus
+from harel.store import _documents as doc
+from harel.transport import _mailbox as mailbox
+from harel.transport.base import Failure
+from tests.conformance.backends import Harness
+from tests.conftest import REAL_MONGO_URL, requires_real_mongo
+
+BOUND = 4_000_000_000.0  # an upper bound of the server's time, as a worker's estimate gives it
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    collection: str
+    filter: dict[str, Any]
+    index: str | None  # None: the `_id` index
+    sort: tuple[tuple[str, int], ...] = ()
+    pipeline_tail: list[dict[str, Any]] = field(default_factory=list)  # an aggregate: $match then this
+    residual: tuple[str, ...] = ()  # fields checked on the documents the index found, not by the index
+    # leading index fields the query leaves open: it scans the index over all their values (acceptable
+    # only for a partial index that holds just the executions with something to do)
+    open_leading: tuple[str, ...] = ()
+
+
+def _find(name: str, found: Any, index: str | None, residual: tuple[str, ...] = ()) -> Shape:
+    return Shape(name, "executions", found.filter, index, found.sort, residual=residual)
+
+
+SHAPES = [
+    Shape(
+        "claim",
+        "executions",
+        mailbox.claim_write(["order@1"], "o", 30.0, BOUND).filter,
+        "mailbox",
+        mailbox.CLAIM_SORT,
+    ),
+    Shape("send", "executions", mailbox.send_write("x", {"id": "e", "size": 10}).filter, None),
+    Shape("extend / release / fail", "executions", {"_id": "x", "lease.owner": "o"}, None),
+    Shape("commit", "executions", {"_id": "x", "version": 3, "lease.owner": "o"}, None),
+    Shape("retry", "executions", mailbox.retry_write("x").filter, None),
+    Shape("drop", "executions", mailbox.drop_write("x", "e", 10).filter, None),
+    Shape("parked", "executions", mailbox.parked_find(10)[0], "parked", mailbox.parked_find(10)[2]),
+    _find("due timers", doc.due_find(BOUND, 100), "next_fire_at_1"),
+    Shape("relay take-over", "executions", doc.relay_claim(30.0, BOUND)[0], "relay_at", doc.RELAY_SORT),
+    _find("pending relays", doc.pending_relays_find(100), "relay_at"),
+    # `data` exists on every execution (a trace appended before one was created has none): filtered after
+    _find("list", doc.list_find(None, None, False, 0, 20), "created", ("data",)),
+    _find(
+        "list by status", doc.list_find("running", None, True, 0, 20), "status_created", ("data", "parent_id")
+    ),
+    _find("list by chart", doc.list_find(None, "order", False, 0, 20), "definition_created", ("data",)),
+    Shape("is processed", "executions", doc.processed_filter("x", "e"), None),
+    Shape(
+        "pending count",
+        "executions",
+        mailbox.PENDING_COUNT[0]["$match"],
+        "mailbox",
+        (),
+        mailbox.PENDING_COUNT[1:],
+    ),
+    Shape(
+        "oldest due",
+        "executions",
+        stats.oldest_due(BOUND)[0]["$match"],
+        "mailbox",
+        pipeline_tail=stats.oldest_due(BOUND)[1:],
+        open_leading=("chart",),
+    ),
+    Shape("unserved", "executions", stats.unserved(BOUND, {"order@1"}), "mailbox"),
+    Shape(
+        "pending count: mailboxes",
+        "executions",
+        mailbox.PENDING_COUNT[0]["$match"]["$or"][0],
+        "mailbox",
+        pipeline_tail=mailbox.PENDING_COUNT[1:],
+        open_leading=("chart",),
+    ),
+    Shape("pending count: parked", "executions", mailbox.PENDING_COUNT[0]["$match"]["$or"][1], "parked"),
+    Shape("by status", "executions", {"status": "running"}, "status_created"),
+    Shape("parked count", "executions", {"parked.at": {"$gte": 0}}, "parked"),
+    Shape(
+        "relay backlog",
+        "executions",
+        stats.PENDING_RELAYS[0]["$match"],
+        "relay_at",
+        (),
+        stats.PENDING_RELAYS[1:],
+    ),
+]
+# A collection of one document per live worker (or per backup job): a scan costs what an index would.
+SMALL_COLLECTIONS = {
+    "live workers": (heartbeat.WORKERS, heartbeat.live_filter(BOUND, 5.0)),
+}
+# Functions of the builder modules that make no query of their own (parsers, entries, updates).
+NOT_QUERIES = {
+    "chart_key",
+    "entry",
+    "parse_pending",
+    "seed",
+    "send_diagnosis",
+    "parse_send_diagnosis",
+    "parse_claim",
+    "owned",
+    "extend_write",
+    "release_write",
+    "settle_stages",
+    "fail_write",
+    "parse_parked",
+    "fire_write",
+    "parse_count",
+    "send_write",
+    "claim_write",
+    "retry_write",
+    "drop_write",
+    "parked_find",
+}
+
+
+def _prefix_covers(keys: list[str], shape: Shape) -> bool:
+    """The index leads with the fields the query constrains (the equality and range fields), then sorts."""
+    constrained = [*shape.open_leading] + [
+        f for f in shape.filter if not f.startswith("$") and f not in shape.residual
+    ]
+    sorted_fields = [f for f, _ in shape.sort]
+    wanted = constrained + [f for f in sorted_fields if f not in constrained]
+    return set(wanted) <= set(keys[: len(wanted)])
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[s.name for s in SHAPES])
+def test_the_index_meant_for_each_query_exists_and_leads_with_its_fields(
+    mongo_harness: Harness, shape: Shape
+) -> None:
+    mongo_harness.store.ensure_indexes()
+    mongo_harness.transport.ensure_indexes()
+    indexes = mongo_harness.database[shape.collection].index_information()
+    if shape.index is None:
+        assert "_id" in shape.filter
+        return
+    keys = [key for key, _ in indexes[shape.index]["key"]]
+    assert _prefix_covers(keys, shape), (shape.name, keys, shape.filter)
+    assert not any(f.startswith(("outbox.", "spawns.", "inbox.")) for f, _ in shape.sort), "no multikey sort"
+
+
+def test_every_builder_is_listed() -> None:
+    """A new query builder in the store, mailbox or stats modules must be added to SHAPES above."""
+    listed_builders = {
+        "claim_write",
+        "send_write",
+        "retry_write",
+        "drop_write",
+        "parked_find",
+        "due_find",
+        "relay_claim",
+        "pending_relays_find",
+        "list_find",
+        "oldest_due",
+        "unserved",
+        "live_filter",
+        "processed_filter",
+    }
+    builders = {
+        name
+        for module in (doc, mailbox, stats, heartbeat)
+        for name, value in vars(module).items()
+        if callable(value)
+        and getattr(value, "__module__", None) == module.__name__
+        and name.endswith(("_find", "_filter", "_claim", "_write", "oldest_due", "unserved"))
+    }
+    assert builders - listed_builders - NOT_QUERIES == set()
+
+
+# --- on a real deployment ----------------------------------------------------------------------------------
+
+
+def _populate(harness: Harness) -> None:
+    """Executions in every state a query looks for: due, leased, backing off, parked, with timers and relay
+    work, finished — enough that a scan and an index scan differ."""
+    store, transport = harness.store, harness.transport
+    now = time.time()
+    for n in range(60):
+        exe = Execution(id=f"e{n:02d}", definition_id="order", definition_version=1, created_at=now - n)
+        exe.timers = {"wait": now + (n - 30)}
+        if n % 4 == 0:
+            exe.status = ExecutionStatus.COMPLETED
+        store.create(exe, [Event(id=f"e{n:02d}:start", name="harel.start")], now=now)
+    taken = transport.claim(["order@1"], 30.0, now + 60)
+    assert taken is not None
+    transport.fail(taken, Failure(taken.pending[0], "RuntimeError: x", 8, True, 0.0))
+
+
+def _explain(harness: Harness, shape: Shape) -> dict[str, Any]:
+    collection = harness.database[shape.collection]
+    if shape.pipeline_tail:
+        pipeline = [{"$match": shape.filter}, *shape.pipeline_tail]
+        return harness.database.command(
+            "explain",
+            {"aggregate": shape.collection, "pipeline": pipeline, "cursor": {}},
+            verbosity="executionStats",
+        )
+    cursor = collection.find(shape.filter)
+    if shape.sort:
+        cursor = cursor.sort(list(shape.sort))
+    return cursor.explain()
+
+
+def _stages(plan: Any) -> list[str]:
+    found: list[str] = []
+    if isinstance(plan, dict):
+        if "stage" in plan:
+            found.append(plan["stage"])
+        for value in plan.values():
+            found += _stages(value)
+    elif isinstance(plan, list):
+        for item in plan:
+            found += _stages(item)
+    return found
+
+
+@requires_real_mongo
+@pytest.mark.real
+def test_no_query_scans_a_collection_or_sorts_in_memory_on_a_real_deployment(mongo_harness: Harness) -> None:
+    assert REAL_MONGO_URL is not None
+    if not mongo_harness.backend.startswith("real"):
+        pytest.skip("runs on the real deployment only")
+    mongo_harness.store.ensure_indexes()
+    mongo_harness.transport.ensure_indexes()
+    _populate(mongo_harness)
+    problems = []
+    for shape in SHAPES:
+        stages = _stages(_explain(mongo_harness, shape))
+        if "COLLSCAN" in stages:
+            problems.append(f"{shape.name}: collection scan")
+        if "SORT" in stages:
+            problems.append(f"{shape.name}: blocking sort")
+    assert problems == []
