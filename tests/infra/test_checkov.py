@@ -119,7 +119,9 @@ def test_no_kubernetes_check_fails_on_any_rendered_configuration(rendered: Path)
     # every pod is selected by a NetworkPolicy (CKV2_K8S_6).
     assert {"CKV_K8S_35", "CKV2_K8S_6"} <= passed
     # Every failure checkov counted is one of the accepted ones listed above.
-    accepted = [c for c in report["results"]["failed_checks"] if not failures({"results": {"failed_checks": [c]}})]
+    accepted = [
+        c for c in report["results"]["failed_checks"] if not failures({"results": {"failed_checks": [c]}})
+    ]
     assert report["summary"]["failed"] == len(accepted)
 
 
