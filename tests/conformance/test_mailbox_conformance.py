@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from harel.errors import LeaseLost, StoreConflict
 from harel.model import Event, Execution
 from harel.store._documents import StepRecord
@@ -162,6 +164,7 @@ def test_a_lost_lease_cannot_commit(harness: Harness) -> None:
     assert harness.raw("a")["processed"] == ["e1"]
 
 
+@pytest.mark.semantics("sem-time")
 def test_leases_run_on_the_servers_clock(harness: Harness) -> None:
     """A bound far ahead (a worker whose clock runs fast) does not let a claim take a lease early."""
     started(harness, "a", event("e1"))

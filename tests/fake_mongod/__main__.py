@@ -1,5 +1,5 @@
 """`python -m tests.fake_mongod --port N [--standalone|--secondary|--mongos] [--set-name rs0] [--latency-ms MS]
-[--clock-offset SECONDS]`.
+[--clock-offset SECONDS] [--uninitialized] [--auth]`.
 
 Serves on 127.0.0.1 until SIGTERM or SIGINT. `--port 0` lets the OS choose; either way the first line on
 stdout is `listening 127.0.0.1:PORT`, printed once the server accepts connections. SIGUSR1 withholds
@@ -46,6 +46,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="run the server's clock ($$NOW, hello.localTime) this far ahead of real time; negative: behind",
     )
+    parser.add_argument(
+        "--auth",
+        action="store_true",
+        help="require SCRAM authentication (the localhost exception lets the first user be created)",
+    )
     parser.add_argument("--log-level", default="WARNING", help="logging level on stderr (default: WARNING)")
     return parser.parse_args(argv)
 
@@ -65,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
         latency_ms=args.latency_ms,
         clock_offset=args.clock_offset,
+        auth=args.auth,
     ).start()
     signal.signal(signal.SIGUSR1, lambda *_: server.withhold_write_concern())
     signal.signal(signal.SIGUSR2, lambda *_: server.release_write_concern())

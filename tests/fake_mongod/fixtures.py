@@ -6,6 +6,7 @@ asks for them:
   fake_standalone  a standalone mongod
   fake_secondary   a replica-set secondary (reached with directConnection=true)
   fake_mongos      a mongos
+  fake_rs_auth     a primary requiring authentication, with a root user (per test; passwords made per run)
   mongo_rs         the replica set under test: the fake primary, or the deployment given by
                    HAREL_TEST_MONGO_URL; tests written against it run unchanged on both
 Processes (for CLI and worker-process tests):
@@ -16,6 +17,7 @@ Processes (for CLI and worker-process tests):
 from __future__ import annotations
 
 import os
+import secrets
 import select
 import socket
 import subprocess
@@ -25,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote_plus
 
 import pytest
 from pymongo import MongoClient
@@ -63,6 +66,49 @@ class FakeDeployment:
 
     def reset(self) -> None:
         self.server.reset()
+
+
+@dataclass
+class AuthenticatedFake:
+    """A fake primary that requires authentication; `root` holds the root user's generated password."""
+
+    server: FakeMongod
+    root_password: str
+
+    ROOT = "root"
+
+    @property
+    def host_port(self) -> str:
+        return self.server.host_port
+
+    def url(self, user: str | None = None, password: str | None = None, *, options: str = "") -> str:
+        """The replica-set URL, with `user`'s credentials (authSource admin) when given."""
+        query = f"replicaSet={self.server.set_name}" + (f"&{options}" if options else "")
+        if user is None:
+            return f"mongodb://{self.host_port}/?{query}"
+        assert password is not None
+        credentials = f"{quote_plus(user)}:{quote_plus(password)}@"
+        return f"mongodb://{credentials}{self.host_port}/?{query}&authSource=admin"
+
+    @property
+    def root_url(self) -> str:
+        return self.url(self.ROOT, self.root_password)
+
+    def add_user(self, name: str, roles: list[dict[str, str]]) -> str:
+        """Create `name` with `roles` in admin (as root); its generated password."""
+        password = secrets.token_urlsafe(18)
+        with MongoClient(self.root_url, serverSelectionTimeoutMS=10_000) as client:
+            client.admin.command("createUser", name, pwd=password, roles=roles)
+        return password
+
+
+def start_authenticated_fake(**options: object) -> AuthenticatedFake:
+    """A started FakeMongod(auth=True) whose first user, root, was created through the localhost exception."""
+    server = FakeMongod(auth=True, **options).start()  # type: ignore[arg-type]
+    password = secrets.token_urlsafe(18)
+    with MongoClient(server.url, serverSelectionTimeoutMS=10_000) as client:
+        client.admin.command("createUser", AuthenticatedFake.ROOT, pwd=password, roles=["root"])
+    return AuthenticatedFake(server, password)
 
 
 @dataclass
@@ -157,6 +203,13 @@ def fake_secondary(_fake_servers: _Servers) -> FakeDeployment:
 @pytest.fixture
 def fake_mongos(_fake_servers: _Servers) -> FakeDeployment:
     return FakeDeployment(_fake_servers.fresh(Role.MONGOS))
+
+
+@pytest.fixture
+def fake_rs_auth() -> Iterator[AuthenticatedFake]:
+    fake = start_authenticated_fake()
+    yield fake
+    fake.server.stop()
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 Everything a server does (wire protocol, commands on mongomock, `$$NOW`, retryable writes, `hello`) is the
 SDK's `LocalServer`; this subclass adds the roles a test needs (`topology.py`), the `failCommand` fail point,
 and test controls that no client can trigger: faults (`fail_after_apply`, `deny`), network latency, a clock
-offset, withheld write-concern acknowledgement, and settings (`set_default_rw_concern`,
-`set_feature_compatibility_version`, `set_initialized`).
+offset, withheld write-concern acknowledgement, the simulated members' states (`set_member_state`), and
+settings (`set_default_rw_concern`, `set_feature_compatibility_version`, `set_initialized`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class FakeMongod(LocalServer):
     `latency_ms` delays every command by that much before it runs, outside the execution lock, so concurrent
     commands overlap as they would over a network. `clock_offset` (seconds) puts the server's clock ahead
     (positive) or behind (negative) real time: `$$NOW`, `hello.localTime` and the server's other times.
+    `auth` requires authentication, as the SDK server's (`harel.local.access`).
     """
 
     def __init__(
@@ -47,6 +48,7 @@ class FakeMongod(LocalServer):
         port: int = 0,
         latency_ms: float = 0.0,
         clock_offset: float = 0.0,
+        auth: bool = False,
     ) -> None:
         if latency_ms < 0:
             raise ValueError(f"latency_ms must not be negative, got {latency_ms}")
@@ -58,10 +60,16 @@ class FakeMongod(LocalServer):
         self._after_apply = AfterApplyFaults()
         self._write_concern = WriteConcernGate()
         self._denied: set[str] = set()
-        super().__init__(port=port, set_name=set_name, clock=self._clock)
+        super().__init__(port=port, set_name=set_name, clock=self._clock, auth=auth)
 
     def _new_topology(self, set_name: str, clock: Clock) -> RoleTopology:
         return RoleTopology(set_name, me="", clock=clock, role=self.role)
+
+    @property
+    def _role_topology(self) -> RoleTopology:
+        topology = self._topology
+        assert isinstance(topology, RoleTopology)
+        return topology
 
     def _clock(self) -> float:
         return time.time() + self._clock_offset
@@ -93,10 +101,7 @@ class FakeMongod(LocalServer):
         self._clock_offset = self._initial_clock_offset
         self._default_rw_concern = dict(DEFAULT_RW_CONCERN)
         self._feature_compatibility_version = FEATURE_COMPATIBILITY_VERSION
-        topology = self._topology
-        assert isinstance(topology, RoleTopology)
-        if not topology.initialized:
-            topology.set_initialized(True)
+        self._role_topology.reset()
 
     def fail_after_apply(self, command: str, times: int = 1, app_name: str | None = None) -> None:
         """Test-only fault (no real fail point does this): apply the next `times` `command`s, then close
@@ -105,11 +110,19 @@ class FakeMongod(LocalServer):
 
     def set_initialized(self, initialized: bool) -> None:
         """False: behave as a member started with --replSet before `replSetInitiate` (NotYetInitialized)."""
-        topology = self._topology
-        assert isinstance(topology, RoleTopology)
+        topology = self._role_topology
         if not topology.is_replica_set:
             raise ValueError(f"a {self.role.value} has no replica-set configuration")
         topology.set_initialized(initialized)
+
+    def set_member_state(self, host: str, state: str) -> None:
+        """The state of the simulated member `host` (one of `replset.SIMULATED_STATES`: "SECONDARY",
+        "STARTUP2", "DOWN", "RECOVERING", ...): what `replSetGetStatus` reports for it, and what quorum checks
+        and step-down see. It may be set before `host` is in the configuration (a member that is down when
+        it is added). This process's own state follows its role."""
+        if host == self.host_port:
+            raise ValueError(f"{host} is this process, whose state follows its role, not a simulated member")
+        self._role_topology.replica_set.set_peer_state(host, state)
 
     def deny(self, *commands: str) -> None:
         """Answer these commands with Unauthorized, as a server does for a user without the privilege."""

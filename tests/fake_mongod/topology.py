@@ -1,18 +1,28 @@
 """The roles the test double can play besides the local server's primary: secondary, standalone, mongos, and
-a replica-set member awaiting `replSetInitiate`, each with the refusals a real server of that role gives."""
+a replica-set member awaiting `replSetInitiate`, each with the refusals a real server of that role gives; and,
+as a primary, a configured replica set of several members (`replset.py`) whose other members are simulated."""
 
 from __future__ import annotations
 
 import datetime as dt
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harel.local.engine import WRITES
 from harel.local.errors import CommandError
 from harel.local.topology import Topology
 
-WRITE_COMMANDS = WRITES | {"setDefaultRWConcern"}
+from .replset import ReplicaSetState
+
+WRITE_COMMANDS = WRITES | {
+    "setDefaultRWConcern",
+    "createUser",
+    "updateUser",
+    "dropUser",
+    "grantRolesToUser",
+    "revokeRolesFromUser",
+}
 READ_COMMANDS = frozenset(
     {"find", "aggregate", "count", "distinct", "listIndexes", "listCollections", "listDatabases"}
 )
@@ -29,6 +39,10 @@ class Role(enum.Enum):
 class RoleTopology(Topology):
     role: Role = Role.PRIMARY
     initialized: bool = True
+    replica_set: ReplicaSetState = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.replica_set = ReplicaSetState(on_change=self.changed)
 
     @property
     def is_replica_set(self) -> bool:
@@ -36,9 +50,20 @@ class RoleTopology(Topology):
 
     @property
     def writable(self) -> bool:
-        return self.role in (Role.STANDALONE, Role.MONGOS) or (self.role is Role.PRIMARY and self.initialized)
+        if self.role in (Role.STANDALONE, Role.MONGOS):
+            return True
+        return self.role is Role.PRIMARY and self.initialized and not self.replica_set.stepped_down
+
+    def reset(self) -> None:
+        """Back to the one-member set of term 1, initialized, every simulated member forgotten."""
+        self.replica_set.reset()
+        self.initialized = True
+        self.changed()
 
     def set_initialized(self, initialized: bool) -> None:
+        """False: a member started with --replSet that has no configuration yet."""
+        if not initialized:
+            self.replica_set.reset()
         self.initialized = initialized
         self.changed()
 
@@ -53,21 +78,30 @@ class RoleTopology(Topology):
                 "isreplicaset": True,
                 "info": "Does not have a valid replica set config",
             }
-        fields = super().role_fields(now)
-        if self.role is Role.SECONDARY:
-            del fields["primary"], fields["electionId"]
-            fields["secondary"] = True
-        return fields
+        return super().role_fields(now)
 
     def member_state(self) -> tuple[int, str]:
-        return (2, "SECONDARY") if self.role is Role.SECONDARY else super().member_state()
+        return (1, "PRIMARY") if self.writable else (2, "SECONDARY")
+
+    def config(self) -> dict[str, Any]:
+        return self.replica_set.config or super().config()
+
+    def term(self) -> int:
+        return self.replica_set.term
+
+    def primary_host(self) -> str | None:
+        return self.me if self.writable else self.replica_set.simulated_primary
+
+    def peer_state(self, host: str) -> str:
+        member = next(m for m in self.config()["members"] if m["host"] == host)
+        return self.replica_set.peer_state(member)
 
     def admit(self, name: str, command: dict[str, Any]) -> None:
         if "txnNumber" in command and self.role is Role.STANDALONE:
             raise CommandError(20, "Transaction numbers are only allowed on a replica set member or mongos")
         if name in WRITE_COMMANDS and not self.writable:
             raise CommandError(10107, "not primary")
-        if name in READ_COMMANDS and self.is_replica_set and self.role is not Role.PRIMARY:
+        if name in READ_COMMANDS and self.is_replica_set and not self.writable:
             if not self.initialized:
                 raise CommandError(13436, "node is not in primary or recovering state")
             preference = command.get("$readPreference") or {}
@@ -77,12 +111,7 @@ class RoleTopology(Topology):
             raise CommandError(13436, "node is not in primary or recovering state")
 
     def repl_set_get_status(self) -> dict[str, Any]:
-        if self.role is Role.MONGOS:
-            raise CommandError(59, "no such command: 'replSetGetStatus'")
-        if self.role is Role.STANDALONE:
-            raise CommandError(76, "not running with --replSet")
-        if not self.initialized:
-            raise CommandError(94, "no replset config has been received")
+        self._require_config("replSetGetStatus")
         return super().repl_set_get_status()
 
     def repl_set_initiate(self, command: dict[str, Any]) -> dict[str, Any]:
@@ -90,15 +119,33 @@ class RoleTopology(Topology):
             raise CommandError(76, "This node was not started with replication enabled.")
         if self.initialized:
             return super().repl_set_initiate(command)
-        config = command.get("replSetInitiate")
-        if isinstance(config, dict) and config.get("_id") not in (None, self.set_name):
-            raise CommandError(
-                93,
-                f"Attempting to initiate a replica set with name {config['_id']}, "
-                f"but command line reports {self.set_name}; rejecting",
-            )
+        reply = self.replica_set.initiate(
+            command.get("replSetInitiate"), self.set_name, self.me, self.replica_set_id
+        )
         self.set_initialized(True)
-        return {"ok": 1.0}
+        return reply
+
+    def repl_set_get_config(self) -> dict[str, Any]:
+        self._require_config("replSetGetConfig")
+        return super().repl_set_get_config()
+
+    def repl_set_reconfig(self, command: dict[str, Any]) -> dict[str, Any]:
+        self._require_config("replSetReconfig")
+        return self.replica_set.reconfig(command, self.config(), self.me, primary=self.writable)
+
+    def repl_set_step_down(self, command: dict[str, Any]) -> dict[str, Any]:
+        self._require_config("replSetStepDown")
+        if not self.writable:
+            raise CommandError(10107, "not primary so can't step down")
+        return self.replica_set.step_down(command, self.config(), self.me, self.now().isoformat())
+
+    def _require_config(self, name: str) -> None:
+        if self.role is Role.MONGOS:
+            raise CommandError(59, f"no such command: '{name}'")
+        if self.role is Role.STANDALONE:
+            raise CommandError(76, "not running with --replSet")
+        if not self.initialized:
+            raise CommandError(94, "no replset config has been received")
 
     def server_status(self, connections: int) -> dict[str, Any]:
         status = super().server_status(connections)

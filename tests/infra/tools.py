@@ -2,7 +2,7 @@
 one is missing.
 
 checkov runs from a virtualenv of its own (its pins clash with the test environment's), Docker Compose is its own
-binary, and mongosh comes from the npm registry; all are pinned in tests/tools/. A test that needs one and does not find it fails, naming the command
+binary, and mongosh comes from the npm registry (tests/tools/mongosh.py says where); all are pinned in tests/tools/. A test that needs one and does not find it fails, naming the command
 that installs it: a missing tool is a broken set-up, not a reason to skip.
 """
 
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools.mongosh import MONGOSH
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 CHECKOV = REPOSITORY / ".venv" / "tools" / "checkov" / "bin" / "checkov"
-MONGOSH = REPOSITORY / ".venv" / "node" / "node_modules" / ".bin" / "mongosh"
 DOCKER_COMPOSE = REPOSITORY / ".venv" / "tools" / "compose" / "docker-compose"
 
 

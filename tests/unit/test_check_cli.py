@@ -281,9 +281,7 @@ def test_a_wrong_password_exits_4_naming_the_user_and_never_the_password(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     with mongod(refuse_credentials=True) as server:
-        url = (
-            f"mongodb://harel:{PASSWORD}@{server.address_string}/harel?authSource=admin&directConnection=true"
-        )
+        url = f"mongodb://harel:{PASSWORD}@{server.host_port}/harel?authSource=admin&directConnection=true"
 
         code, out, err = run(capsys, "check", url, "--deadline", "0")
 

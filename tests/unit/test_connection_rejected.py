@@ -50,9 +50,7 @@ def test_a_wrong_password_fails_at_once_naming_the_user_and_the_database(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     with mongod(refuse_credentials=True) as server:
-        url = (
-            f"mongodb://harel:{PASSWORD}@{server.address_string}/harel?authSource=admin&directConnection=true"
-        )
+        url = f"mongodb://harel:{PASSWORD}@{server.host_port}/harel?authSource=admin&directConnection=true"
 
         # No deadline: only a failure that is not retried can end this call.
         with pytest.raises(AuthenticationFailed) as failed:

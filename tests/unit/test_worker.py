@@ -629,6 +629,7 @@ def test_heartbeats_name_the_charts_a_worker_serves() -> None:
     live.close()
 
 
+@pytest.mark.semantics("sem-time")
 def test_a_timer_event_is_never_early_on_the_deployments_clock(backend: Deployment) -> None:
     app, clock = make_app(), backend.clock
     w = backend.worker(app)

@@ -3,22 +3,25 @@
 The check's rules are unit-tested on recorded replies (tests/unit); here the whole path runs: the CLI
 connects with the production client, asks the server, prints the table or the JSON, and exits 0 or 1; a
 worker refuses (exit 4) where the check finds errors, and starts there only with --dev; a worker whose
-password the server refuses exits 4 at once.
+password the server refuses exits 4 at once, and so does `harel check` (within 2 s), on the test replica set
+with authentication on.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+import time
 from typing import Any
 
 import pytest
 from pymongo import MongoClient, monitoring
 
+from harel.cli.main import main
 from harel.connection import WRITE_CONCERN_TIMEOUT_MS, connect
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
-from tests.fake_mongod.fixtures import CLIENT_OPTIONS, Deployment, FakeDeployment
+from tests.fake_mongod.fixtures import CLIENT_OPTIONS, AuthenticatedFake, Deployment, FakeDeployment
 from tests.loopback import mongod
 from tests.wire.processes import WorkerProcesses, run_harel
 
@@ -146,9 +149,7 @@ def test_worker_starts_on_a_standalone_with_dev(
 def test_worker_exits_4_at_once_when_its_password_is_refused() -> None:
     password = "pw-" + secrets.token_hex(8)
     with mongod(refuse_credentials=True) as server:
-        url = (
-            f"mongodb://harel:{password}@{server.address_string}/harel?authSource=admin&directConnection=true"
-        )
+        url = f"mongodb://harel:{password}@{server.host_port}/harel?authSource=admin&directConnection=true"
 
         # --deadline 0 waits as long as the deployment needs: only a failure that is not retried ends it.
         result = run_harel("worker", "--url", url, "--http-port", "0", "--deadline", "0", timeout=60)
@@ -188,3 +189,56 @@ def test_start_up_index_creation_waits_for_a_majority_within_the_bound(fake_rs: 
     bounded = {"w": "majority", "j": True, "wtimeout": WRITE_CONCERN_TIMEOUT_MS}
     assert listener.sent["createIndexes"]
     assert all(concern == bounded for concern in listener.sent["createIndexes"])
+
+
+# --- authentication on the test replica set (SCRAM, as mongod) ---------------------------------------------
+
+AUTHENTICATION_BOUND_SECONDS = 2.0
+
+
+def _harel_user(fake: AuthenticatedFake) -> tuple[str, str]:
+    """The app user as the deployments create it (readWrite on harel only); its URL and password."""
+    password = fake.add_user("harel", [{"role": "readWrite", "db": "harel"}])
+    return fake.url("harel", password, options="w=majority&journal=true&readConcernLevel=majority"), password
+
+
+def test_check_with_a_wrong_password_exits_4_at_once_naming_the_user(
+    fake_rs_auth: AuthenticatedFake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, password = _harel_user(fake_rs_auth)
+    wrong = secrets.token_urlsafe(18)
+    url = fake_rs_auth.url("harel", wrong)
+
+    started = time.monotonic()
+    code = main(["check", url, "--deadline", "0"])
+    elapsed = time.monotonic() - started
+    out, err = capsys.readouterr()
+    as_process = run_harel("check", url, "--deadline", "0", timeout=60)
+
+    assert code == REFUSED
+    assert elapsed < AUTHENTICATION_BOUND_SECONDS, (
+        f"took {elapsed:.2f}s: an authentication failure is not retried"
+    )
+    assert out == ""
+    assert err.startswith(
+        "harel check: authentication failed for user harel on DB admin at mongodb://harel:***@"
+    )
+    assert as_process.returncode == REFUSED, as_process.stdout + as_process.stderr
+    assert as_process.stderr.startswith(
+        "harel check: authentication failed for user harel on DB admin at mongodb://harel:***@"
+    )
+    for text in (out, err, as_process.stdout, as_process.stderr):
+        assert wrong not in text and password not in text
+
+
+def test_check_with_the_right_password_passes_and_reports_the_user(fake_rs_auth: AuthenticatedFake) -> None:
+    url, password = _harel_user(fake_rs_auth)
+
+    result = run_harel("check", url, "--json", "--deadline", "20")
+
+    assert result.returncode == PASSED, result.stdout + result.stderr
+    checked = findings(result.stdout)
+    assert checked["authentication"]["status"] == "ok"
+    assert "harel" in checked["authentication"]["found"]
+    assert errors(result.stdout) == {}
+    assert password not in result.stdout + result.stderr

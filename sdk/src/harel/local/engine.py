@@ -40,6 +40,9 @@ WRITES = frozenset(
     }
 )
 
+# System collections the server keeps its own records in (the users), which mongomock leaves out of listings.
+SYSTEM_COLLECTIONS = (("admin", "system.users"),)
+
 # Index options mongomock honours (unique, sparse, partial) or keeps and lists (expireAfterSeconds: no TTL).
 _INDEX_OPTIONS = ("unique", "sparse", "partialFilterExpression", "expireAfterSeconds")
 _INDEX_IGNORED = frozenset({"key", "name", "v", "background"})
@@ -95,6 +98,10 @@ class Engine:
 
     def serves(self, name: str) -> bool:
         return name in self._handlers
+
+    def collection(self, db: str, name: str) -> mongomock.Collection:
+        """A collection as it is stored, for the server's own records (the users)."""
+        return self._collection(db, name)
 
     def execute(self, name: str, db: str, command: dict[str, Any]) -> Reply:
         """Run one data command, `$$NOW` bound to the clock's time as the command starts."""
@@ -360,7 +367,7 @@ class Engine:
                 "info": {"readOnly": False},
                 "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"},
             }
-            for name in sorted(self._client[db].list_collection_names())
+            for name in self._names(db)
         ]
         matching = [c for c in collections if filtering.filter_applies(cmd.get("filter") or {}, c)]
         if cmd.get("nameOnly"):
@@ -408,7 +415,7 @@ class Engine:
         """Every collection with its options, indexes and documents."""
         dumps = []
         for db in sorted(self._client.list_database_names()):
-            for name in sorted(self._client[db].list_collection_names()):
+            for name in self._names(db):
                 coll = self._client[db][name]
                 indexes = [
                     {"name": index_name, "key": dict(info["key"])}
@@ -441,7 +448,18 @@ class Engine:
         return self._client[db][name]
 
     def _exists(self, db: str, name: str) -> bool:
-        return name in self._client[db].list_collection_names()
+        return name in self._names(db)
+
+    def _names(self, db: str) -> list[str]:
+        """The collections of `db`, sorted; mongomock hides `system.*` ones, so those the server keeps are
+        added when they exist."""
+        names = self._client[db].list_collection_names()
+        names += [
+            name
+            for kept_db, name in SYSTEM_COLLECTIONS
+            if kept_db == db and self._client[db][name].find_one()
+        ]
+        return sorted(names)
 
 
 # Fields any command may carry that are not options of the command itself.

@@ -1,12 +1,13 @@
 """A MongoDB-compatible server for development: `python -m harel.local.server`.
 
-    python -m harel.local.server [--port 27017] [--host 127.0.0.1] [--data FILE]
+    python -m harel.local.server [--port 27017] [--host 127.0.0.1] [--data FILE] [--auth]
 
 It prints its URL (`mongodb://127.0.0.1:27017/?replicaSet=rs0`) as the first line on stdout and serves
 until SIGTERM or Ctrl-C. Real drivers (PyMongo's MongoClient and AsyncMongoClient, Motor) and every
 `harel` command connect to it as to a one-member replica set, so a worker in one terminal and
 `harel start` / `harel send` / `harel status` in another share one store, with no Docker and no MongoDB.
 From Python: `LocalServer(port=0).start()`, `.url`, `.stop()` (or `with LocalServer() as server:`).
+`LocalServer(auth=True)` / `--auth` turns on SCRAM authentication and role checks (`harel.local.access`).
 
 **For development only, never for production.** What it is and is not:
 
@@ -17,8 +18,10 @@ From Python: `LocalServer(port=0).start()`, `.url`, `.stop()` (or `with LocalSer
   recorded and a retry is answered from the record, never applied twice (`harel.local.retryable`).
 - No replication, no failover, no oplog, no change streams, no transactions: the write concern is
   acknowledged at once (`w`, `j` and `wtimeout` are accepted and have no effect), read concern has no
-  effect. No authentication, no authorisation and no TLS: anyone who can reach the port can read and
-  change everything, which is why it listens on loopback unless told otherwise.
+  effect. No TLS. No authentication unless `auth=True`: without it anyone who can reach the port can read
+  and change everything, which is why it listens on loopback unless told otherwise. With it, SCRAM users
+  (`harel.local.users`, kept in `admin.system.users`) and a coarse check of built-in roles per command
+  (`harel.local.roles`).
 - Durability: none without `--data`; with `--data FILE` a snapshot of everything is written shortly after
   changes and at a clean stop, and a crash loses the last fraction of a second
   (`harel.local.persistence`).
@@ -30,8 +33,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ipaddress
 import itertools
+import json
 import logging
 import os
 import signal
@@ -48,12 +51,14 @@ from bson.errors import BSONError
 from pymongo.errors import OperationFailure
 
 from harel.errors import LocalDataError, LocalServerError
+from harel.local.access import Access, Session, is_loopback
 from harel.local.engine import GENERIC_FIELDS, WRITES, Engine
 from harel.local.errors import RETRYABLE_WRITE_COMMANDS, CommandError, not_modelled
 from harel.local.now import Clock
 from harel.local.persistence import DataFile, Snapshot
 from harel.local.retryable import RetryRecords
 from harel.local.topology import Topology
+from harel.local.users import USERS_COLLECTION, USERS_DB, UserStore
 from harel.local.wire import ConnectionClosed, ProtocolError, Request, encode_reply, read_request
 
 log = logging.getLogger("harel.local.server")  # the same name when run as __main__
@@ -64,6 +69,14 @@ LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = 27017
 HELLO_COMMANDS = frozenset({"hello", "isMaster", "ismaster"})
 TRANSACTION_COMMANDS = frozenset({"commitTransaction", "abortTransaction"})
+SESSION_COMMANDS = frozenset({"saslStart", "saslContinue", "logout", "connectionStatus", "authenticate"})
+DEVELOPMENT_WARNING = (
+    "This is harel.local, a development server: one member, no replication; never use it in production"
+)
+NO_ACCESS_CONTROL_WARNING = (
+    "Access control is not enabled for the database. Read and write access to data and configuration is "
+    "unrestricted"
+)
 FEATURE_COMPATIBILITY_VERSION = "8.0"
 DEFAULT_RW_CONCERN: dict[str, Any] = {
     "defaultReadConcern": {"level": "local"},
@@ -78,6 +91,7 @@ _STOP_JOIN_SECONDS = 5.0
 class Connection:
     sock: socket.socket
     connection_id: int
+    session: Session
     app_name: str | None = None
 
 
@@ -86,7 +100,8 @@ class LocalServer:
 
     `port=0` lets the OS choose (read it back from `.port` or `.url`). `data` names the file the data is
     kept in across restarts (None: memory only). `clock` (epoch seconds) is what `$$NOW`, `hello.localTime`
-    and the server's other times read; tests give one that differs from the workers' clocks.
+    and the server's other times read; tests give one that differs from the workers' clocks. `auth` turns
+    on authentication and authorisation (see `harel.local.access`); off, every client may do everything.
     """
 
     def __init__(
@@ -97,9 +112,11 @@ class LocalServer:
         set_name: str = "rs0",
         data: Path | str | None = None,
         clock: Clock = time.time,
+        auth: bool = False,
     ) -> None:
         self.host = host
         self.set_name = set_name
+        self.auth = auth
         self.data = Path(data).expanduser() if data is not None else None
         self._requested_port = port
         self._port = 0
@@ -107,6 +124,8 @@ class LocalServer:
         self._accept_thread: threading.Thread | None = None
         self._topology = self._new_topology(set_name, clock)
         self._engine = Engine(clock)
+        self._users = UserStore(lambda: self._engine.collection(USERS_DB, USERS_COLLECTION))
+        self._access = Access(self._users, enabled=auth)
         self._retries = RetryRecords()
         self._execution_lock = threading.Lock()
         self._data_file: DataFile | None = None
@@ -209,11 +228,11 @@ class LocalServer:
         assert self._listener is not None
         while not self._stopping.is_set():
             try:
-                sock, _ = self._listener.accept()
+                sock, peer = self._listener.accept()
             except OSError:
                 return
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = Connection(sock, next(self._connection_ids))
+            connection = Connection(sock, next(self._connection_ids), Session(loopback=is_loopback(peer[0])))
             thread = threading.Thread(
                 target=self._serve,
                 args=(connection,),
@@ -269,14 +288,29 @@ class LocalServer:
             if name in HELLO_COMMANDS:
                 if "topologyVersion" in command and "maxAwaitTimeMS" in command:
                     self._topology.await_change(command["topologyVersion"], int(command["maxAwaitTimeMS"]))
-                return self._topology.hello(command, connection.connection_id)
+                reply = self._topology.hello(command, connection.connection_id)
+                with self._execution_lock:
+                    reply.update(self._access.hello_fields(connection.session, command))
+                return reply
+            with self._execution_lock:
+                self._access.authorize(connection.session, name, db, command)
+            if name in SESSION_COMMANDS:
+                return self._session_command(connection.session, name, db, command)
             if command.get("startTransaction") or "autocommit" in command or name in TRANSACTION_COMMANDS:
                 raise not_modelled("multi-document transactions")
             self._topology.admit(name, command)
+            if self._users.serves(name):
+                with self._execution_lock:
+                    reply = self._users.execute(name, db, command)
+                if self._data_file is not None:
+                    self._data_file.changed()
+                return reply
             if not self._engine.serves(name):
                 return self._server_command(name, db, command)
             with self._execution_lock:
                 reply = self._run(name, db, command)
+                if name == "listDatabases":
+                    _keep_visible(reply, self._access.visible_databases(connection.session))
             if name in WRITES and self._data_file is not None:
                 self._data_file.changed()
             return reply
@@ -292,6 +326,20 @@ class LocalServer:
             # A server answers every command; the connection and the server go on.
             log.exception("%s failed inside the local server", name)
             return CommandError(1, f"{name}: internal error in the local server: {exc!r}").reply()
+
+    def _session_command(self, session: Session, name: str, db: str, command: dict[str, Any]) -> Reply:
+        """Commands about the connection's own authentication."""
+        with self._execution_lock:
+            if name == "saslStart":
+                return self._access.sasl_start(session, db, command)
+            if name == "saslContinue":
+                return self._access.sasl_continue(session, command)
+            if name == "logout":
+                return self._access.logout(session)
+            if name == "connectionStatus":
+                return self._access.connection_status(session)
+        mechanism = command.get("mechanism")
+        raise CommandError(334, f"Received authentication for mechanism {mechanism} which is not enabled")
 
     def _run(self, name: str, db: str, command: dict[str, Any]) -> Reply:
         if name in RETRYABLE_WRITE_COMMANDS and "txnNumber" in command:
@@ -316,6 +364,16 @@ class LocalServer:
             return self._get_parameter(db, command)
         if name == "replSetGetStatus":
             return topology.repl_set_get_status()
+        if name == "replSetGetConfig":
+            return topology.repl_set_get_config()
+        if name == "replSetReconfig":
+            return topology.repl_set_reconfig(command)
+        if name == "replSetStepDown":
+            return topology.repl_set_step_down(command)
+        if name == "getCmdLineOpts":
+            return {**self.command_line_options(), "ok": 1.0}
+        if name == "getLog":
+            return self._get_log(command["getLog"])
         if name == "replSetInitiate":
             return topology.repl_set_initiate(command)
         if name == "serverStatus":
@@ -323,6 +381,32 @@ class LocalServer:
                 connections = len(self._connections)
             return topology.server_status(connections)
         raise CommandError(59, f"no such command: '{name}'")
+
+    def command_line_options(self) -> dict[str, Any]:
+        """`getCmdLineOpts`: the command line that starts a server like this one, and its options in
+        mongod's configuration-file shape (`parsed`)."""
+        argv = ["python", "-m", "harel.local.server", "--host", self.host, "--port", str(self.port)]
+        argv += ["--set-name", self.set_name]
+        parsed: dict[str, Any] = {
+            "net": {"bindIp": self.host, "port": self.port},
+            "replication": {"replSet": self.set_name},
+        }
+        if self.data is not None:
+            argv += ["--data", str(self.data)]
+            parsed["storage"] = {"dbPath": str(self.data.parent)}
+        if self.auth:
+            argv.append("--auth")
+            parsed["security"] = {"authorization": "enabled"}
+        return {"argv": argv, "parsed": parsed}
+
+    def _get_log(self, which: Any) -> Reply:
+        if which == "*":
+            return {"names": ["startupWarnings"], "ok": 1.0}
+        if which != "startupWarnings":
+            raise not_modelled(f"getLog {which!r} (only startupWarnings is kept)")
+        warnings = [DEVELOPMENT_WARNING] + ([] if self.auth else [NO_ACCESS_CONTROL_WARNING])
+        lines = [_log_line(self._topology.now(), message) for message in warnings]
+        return {"totalLinesWritten": len(lines), "log": lines, "ok": 1.0}
 
     def _get_parameter(self, db: str, command: dict[str, Any]) -> Reply:
         if db != "admin":
@@ -335,6 +419,25 @@ class LocalServer:
         if not found:
             raise CommandError(72, "no option found to get")
         return {**found, "ok": 1.0}
+
+
+def _log_line(when: Any, message: str) -> str:
+    """One line of mongod's structured log, as getLog returns it."""
+    entry = {
+        "t": {"$date": when.isoformat(timespec="milliseconds") + "+00:00"},
+        "s": "W",
+        "c": "CONTROL",
+        "ctx": "initandlisten",
+        "msg": message,
+        "tags": ["startupWarnings"],
+    }
+    return json.dumps(entry, separators=(",", ":"))
+
+
+def _keep_visible(reply: Reply, visible: set[str] | None) -> None:
+    """listDatabases for a user without the privilege lists the databases that user may read, as mongod."""
+    if visible is not None and "databases" in reply:
+        reply["databases"] = [d for d in reply["databases"] if d["name"] in visible]
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -353,13 +456,6 @@ def _advertised(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
 # --- command line ------------------------------------------------------------------------------------
 
 
@@ -367,8 +463,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m harel.local.server",
         description="A MongoDB-compatible server for development (one-member replica set on mongomock). "
-        "Prints its URL on the first line of stdout. Never use it in production: no authentication, "
-        "no replication, data in memory (or in one snapshot file with --data).",
+        "Prints its URL on the first line of stdout. Never use it in production: no replication, no TLS, "
+        "authentication only with --auth, data in memory (or in one snapshot file with --data).",
     )
     parser.add_argument(
         "--port",
@@ -388,6 +484,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="keep the data in FILE across restarts (loaded at start, saved after changes and at stop); "
         "without it nothing survives a stop",
     )
+    parser.add_argument(
+        "--auth",
+        action="store_true",
+        help="require SCRAM authentication and check each command against the user's built-in roles; while "
+        "no user exists, a client on this machine may create the first one (the localhost exception)",
+    )
     parser.add_argument("--set-name", default="rs0", help="replica set name (default: rs0)")
     parser.add_argument("--log-level", default="INFO", help="logging level on stderr (default: INFO)")
     return parser.parse_args(argv)
@@ -404,7 +506,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        server = LocalServer(host=args.host, port=args.port, set_name=args.set_name, data=args.data).start()
+        server = LocalServer(
+            host=args.host, port=args.port, set_name=args.set_name, data=args.data, auth=args.auth
+        ).start()
     except (LocalServerError, LocalDataError) as exc:
         print(f"harel.local.server: {exc}", file=sys.stderr)
         return 2
@@ -413,9 +517,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _announce(server: LocalServer) -> None:
     print(server.url, flush=True)
-    log.warning(
-        "a development server: one member, no authentication, no replication; never use it in production"
-    )
+    if server.auth:
+        log.warning("a development server: one member, no replication, no TLS; never use it in production")
+        log.info(
+            "authentication required; while no user exists, a client on this machine may create the first "
+            "(db.getSiblingDB('admin').createUser({user, pwd, roles: ['root']}))"
+        )
+    else:
+        log.warning(
+            "a development server: one member, no authentication, no replication; never use it in production"
+        )
     if server.data is None:
         log.warning("no --data FILE: the data lives in memory and nothing survives a stop")
     else:
@@ -423,10 +534,13 @@ def _announce(server: LocalServer) -> None:
             "data kept in %s: saved shortly after changes and at stop; a crash loses the last changes",
             server.data,
         )
-    if not _is_loopback(server.host):
+    if not is_loopback(server.host):
         log.warning(
-            "listening on %s without authentication: anyone who reaches this port can read and change the data",
+            "listening on %s without TLS%s",
             server.host,
+            ": data crosses the network in clear"
+            if server.auth
+            else " or authentication: anyone who reaches this port can read and change the data",
         )
 
 
