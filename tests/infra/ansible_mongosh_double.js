@@ -1,6 +1,8 @@
 // A stand-in for mongosh, to run the mongodb role's scripts (playbooks/roles/mongodb/files/*.js) under Node.js
-// in tests where they need what the fake replica set (tests/fake_mongod) does not answer yet: authentication,
-// users, replSetGetConfig and replSetReconfig. It is a test double, not MongoDB: it offers the globals those
+// where one fake member is not enough: a whole Ansible run over several inventory hosts on one machine sharing one
+// replica set (members added, promoted, removed, a primary stepping down), the localhost exception, and the stdin
+// each task renders. The scripts also run under the real mongosh against the fake replica set
+// (tests/infra/test_ansible.py). It is a test double, not MongoDB: it offers the globals those
 // scripts use (db, print, connect, EJSON, require('fs') with the script's stdin) over one replica set held in
 // memory, and answers the way a MongoDB 8.0 member does for these commands: mongosh throws a server refusal as an
 // error carrying `code` and `codeName`; with authorization on, a connection that has not authenticated may only

@@ -9,8 +9,11 @@
   replica set, and the smoke role fails with the report while no worker runs and passes once one does;
 - the mongodb role's configuration (mongod.conf, keyfile) renders under a temporary directory, in check mode
   first (nothing written), then for real, then in check mode again (nothing to change); its secrets are required;
-- the mongodb role's mongosh scripts run under Node.js against a double of mongosh and one member
-  (ansible_mongosh_double.js), fed with the stdin their tasks render.
+- the mongodb role's mongosh scripts run under the real mongosh against the fake replica set (with authentication
+  where they authenticate), and under Node.js against a double of mongosh and a replica set
+  (ansible_mongosh_double.js), fed with the stdin their tasks render; the role's replica-set tasks run end to end
+  against that double over several hosts on this machine;
+- the firewall role's rules are rendered for an inventory.
 
 Installing packages, systemd and the replica-set tasks of the mongodb role need root and a real MongoDB: they
 are not run here (see the role's README for what check mode can and cannot show).
@@ -51,8 +54,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pymongo import MongoClient
 
-from tests.fake_mongod.fixtures import FakeDeployment, FakeProcess, start_fake_mongod_process
+from tests.fake_mongod.fixtures import (
+    AuthenticatedFake,
+    FakeDeployment,
+    FakeProcess,
+    start_fake_mongod_process,
+)
 from tests.infra.tools import mongosh
+from tests.unit.mongo_init import load as load_mongo_init
 from tests.wheelhouse import fill_wheelhouse, runtime_dependencies
 
 pytestmark = pytest.mark.infra
@@ -1530,3 +1539,106 @@ def test_firewall_role_stops_on_a_host_without_an_address(ansible: Ansible, tmp_
         "localhost (inventory groups mongodb, mongodb_leaving, workers) may reach port 27017, but the firewall knows no address"
         in (run.output)
     )
+
+
+# --- the scripts that authenticate, under the real mongosh against the fake replica set with authentication --------
+
+
+def test_root_user_script_checks_and_rotates_the_password_under_mongosh(
+    fake_rs_auth: AuthenticatedFake, tmp_path: Path
+) -> None:
+    port = fake_rs_auth.server.port
+    current = {"user": "root", "password": fake_rs_auth.root_password, "previousPassword": ""}
+    new_password = secrets.token_hex(16)
+    rotation = {"user": "root", "password": new_password, "previousPassword": fake_rs_auth.root_password}
+
+    present = mongosh(role_mongosh(port, "root_user.js"), home=tmp_path, stdin=json.dumps(current))
+    rotated = mongosh(role_mongosh(port, "root_user.js"), home=tmp_path, stdin=json.dumps(rotation))
+    again = mongosh(role_mongosh(port, "root_user.js"), home=tmp_path, stdin=json.dumps(rotation))
+
+    assert (present.returncode, present.lines) == (0, ["present"]), present.stderr
+    assert (rotated.returncode, rotated.lines) == (0, ["rotated"]), rotated.stderr
+    assert (again.returncode, again.lines) == (0, ["present"]), again.stderr
+    with MongoClient(fake_rs_auth.url("root", new_password), serverSelectionTimeoutMS=5000) as client:
+        assert client.admin.command("ping")["ok"] == 1
+
+
+def test_app_user_script_creates_then_keeps_the_user_under_mongosh(
+    fake_rs_auth: AuthenticatedFake, tmp_path: Path
+) -> None:
+    port = fake_rs_auth.server.port
+    stdin = {
+        "port": port,
+        "root": {"user": "root", "password": fake_rs_auth.root_password},
+        "app": APP,
+        "tls": False,
+        "tlsCAFile": "/etc/mongod-tls/ca.crt",
+    }
+
+    created = mongosh(role_mongosh(port, "app_user.js"), home=tmp_path, stdin=json.dumps(stdin))
+    kept = mongosh(role_mongosh(port, "app_user.js"), home=tmp_path, stdin=json.dumps(stdin))
+
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout) == {"changed": True, "actions": ["created"]}
+    assert kept.returncode == 0, kept.stderr
+    assert json.loads(kept.stdout) == {"changed": False, "actions": []}
+    with MongoClient(fake_rs_auth.url(APP["user"], APP["password"]), serverSelectionTimeoutMS=5000) as client:
+        client.harel.probe.insert_one({"written": True})
+
+
+def test_members_healthy_script_reports_the_set_under_mongosh(
+    fake_rs_auth: AuthenticatedFake, tmp_path: Path
+) -> None:
+    port = fake_rs_auth.server.port
+    stdin = {"user": "root", "password": fake_rs_auth.root_password, "waitSeconds": 10}
+
+    run = mongosh(role_mongosh(port, "members_healthy.js"), home=tmp_path, stdin=json.dumps(stdin))
+
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {
+        "healthy": True,
+        "members": [{"name": fake_rs_auth.host_port, "state": "PRIMARY", "health": 1}],
+    }
+
+
+def test_membership_scripts_read_the_set_and_apply_the_plans_change_under_mongosh(
+    fake_rs_auth: AuthenticatedFake, tmp_path: Path
+) -> None:
+    """replica_set_state.js, the plan (the role's filter) and reconfig.js, as reconcile.yml chains them: the config's
+    ObjectId survives the round trip through Extended JSON, and the server takes the change."""
+    port = fake_rs_auth.server.port
+    root = {"user": "root", "password": fake_rs_auth.root_password}
+    # A second member the fake simulates: a port on 127.0.0.1 nobody listens on.
+    newcomer = f"127.0.0.1:{free_port()}"
+    plan = load_plan()
+
+    def state() -> dict[str, Any]:
+        run = mongosh(role_mongosh(port, "replica_set_state.js"), home=tmp_path, stdin=json.dumps(root))
+        assert run.returncode == 0, run.stderr
+        return dict(json.loads(run.stdout))
+
+    before = state()
+    done = plan.harel_replica_set_step(before, [fake_rs_auth.host_port], [])
+    step = plan.harel_replica_set_step(before, [fake_rs_auth.host_port, newcomer], [newcomer])
+    applied = mongosh(
+        role_mongosh(port, "reconfig.js"), home=tmp_path, stdin=json.dumps(root | {"config": step["config"]})
+    )
+    after = state()
+
+    assert done["action"] == "done"
+    assert "$oid" in json.dumps(before["config"]["settings"]["replicaSetId"])
+    assert step["action"] == "reconfig", step
+    assert applied.returncode == 0, applied.stderr
+    assert applied.lines == [f"reconfigured {before['config']['version'] + 1}"]
+    assert after["config"]["version"] == before["config"]["version"] + 1
+    assert after["config"]["settings"]["replicaSetId"] == before["config"]["settings"]["replicaSetId"]
+    added = next(m for m in after["config"]["members"] if m["host"] == newcomer)
+    assert (added["votes"], added["priority"]) == (0, 0)
+
+
+def load_plan() -> Any:
+    """The membership plan the role's filter_plugins/replica_set_plan.py links to."""
+    assert (ROLES / "mongodb" / "filter_plugins" / "replica_set_plan.py").resolve() == (
+        REPOSITORY / "compose" / "mongo-init" / "replica_set_plan.py"
+    )
+    return load_mongo_init("replica_set_plan")
