@@ -3,8 +3,10 @@
 The fake replica set (tests/fake_mongod) is a wire-protocol test double executing commands on mongomock,
 one at a time: real PyMongo clients talk to it over sockets, so it counts round trips and bytes exactly,
 but its speed says nothing about a database. It runs in its own process so the benchmark's threads do
-not share an interpreter lock with it. Setting HAREL_TEST_MONGO_URL adds that deployment as a second
-target; every benchmark uses a fresh database there and drops it afterwards.
+not share an interpreter lock with it, and so its CPU time can be read: how busy the test double was
+during a measurement says whether it was the bottleneck. Benchmark 5 also starts one with network
+latency added to every command. Setting HAREL_TEST_MONGO_URL adds that deployment as a second target;
+every benchmark uses a fresh database there and drops it afterwards.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from harel.connection import connect
 from tests.fake_mongod.fixtures import REAL_MONGO_URL_VARIABLE, start_fake_mongod_process
 
 FAKE_LABEL = "fake replica set (a test double, not a database)"
+# Benchmark 5's network: added by the test double to every command, outside its one execution lock, so
+# concurrent commands overlap as they would over a network.
+LATENCY_MS = 1
+LATENCY_LABEL = f"fake replica set with {LATENCY_MS} ms latency per command (a test double, not a database)"
 REAL_LABEL = f"{REAL_MONGO_URL_VARIABLE} (a real deployment)"
 
 
@@ -30,20 +36,40 @@ class Target:
     label: str
     url: str
     real: bool
+    # the test double's process, whose CPU time tells how busy it was; None for a real deployment
+    process_id: int | None = None
 
 
 @contextlib.contextmanager
 def wire_targets() -> Iterator[list[Target]]:
     """The fake replica set (started here, stopped on exit), then the real deployment if one is set."""
-    fake = start_fake_mongod_process()
-    try:
-        targets = [Target(FAKE_LABEL, fake.url, real=False)]
+    with fake_target(FAKE_LABEL) as fake:
+        targets = [fake]
         real = real_url()
         if real is not None:
             targets.append(Target(REAL_LABEL, real, real=True))
         yield targets
+
+
+@contextlib.contextmanager
+def fake_target(label: str, *arguments: str) -> Iterator[Target]:
+    """A fake replica set in its own process (`python -m tests.fake_mongod ARGUMENTS`), stopped on exit."""
+    fake = start_fake_mongod_process(*arguments)
+    try:
+        yield Target(label, fake.url, real=False, process_id=fake.process.pid)
     finally:
         fake.stop()
+
+
+def cpu_seconds(process_id: int) -> float | None:
+    """The CPU time (user + system) the process has used so far; None where /proc cannot tell."""
+    try:
+        with open(f"/proc/{process_id}/stat", encoding="ascii") as stat:
+            # the fields after the parenthesised command name; utime and stime are the 14th and 15th
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def real_url() -> str | None:

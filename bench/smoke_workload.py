@@ -15,3 +15,9 @@ TIMERS_PER_RUN = 1 + len(REGIONS)
 
 def register(app: App) -> str:
     return register_smoke(app, region_timer=TIMER_SECONDS, final_timer=TIMER_SECONDS)
+
+
+def bench_app() -> tuple[App, str]:
+    """The app every benchmark worker serves, and the chart to start."""
+    app = App("bench")
+    return app, register(app)

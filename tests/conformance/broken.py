@@ -119,3 +119,35 @@ class CallerClockTransport(MongoTransport):
             return_document=True,
         )
         return self._claimed(found, owner)
+
+
+class TimerTakenBeforeDeliveryStore(MongoStore):
+    """Fires a timer in two round trips, the timer taken first: one update moves `next_fire_at` past it (no
+    sweep sees it again), a second puts its event in the mailbox. A worker dying between the two loses the
+    timer: its state never moves on."""
+
+    def fire_timer(self, due: DueTimer, *, now: float) -> bool:
+        write = doc.fire(due, now)
+        [deliver, size] = write.update
+        taken = {"next_fire_at": deliver["$set"]["next_fire_at"]}
+        if self._executions.update_one(write.filter, [{"$set": taken}]).matched_count != 1:
+            return False
+        event = {name: value for name, value in deliver["$set"].items() if name != "next_fire_at"}
+        self._executions.update_one({"_id": due.execution_id}, [{"$set": event}, size])
+        return True
+
+
+class CallerClockSweepStore(MongoStore):
+    """Timers on the caller's clock: the sweep takes a timer for due, and fires it, when the worker's own
+    estimate (its bound) has passed it instead of the server's `$$NOW`, so a worker fires timers early."""
+
+    def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
+        find = doc.due_find(bound, limit)
+        caller_clock = {key: value for key, value in find.filter.items() if key != "$expr"}
+        found = self._executions.find(caller_clock, find.projection).sort(list(find.sort)).limit(limit)
+        return doc.parse_due(found)
+
+    def fire_timer(self, due: DueTimer, *, now: float) -> bool:
+        write = doc.fire(due, now)
+        caller_clock = {key: value for key, value in write.filter.items() if key != "$expr"}
+        return self._executions.update_one(caller_clock, write.update).matched_count == 1

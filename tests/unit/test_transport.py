@@ -10,10 +10,12 @@ from typing import Any
 
 import pymongo.errors
 
+from harel.local.embedded import EmbeddedClient
 from harel.model import Event, Execution
 from harel.servertime import NOW
 from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.transport import _mailbox as mailbox
+from harel.transport._mailbox import chart_key
 from harel.transport.base import BACKOFF_CAP_SECONDS, backoff
 from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
@@ -58,6 +60,45 @@ def test_a_memory_send_wakes_a_waiting_consumer() -> None:
     transport.send("a", Event(id="e1", name="go"))
     waiter.join(5)
     assert woken == [True]
+
+
+def _one_event_due(client: Any) -> None:
+    from harel.store.mongo import MongoStore
+
+    MongoStore(client).create(Execution(id="a", definition_id="order", definition_version=1), now=time.time())
+
+
+def test_a_wake_the_claim_already_saw_does_not_cut_the_next_wait_short() -> None:
+    client = EmbeddedClient()
+    _one_event_due(client)
+    transport = MongoTransport(client, watch=False)
+    assert transport.send("a", Event(id="e1", name="go")).name == "QUEUED"
+    charts, bound = [chart_key("order", 1)], transport.clock.bound()
+    assert transport.claim(charts, 30.0, bound) is not None, "the claim takes the event the send announced"
+    assert transport.claim(charts, 30.0, bound) is None
+    assert not transport.wait_hint(0.2), "woken by a send the claim had already taken"
+    transport.wake()
+    assert transport.wait_hint(5.0), "a wake after the claim still cuts the wait short"
+
+
+def test_the_async_transport_clears_its_wake_at_each_claim_too() -> None:
+    import asyncio
+
+    from mongomock_motor import AsyncMongoMockClient
+
+    from harel.transport.mongo import AsyncMongoTransport
+
+    async def scenario() -> list[bool]:
+        client = AsyncMongoMockClient(mock_mongo_client=EmbeddedClient())
+        transport = AsyncMongoTransport(client, watch=False)
+        transport.wake()
+        assert await transport.claim([chart_key("order", 1)], 30.0, transport.clock.bound()) is None
+        stale = await transport.wait_hint(0.2)
+        transport.wake()
+        fresh = await transport.wait_hint(5.0)
+        return [stale, fresh]
+
+    assert asyncio.run(scenario()) == [False, True]
 
 
 class _FailingStream:

@@ -19,7 +19,7 @@ from harel.heartbeat import MongoHeartbeats
 from harel.local.embedded import EmbeddedClient
 from harel.model import TIMER_EVENT, Event, Execution, ExecutionStatus, timer_event
 from harel.servertime import ServerClock
-from harel.smoke import check, gather, register_smoke, run_smoke
+from harel.smoke import REGIONS, check, gather, register_smoke, run_smoke
 from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
 from harel.transport.base import SendOutcome
@@ -729,3 +729,65 @@ def test_an_event_to_an_execution_that_never_exists_fails_its_sender(backend: De
     assert sender.status is ExecutionStatus.FAILED
     assert "could not be delivered" in (sender.reason or "") and "nobody-at-all" in (sender.reason or "")
     assert backend.store.pending_outbox() == []
+
+
+def test_a_worker_that_has_not_read_the_servers_clock_yet_fails_no_sender(backend: Deployment) -> None:
+    """Whether an event waited too long for its target is judged on the deployment's clock: a worker whose
+    own clock runs ten minutes ahead and that has not heard the server's time yet only postpones."""
+    from harel.worker import UNDELIVERABLE_AFTER_SECONDS
+
+    app, clock = make_app(), backend.clock
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="s")
+    pump(w)
+    send(backend, "s", "lost-1", "lost")
+    pump(w)
+    ahead = ServerClock(local=lambda: clock.now + 2 * UNDELIVERABLE_AFTER_SECONDS, monotonic=clock)
+    if backend.name == "memory":
+        transport = MemoryTransport(backend.transport.database)
+        transport.clock = ahead
+    else:
+        transport = MongoTransport(backend.client, clock=ahead, watch=False)
+    fresh = Worker(backend.store, transport, app, config=WorkerConfig())
+    clock.now += 2 * WorkerConfig().lease_seconds  # the committer's hold on its relay work is over
+    assert not ahead.known
+    assert fresh.relay_once() == 0, "nothing could be delivered"
+    assert backend.store.load("s").status is ExecutionStatus.RUNNING, "the sender is not failed"
+    assert [e.target_id for e in backend.store.pending_outbox()] == ["nobody-at-all"]
+
+
+class _SweepPasses:
+    """A store whose timer sweeps are recorded: how many due timers each pass found."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.found: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def due_timers(self, bound: float, limit: int = 100) -> Any:
+        due = self._store.due_timers(bound, limit)
+        self.found.append(len(due))
+        return due
+
+
+def test_the_sweep_looks_for_the_timers_it_armed_when_they_are_due_not_before() -> None:
+    """Arming a timer re-plans the sweep's sleep: every pass after the first finds a due timer, and with
+    a poll interval longer than the run the timers still fire."""
+    live = open_backend("memory://")
+    store = _SweepPasses(live.store)
+    app = make_app()
+    chart = register_smoke(app, region_timer=0.05, final_timer=0.05)
+    w = Worker(store, live.transport, app, config=WorkerConfig(concurrency=1, sweep_sleep_max=60.0))
+    w.start()
+    try:
+        report = run_smoke(store, live.transport, app, chart_id=chart, timeout=20.0, poll=0.01)
+    finally:
+        w.stop(drain_seconds=1)
+        live.close()
+    assert report.passed, report.failures
+    first, *later = store.found
+    assert first == 0, "the pass at start finds nothing: no run yet"
+    assert later and all(found > 0 for found in later), f"passes that found nothing: {store.found}"
+    assert sum(later) == 1 + len(REGIONS)

@@ -27,6 +27,7 @@ from harel.app import ActionContext, ActionResult, App, Send
 from harel.client import send_event, start_execution
 from harel.connection import connect
 from harel.model import Execution
+from harel.servertime import ServerClock
 from harel.smoke import register_smoke
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
@@ -128,12 +129,20 @@ def open_client(
 
 
 def open_seam(
-    url: str, db_name: str, name: str, listeners: tuple[monitoring.CommandListener, ...] = ()
+    url: str,
+    db_name: str,
+    name: str,
+    listeners: tuple[monitoring.CommandListener, ...] = (),
+    *,
+    store_class: type[MongoStore] = MongoStore,
+    transport_class: type[MongoTransport] = MongoTransport,
+    clock: ServerClock | None = None,
 ) -> Seam:
+    """`store_class`/`transport_class`: a broken variant under test; `clock`: the worker's own clock."""
     store_client = open_client(url, f"{name}-store", listeners)
     queue_client = open_client(url, f"{name}-queue", listeners)
-    store = MongoStore(store_client, db_name)
-    transport = MongoTransport(queue_client, db_name, watch=False)
+    store = store_class(store_client, db_name)
+    transport = transport_class(queue_client, db_name, watch=False, clock=clock)
     store.ensure_indexes()
     transport.ensure_indexes()
     return Seam(name, store, transport, (store_client, queue_client))
@@ -147,8 +156,8 @@ class Seams:
         self.db_name = db_name
         self._open: list[Seam] = []
 
-    def open(self, name: str, listeners: tuple[monitoring.CommandListener, ...] = ()) -> Seam:
-        seam = open_seam(self.url, self.db_name, name, listeners)
+    def open(self, name: str, listeners: tuple[monitoring.CommandListener, ...] = (), **options: Any) -> Seam:
+        seam = open_seam(self.url, self.db_name, name, listeners, **options)
         self._open.append(seam)
         return seam
 

@@ -23,6 +23,10 @@ REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 HAREL = str(Path(sys.executable).with_name("harel"))
 STOP_TIMEOUT = 10.0
 READY_TIMEOUT = 30.0
+# Debian's faketime: its library, preloaded into the process itself (the `faketime` command forks, so the
+# pid a test signals would be the wrapper's).
+FAKETIME_LIBRARY = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))), None)
+SKEWED_SITE = Path(__file__).with_name("skewed_site")
 
 
 def with_app_name(url: str, app_name: str) -> str:
@@ -108,21 +112,31 @@ class WorkerProcesses:
         self._log_dir = log_dir
         self._started: list[WorkerProcess] = []
 
-    def harel_worker(self, url: str, *arguments: str, http_port: int | None = None) -> WorkerProcess:
-        """`harel worker --url URL --http-port PORT ARGUMENTS...` (port 0: no HTTP endpoints)."""
+    def harel_worker(
+        self, url: str, *arguments: str, http_port: int | None = None, clock_offset: float | None = None
+    ) -> WorkerProcess:
+        """`harel worker --url URL --http-port PORT ARGUMENTS...` (port 0: no HTTP endpoints); with
+        `clock_offset`, on a host whose wall clock is that many seconds off (`skewed_clock`)."""
         port = ["--http-port", str(http_port or 0)]
-        return self._start([HAREL, "worker", "--url", url, *port, *arguments], http_port)
+        skew = {} if clock_offset is None else skewed_clock(clock_offset)
+        return self._start([HAREL, "worker", "--url", url, *port, *arguments], http_port, skew)
 
     def short_lease_worker(self, url: str, lease_seconds: float) -> WorkerProcess:
         """`harel worker` with a short lease: a message it held when killed is claimable again soon."""
         options = ["--lease-seconds", str(lease_seconds), "--drain-seconds", "2"]
         return self._start([HAREL, "worker", "--url", url, "--http-port", "0", *options], None)
 
-    def _start(self, command: list[str], http_port: int | None) -> WorkerProcess:
+    def _start(
+        self, command: list[str], http_port: int | None, environment: Mapping[str, str] | None = None
+    ) -> WorkerProcess:
         log_path = self._log_dir / f"worker-{len(self._started)}.log"
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                command, cwd=REPOSITORY_ROOT, env=clean_environment(), stdout=log, stderr=subprocess.STDOUT
+                command,
+                cwd=REPOSITORY_ROOT,
+                env={**clean_environment(), **(environment or {})},
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         worker = WorkerProcess(process, log_path, http_port)
         self._started.append(worker)
@@ -131,6 +145,21 @@ class WorkerProcesses:
     def kill_all(self) -> None:
         for worker in self._started:
             worker.kill()
+
+
+def skewed_clock(offset: float) -> dict[str, str]:
+    """The environment that runs a process with its wall clock `offset` seconds off (libfaketime); its
+    monotonic clock stays true, as on a host whose clock is set wrong."""
+    if FAKETIME_LIBRARY is None:
+        raise AssertionError(
+            "the clock-skew tests need libfaketime (Debian package `faketime`): apt-get install faketime"
+        )
+    return {
+        "LD_PRELOAD": str(FAKETIME_LIBRARY),
+        "FAKETIME": f"{offset:+g}s",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "PYTHONPATH": str(SKEWED_SITE),  # its sitecustomize makes time.sleep work under libfaketime
+    }
 
 
 def run_harel(

@@ -11,10 +11,12 @@ from collections.abc import Iterator
 import pytest
 
 from bench import end_to_end, interpreter_speed, round_trips, smoke_workload
+from bench.deployments import LATENCY_LABEL
 from bench.labels import CLIENT, Labelled, loop_of_current_thread
 from bench.report import render
 from bench.sizes import QUICK
 from bench.suite import Results, run
+from bench.worker_pool import PROCESSES, THREADS
 from harel.smoke import REGIONS
 from tests.accounting import UNLABELLED, CommandAccounting
 from tests.conftest import REAL_MONGO_URL
@@ -92,17 +94,46 @@ def test_both_interpreters_complete_every_run(results: Results) -> None:
 
 def test_end_to_end_processes_every_event_for_each_worker_count_and_backend(results: Results) -> None:
     backends = {flow.backend for flow in results.end_to_end}
-    assert end_to_end.EMBEDDED_LABEL in backends
+    assert {end_to_end.EMBEDDED_LABEL, LATENCY_LABEL} <= backends
     assert len(backends) == len(results.targets)
     for backend in backends:
         counts = [flow.workers for flow in results.end_to_end if flow.backend == backend]
         assert counts == list(QUICK.end_to_end_workers)
     for flow in results.end_to_end:
-        assert flow.failures == []
+        which = f"{flow.backend}, {flow.workers} workers"
+        assert flow.failures == [], which
         assert flow.events == QUICK.end_to_end_runs * smoke_workload.EVENTS_PER_RUN
-        assert len(flow.burst_lateness) == QUICK.end_to_end_runs * smoke_workload.TIMERS_PER_RUN
-        assert len(flow.paced_lateness) == QUICK.end_to_end_paced_runs * smoke_workload.TIMERS_PER_RUN
-        assert min(flow.burst_lateness + flow.paced_lateness) >= 0
+        assert len(flow.load_lateness) == QUICK.end_to_end_runs * smoke_workload.TIMERS_PER_RUN, which
+        assert len(flow.paced_lateness) == QUICK.end_to_end_paced_runs * smoke_workload.TIMERS_PER_RUN, which
+        assert min(flow.load_lateness + flow.paced_lateness) >= 0, which
+
+
+def test_end_to_end_runs_wire_workers_as_processes_and_embedded_ones_as_threads(results: Results) -> None:
+    setups = {flow.setup for flow in results.end_to_end}
+    for setup in setups:
+        embedded = setup.url == end_to_end.EMBEDDED_URL
+        assert setup.workers_as == (THREADS if embedded else PROCESSES)
+        assert setup.scaling_target == (setup.label == LATENCY_LABEL)
+    scaling_rows = [row for row in results.rows() if row.bench == 5 and "÷ 1 worker" in row.figure]
+    assert len(scaling_rows) == len(setups)
+
+
+class _Stalled:
+    kind = "stalled"
+
+    def processed(self) -> int:
+        return 5
+
+
+def test_a_flow_that_stops_progressing_fails_after_the_stall_time_not_a_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(end_to_end, "STALL_SECONDS", 0.05)
+    failures: list[str] = []
+    seen: list[int] = []
+    end_to_end._wait_for(_Stalled(), 10, failures, seen.append)
+    assert failures == ["5 of 10 events; none processed in the last 0.05 s"]
+    assert seen == [5]
 
 
 def test_the_table_names_machine_versions_and_every_benchmark(results: Results) -> None:

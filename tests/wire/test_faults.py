@@ -34,14 +34,16 @@ from harel.app import App
 from harel.client import start_execution
 from harel.connection import connect_async
 from harel.errors import StoreConflict
-from harel.model import START_EVENT, Execution, ExecutionStatus
+from harel.model import START_EVENT, Execution, ExecutionStatus, timer_event_id
 from harel.smoke import REGIONS, SMOKE_CHART_ID, check, gather, register_smoke, run_smoke
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker
 from tests.accounting import CommandAccounting
+from tests.audit import audit
 from tests.fake_mongod.fail_command import fail_command
 from tests.fake_mongod.fixtures import Deployment
+from tests.wire import chaos_app
 from tests.wire.in_process import (
     SMOKE_TIMEOUT,
     Phased,
@@ -650,3 +652,60 @@ def test_kill_9_mid_relay(
     pending = [spawn for spawn in store.pending_spawns() if spawn.parent_id == root_id]
     assert len(pending) == len(REGIONS), "the victim acknowledged the spawns before it was killed"
     _finish_with_survivors(replica_set.url, admin, worker_processes, root_id)
+
+
+CHAOS_APP = "tests.wire.chaos_app:app"
+
+
+@pytest.mark.parametrize("held", ["find", "update"], ids=["reading-due-timers", "after-firing"])
+def test_kill_9_mid_sweep(
+    replica_set: Deployment, admin: MongoClient[Any], worker_processes: WorkerProcesses, held: str
+) -> None:
+    """Nothing lost: a worker process is killed (SIGKILL) in its timer sweep — while the read of the due
+    timers is held at the server (nothing fired), or while the fire itself is (applied after the victim
+    died: the event waits in the mailbox, claimed by nobody). Two fresh worker processes fire or apply it:
+    the timer took effect once, not early, and nothing is left."""
+    victim_app = f"victim-{uuid.uuid4().hex[:8]}"
+    victim = worker_processes.harel_worker(
+        with_app_name(replica_set.url, victim_app), "--app", CHAOS_APP, "--drain-seconds", "2"
+    )
+    victim.wait_registered(admin)
+    store, transport = MongoStore(admin, "harel"), MongoTransport(admin, "harel", watch=False)
+    execution_id = f"timer-kill-{held}-{uuid.uuid4().hex[:8]}"
+    start_execution(store, transport, chaos_app.app, chaos_app.TIMER_CHART_ID, execution_id=execution_id)
+
+    def document() -> dict[str, Any]:
+        found = admin.harel.executions.find_one({"_id": execution_id})
+        assert found is not None
+        return found
+
+    wait_until(lambda: document()["next_fire_at"] is not None, 20.0, "the victim to arm the timer")
+    fire_at = float(document()["next_fire_at"])
+    wait_until(lambda: time.time() > fire_at - 0.3, 10.0, "the timer to be nearly due")
+    with fail_command(
+        admin,
+        {"times": 1},
+        failCommands=[held],
+        blockConnection=True,
+        blockTimeMS=BLOCK_MS,
+        appName=victim_app,
+    ):
+        time.sleep(0.6)  # the sweep's pass at the due time is held now
+        victim.kill()
+        fired = document()["inbox"]
+        assert fired == [], "the sweep went through before it was held"
+    if held == "update":
+        wait_until(lambda: bool(document()["inbox"]), 10.0, "the held fire to be applied")
+        timer = timer_event_id(execution_id, "waiting", document()["timers"]["waiting"])
+        assert [e["id"] for e in document()["inbox"]] == [timer], "the timer's event waits, claimed by nobody"
+    else:
+        assert float(document()["next_fire_at"]) == fire_at, "nothing fired"
+
+    survivors = [worker_processes.harel_worker(replica_set.url, "--app", CHAOS_APP) for _ in range(2)]
+    for survivor in survivors:
+        survivor.wait_registered(admin)
+    wait_until(lambda: document()["status"] == "completed", WORKFLOW_TIMEOUT, f"{execution_id} to complete")
+    wait_until(lambda: audit([document()]).passed, 10.0, "the survivors to finish their relays")
+    result = audit([document()])
+    assert result.passed, result.failures
+    assert result.timers == 1

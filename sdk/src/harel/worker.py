@@ -75,7 +75,8 @@ RELAY_RETRY_SECONDS = 1.0
 # A commit the deployment refused twice (and did not apply) is tried again after this long; it is not the
 # event's fault, so it counts no attempt.
 UNRESOLVED_RETRY_SECONDS = 1.0
-# An event whose target still does not exist this long after it was sent fails its sender.
+# An event whose target still does not exist this long after it was sent fails its sender (judged once the
+# worker has read the server's clock: its own may be far off).
 UNDELIVERABLE_AFTER_SECONDS = 300.0
 # Errors a retry cannot change: the step is refused for what it is, not for a passing condition.
 PERMANENT = (
@@ -388,7 +389,7 @@ class Worker:
             if entry.target_id in blocked:
                 continue
             outcome = self.transport.send(entry.target_id, entry.event, source=entry.source_id)
-            if outcome is SendOutcome.MISSING and _undeliverable(entry, now):
+            if outcome is SendOutcome.MISSING and self.clock.known and _undeliverable(entry, now):
                 self._fail_execution(
                     work.execution_id,
                     f"its event {entry.event.name!r} ({entry.event.id}) to {entry.target_id!r} could not be "
@@ -488,13 +489,27 @@ class Worker:
             while self._known_timers and self._known_timers[0] <= until:
                 heapq.heappop(self._known_timers)
 
-    def _sweep_pause(self) -> float:
-        """Until the earliest timer this worker armed, else the poll interval that finds other workers'."""
+    def _await_sweep(self) -> None:
+        """Sleep until the next pass: the earliest timer this worker armed, else the poll that finds other
+        workers' timers. A timer armed meanwhile re-plans the sleep and ends it only once due: a pass
+        before then would find nothing."""
+        poll_at = time.monotonic() + self.config.sweep_sleep_max
+        pause = self._sweep_pause(poll_at, TIMER_RETRY_PAUSE)
+        while pause > 0 and self._sweep_wake.wait(pause):
+            self._sweep_wake.clear()
+            if self._halt.is_set():
+                return
+            pause = self._sweep_pause(poll_at, 0.0)
+
+    def _sweep_pause(self, poll_at: float, floor: float) -> float:
+        """Until the earliest timer this worker armed (at least `floor`: the last pass did not see it due
+        yet), or until `poll_at` if that comes first."""
         with self._lock:
             known = self._known_timers[0] if self._known_timers else None
+        until_poll = poll_at - time.monotonic()
         if known is None:
-            return self.config.sweep_sleep_max
-        return min(self.config.sweep_sleep_max, max(TIMER_RETRY_PAUSE, known - self.clock.now()))
+            return until_poll
+        return min(until_poll, max(floor, known - self.clock.now()))
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -613,10 +628,8 @@ class Worker:
             except Exception:
                 log.exception("timer sweep failed; will retry")
                 fired = 0
-            if fired >= self.config.batch:
-                continue
-            self._sweep_wake.wait(self._sweep_pause())
-            self._sweep_wake.clear()
+            if fired < self.config.batch:
+                self._await_sweep()
 
     def _heartbeat_loop(self) -> None:
         assert self.heartbeats is not None

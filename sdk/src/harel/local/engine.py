@@ -187,7 +187,8 @@ class Engine:
         if "arrayFilters" in cmd:
             raise not_modelled("arrayFilters")
         query, fields = cmd.get("query") or {}, cmd.get("fields") or None
-        existing = coll.find_one(query, sort=_sort(cmd.get("sort")))
+        # The match's _id alone: mongomock copies every document a find returns, and a claim matches many.
+        existing = coll.find_one(query, {"_id": 1}, sort=_sort(cmd.get("sort")))
         if cmd.get("remove"):
             value = coll.find_one({"_id": existing["_id"]}, fields) if existing else None
             if existing:

@@ -112,6 +112,7 @@ class MongoTransport(_MailboxCollection):
         )
 
     def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
+        self._wake.clear()  # this claim sees whatever a wake so far announced: only later ones cut a wait short
         owner = new_owner_token()
         write = mailbox.claim_write(charts, owner, lease, bound)
         found = self._executions.find_one_and_update(
@@ -156,9 +157,7 @@ class MongoTransport(_MailboxCollection):
 
     def wait_hint(self, timeout: float) -> bool:
         self._start_watcher()
-        woken = self._wake.wait(timeout)
-        self._wake.clear()
-        return woken
+        return self._wake.wait(timeout)
 
     def wake(self) -> None:
         self._wake.set()
@@ -222,6 +221,7 @@ class AsyncMongoTransport(_MailboxCollection):
         return mailbox.parse_send_diagnosis(await drained(cursor))
 
     async def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
+        self._wake.clear()  # this claim sees whatever a wake so far announced: only later ones cut a wait short
         owner = new_owner_token()
         write = mailbox.claim_write(charts, owner, lease, bound)
         found = await self._executions.find_one_and_update(
@@ -273,7 +273,6 @@ class AsyncMongoTransport(_MailboxCollection):
             await asyncio.wait_for(self._wake.wait(), timeout)
         except TimeoutError:
             return False
-        self._wake.clear()
         return True
 
     def wake(self) -> None:
