@@ -8,15 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from pymongo.errors import AutoReconnect, DocumentTooLarge
 
 from harel.app import App
 from harel.backend import open_backend
-from harel.cli import executions, main, settings, worker
+from harel.cli import main, observe, settings, worker
 from harel.cli.exits import MEANING
 from harel.cli.main import harel
-from harel.cli.options import load_application
+from harel.cli.options import load_application, worker_config
 from harel.cli.settings import DEFAULT_DEADLINE, resolve, resolve_url
 from harel.errors import InvalidArgument
 
@@ -57,11 +58,18 @@ def test_help_lists_the_exit_codes_and_the_environment(capsys: pytest.CaptureFix
     assert 'eval "$(harel --completion bash)"' in out
 
 
-@pytest.mark.parametrize("command", sorted(harel.commands))
+COMMAND_LINES = sorted(
+    [name] if not isinstance(command, click.Group) else [name, sub]
+    for name, command in harel.commands.items()
+    for sub in (command.commands if isinstance(command, click.Group) else [None])
+)
+
+
+@pytest.mark.parametrize("command", COMMAND_LINES, ids=" ".join)
 def test_every_command_has_json_and_lists_its_exit_codes(
-    capsys: pytest.CaptureFixture[str], command: str
+    capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:
-    code, out, _ = run(capsys, command, "--help")
+    code, out, _ = run(capsys, *command, "--help")
 
     assert code == 0
     assert "--json" in out
@@ -80,7 +88,14 @@ def test_the_commands_that_exist_are_kept() -> None:
         "smoke",
         "demo",
         "check",
+        "dev",
+        "dead",
+        "chart",
     }
+    dead = harel.commands["dead"]
+    assert isinstance(dead, click.Group) and set(dead.commands) == {"list", "retry", "drop"}
+    chart = harel.commands["chart"]
+    assert isinstance(chart, click.Group) and set(chart.commands) == {"show"}
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
@@ -116,13 +131,14 @@ def test_the_url_comes_from_the_option_the_variable_the_file_then_the_default(tm
     secret.write_text("mongodb://from-file/harel\n")
     both = {"HAREL_MONGO_URL": "mongodb://from-variable/", "HAREL_MONGO_URL_FILE": str(secret)}
 
-    assert resolve_url("mongodb://from-option/", both) == ("mongodb://from-option/", "--url")
-    assert resolve_url(None, both) == ("mongodb://from-variable/", "HAREL_MONGO_URL")
-    assert resolve_url(None, {"HAREL_MONGO_URL_FILE": str(secret)}) == (
+    assert resolve_url("mongodb://from-option/", both, tmp_path) == ("mongodb://from-option/", "--url", None)
+    assert resolve_url(None, both, tmp_path) == ("mongodb://from-variable/", "HAREL_MONGO_URL", None)
+    assert resolve_url(None, {"HAREL_MONGO_URL_FILE": str(secret)}, tmp_path) == (
         "mongodb://from-file/harel",
         "HAREL_MONGO_URL_FILE",
+        None,
     )
-    assert resolve_url(None, {}) == ("mongomock://", "default")
+    assert resolve_url(None, {}, tmp_path) == ("mongomock://", "default", None)
 
 
 def test_an_unreadable_or_empty_url_file_is_named(tmp_path: Path) -> None:
@@ -130,17 +146,17 @@ def test_an_unreadable_or_empty_url_file_is_named(tmp_path: Path) -> None:
     empty.write_text("\n")
 
     with pytest.raises(InvalidArgument, match=r"HAREL_MONGO_URL_FILE: cannot read .*/missing \(No such file"):
-        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(tmp_path / "missing")})
+        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(tmp_path / "missing")}, tmp_path)
     with pytest.raises(InvalidArgument, match="is empty"):
-        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(empty)})
+        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(empty)}, tmp_path)
     with pytest.raises(InvalidArgument, match="cannot read"):
-        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(tmp_path)})  # a folder
+        resolve_url(None, {"HAREL_MONGO_URL_FILE": str(tmp_path)}, tmp_path)  # a folder
 
 
 def test_deadline_zero_waits_indefinitely() -> None:
-    assert resolve(None, False, None, {}).deadline == DEFAULT_DEADLINE
-    assert resolve(None, False, 5.0, {}).deadline == 5.0
-    assert resolve(None, False, 0.0, {}).deadline is None
+    assert resolve(None, False, None, {}, Path("/")).deadline == DEFAULT_DEADLINE
+    assert resolve(None, False, 5.0, {}, Path("/")).deadline == 5.0
+    assert resolve(None, False, 0.0, {}, Path("/")).deadline is None
 
 
 @pytest.mark.parametrize(
@@ -242,7 +258,7 @@ def test_a_failure_mid_command_is_one_line(
     def fail(*_: Any) -> Any:
         raise raised
 
-    monkeypatch.setattr(executions, "load", fail)
+    monkeypatch.setattr(observe, "look", fail)
 
     result, out, err = run(capsys, "status", "order-1", "--url", "mongodb://app:hunter2@db.example/harel")
 
@@ -259,3 +275,13 @@ def test_demo_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert document["report"]["passed"] is True
     assert document["workers"] == 3 and document["processed"] >= 14, "14 events, each processed at least once"
     assert document["document"]["_id"] == document["report"]["root_id"]
+
+
+def test_the_async_timeout_fits_the_lease() -> None:
+    assert worker_config(async_timeout=None).async_timeout_seconds == 10.0
+    assert worker_config(async_timeout=None, lease_seconds=3.0).async_timeout_seconds == 1.0, "a third of it"
+    assert worker_config(async_timeout=14.0).async_timeout_seconds == 14.0
+    with pytest.raises(
+        click.UsageError, match=r"--async-timeout 15 must be under half of --lease-seconds \(30\)"
+    ):
+        worker_config(async_timeout=15.0)

@@ -3,6 +3,7 @@ is the tests' fake clock (so leases and timers are decided on a clock the test m
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -643,6 +644,24 @@ def test_a_timer_event_is_never_early_on_the_deployments_clock(backend: Deployme
     pump(w)
     [step] = [s for s in backend.store.read_trace("t1") if s["event"] == TIMER_EVENT]
     assert step["handled"] and step["at"] >= fire_at
+
+
+def test_each_applied_event_is_one_info_line_with_its_duration(
+    backend: Deployment, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_app(slow=0.02)
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "ordered", execution_id="logged")
+    send(backend, "logged", "e1-1", "e1")
+    with caplog.at_level(logging.INFO, logger="harel.worker"):
+        pump(w)
+
+    applied = [r.__dict__ for r in caplog.records if r.getMessage() == "event applied"]
+    assert [(r["execution_id"], r["event"], r["from"], r["to"]) for r in applied] == [
+        ("logged", "harel.start", "-", "S0"),
+        ("logged", "e1", "S0", "S1"),
+    ]
+    assert applied[1]["duration_ms"] >= 20.0, "the step's time, its slow action included"
 
 
 def test_a_client_refuses_ids_and_contexts_the_store_would_misread(backend: Deployment) -> None:

@@ -113,13 +113,19 @@ class WorkerProcesses:
         self._started: list[WorkerProcess] = []
 
     def harel_worker(
-        self, url: str, *arguments: str, http_port: int | None = None, clock_offset: float | None = None
+        self,
+        url: str,
+        *arguments: str,
+        http_port: int | None = None,
+        clock_offset: float | None = None,
+        cwd: Path = REPOSITORY_ROOT,
     ) -> WorkerProcess:
-        """`harel worker --url URL --http-port PORT ARGUMENTS...` (port 0: no HTTP endpoints); with
-        `clock_offset`, on a host whose wall clock is that many seconds off (`skewed_clock`)."""
+        """`harel worker --url URL --http-port PORT ARGUMENTS...` (port 0: no HTTP endpoints), run in `cwd`
+        (where `--app` imports from); with `clock_offset`, on a host whose wall clock is that many seconds off
+        (`skewed_clock`)."""
         port = ["--http-port", str(http_port or 0)]
         skew = {} if clock_offset is None else skewed_clock(clock_offset)
-        return self._start([HAREL, "worker", "--url", url, *port, *arguments], http_port, skew)
+        return self._start([HAREL, "worker", "--url", url, *port, *arguments], http_port, skew, cwd)
 
     def short_lease_worker(self, url: str, lease_seconds: float) -> WorkerProcess:
         """`harel worker` with a short lease: a message it held when killed is claimable again soon."""
@@ -127,13 +133,17 @@ class WorkerProcesses:
         return self._start([HAREL, "worker", "--url", url, "--http-port", "0", *options], None)
 
     def _start(
-        self, command: list[str], http_port: int | None, environment: Mapping[str, str] | None = None
+        self,
+        command: list[str],
+        http_port: int | None,
+        environment: Mapping[str, str] | None = None,
+        cwd: Path = REPOSITORY_ROOT,
     ) -> WorkerProcess:
         log_path = self._log_dir / f"worker-{len(self._started)}.log"
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 command,
-                cwd=REPOSITORY_ROOT,
+                cwd=cwd,
                 env={**clean_environment(), **(environment or {})},
                 stdout=log,
                 stderr=subprocess.STDOUT,

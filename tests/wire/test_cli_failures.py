@@ -4,9 +4,9 @@ fix, the documented exit code, and never a traceback.
 CASES is the list: what is done wrong, the command, the exit code, and a part of the one line it prints.
 Placeholders in a command: {url} the fake replica set, {standalone} a fake standalone server, {closed} a
 port nothing listens on, {busy} a port something already listens on, {charts} a folder with the ticket
-chart, {huge} a file holding a 16 MiB context. Executions `t-open` (running) and `t-done` (completed)
-exist on {url}; the folder the command runs in holds the packages `orders` (a good App) and `broken`
-(whose import raises).
+chart, {huge} a file holding a 16 MiB context, {garbage} a file that is not a data file. Executions `t-open`
+(running) and `t-done` (completed) exist on {url}; the folder the command runs in holds the packages
+`orders` (a good App) and `broken` (whose import raises), and `held/`, a folder a running `harel dev` holds.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from pymongo import MongoClient
 
+from harel.cli.devstate import DevState
 from harel.model import Execution, ExecutionStatus
 from harel.store.mongo import MongoStore
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeDeployment
@@ -55,6 +56,7 @@ class Case:
     code: int
     says: str
     environment: dict[str, str] = field(default_factory=dict)
+    folder: str = ""  # run in this subfolder of the workspace
 
 
 USAGE, UNREACHABLE, REFUSED, NOT_FOUND = 2, 3, 4, 5
@@ -228,6 +230,96 @@ CASES = [
         USAGE,
         "harel demo runs in this process on mongomock:// or memory://",
     ),
+    # --- harel dev
+    Case(
+        "dev port in use",
+        ("dev", "--charts", "{charts}", "--port", "{busy}"),
+        USAGE,
+        "cannot listen on 127.0.0.1:{busy}: Address already in use; stop what holds the port, or choose "
+        "another with --port (0 takes a free one)",
+    ),
+    Case(
+        "dev data file that is not one",
+        ("dev", "--charts", "{charts}", "--data", "{garbage}"),
+        USAGE,
+        "data file {garbage}: not a harel.local snapshot",
+    ),
+    Case(
+        "dev already running in the folder",
+        ("dev", "--charts", "{charts}"),
+        USAGE,
+        "another harel dev runs for {held} (pid ",
+        folder="held",
+    ),
+    Case(
+        "dev charts folder missing",
+        ("dev", "--charts", "no-such-folder"),
+        USAGE,
+        "Directory 'no-such-folder' does not exist",
+    ),
+    # --- waiting, watching, dead letters
+    Case(
+        "async timeout over half the lease",
+        ("worker", "--charts", "{charts}", "--async-timeout", "20", *ON),
+        USAGE,
+        "--async-timeout 20 must be under half of --lease-seconds (30)",
+    ),
+    Case(
+        "wait timeout of zero",
+        ("send", "t-open", "assign", "--charts", "{charts}", "--wait", "--timeout", "0", *ON),
+        USAGE,
+        "Invalid value for '--timeout': '0': give a number of seconds > 0",
+    ),
+    Case(
+        "watch of an unknown execution",
+        ("status", "nobody", "--watch", *ON),
+        NOT_FOUND,
+        "no execution with id 'nobody'",
+    ),
+    Case(
+        "follow of an unknown execution",
+        ("trace", "nobody", "--follow", *ON),
+        NOT_FOUND,
+        "no execution with id 'nobody'",
+    ),
+    Case(
+        "watch with the stored document",
+        ("status", "t-open", "--watch", "--document", *ON),
+        USAGE,
+        "--document, --diagram and --watch each show it their own way: give one",
+    ),
+    Case(
+        "diagram of a chart nobody published",
+        ("chart", "show", "nothing", *ON),
+        USAGE,
+        "harel chart: CHART: no chart 'nothing' is registered, and no worker published it; give it with "
+        "--charts DIR or --app MODULE:APP",
+    ),
+    Case(
+        "diagram in a format there is none of",
+        ("status", "t-open", "--diagram", "svg", *ON),
+        USAGE,
+        "Invalid value for '--diagram': 'svg' is not one of 'dot', 'mermaid'.",
+    ),
+    Case(
+        "dead retry without a dead letter",
+        ("dead", "retry", "t-open", *ON),
+        USAGE,
+        "execution 't-open' has no dead letter: nothing of it waits for an operator; `harel dead list` shows "
+        "the executions that have one",
+    ),
+    Case(
+        "dead drop of an unknown execution",
+        ("dead", "drop", "nobody", *ON),
+        NOT_FOUND,
+        "harel dead: no execution with id 'nobody'",
+    ),
+    Case(
+        "dead list on the in-process default",
+        ("dead", "list"),
+        USAGE,
+        "lives only as long as this `harel dead list`",
+    ),
     # --- settings from the environment
     Case(
         "bad deadline variable",
@@ -289,6 +381,11 @@ def workspace(
     (tmp_path / "broken" / "app.py").write_text(BROKEN_APP)
     huge = tmp_path / "huge.json"
     huge.write_text(json.dumps({"blob": "x" * HUGE_CONTEXT_BYTES}))
+    garbage = tmp_path / "garbage.db"
+    garbage.write_text("not a snapshot\n")
+    (tmp_path / "held").mkdir()
+    held = DevState.claim(tmp_path / "held")
+    held.publish("mongodb://127.0.0.1:1/?replicaSet=rs0", None)
     with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
         store = MongoStore(client, "harel")
         store.commit(Execution(id="t-open", definition_id="ticket", definition_version=1))
@@ -313,8 +410,11 @@ def workspace(
                 "busy": str(busy.getsockname()[1]),
                 "charts": str(tmp_path / "charts"),
                 "huge": str(huge),
+                "garbage": str(garbage),
+                "held": str(tmp_path / "held"),
             },
         )
+    held.release()
 
 
 def fill(text: str, values: dict[str, str]) -> str:
@@ -327,7 +427,7 @@ def fill(text: str, values: dict[str, str]) -> str:
 def test_a_failure_is_one_line_with_its_exit_code(case: Case, workspace: Workspace) -> None:
     command = [fill(part, workspace.values) for part in case.command]
 
-    result = run_harel(*command, cwd=workspace.folder, environment=case.environment, timeout=60)
+    result = run_harel(*command, cwd=workspace.folder / case.folder, environment=case.environment, timeout=60)
 
     said = fill(case.says, workspace.values)
     assert "Traceback" not in result.stdout + result.stderr, result.stderr

@@ -12,6 +12,11 @@ Substituted, and nothing else: the deployment in `export HAREL_MONGO_URL=...` an
 test's fake replica set (tests/fake_mongod); `make demo` gets a temporary VENV and PYTHON (the interpreter
 this environment is made from) and pip installs from wheels of this environment (`--no-index`), so the
 run downloads nothing; `harel worker` runs in the background with its HTTP endpoints on a free port.
+
+The `harel dev` session runs as a user would: the README's chart and app written into an empty folder,
+`harel dev` in the background there (what it prints on stdout is matched when Ctrl-C has stopped it), the
+other commands in the same folder with no URL, no PYTHONPATH and no HAREL_* variable, their stdout and
+stderr matched in the order they were written.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from harel.cli import devstate
 from tests.fake_mongod.fixtures import FakeDeployment
 from tests.wheelhouse import fill_wheelhouse, runtime_dependencies
 from tests.wire.processes import REPOSITORY_ROOT, clean_environment, free_port, wait_until
@@ -125,13 +131,16 @@ class Shell:
     cwd: Path
     environment: dict[str, str]
 
+    merged: bool = False  # stderr into stdout, in the order they were written (as on a terminal)
+
     def run(self, command: str, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["bash", "-c", command],
             cwd=self.cwd,
             env=self.environment,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if self.merged else subprocess.PIPE,
             text=True,
             timeout=timeout,
             check=False,
@@ -139,7 +148,7 @@ class Shell:
 
     def check(self, step: Step, *, collapsed: bool = True, substitute: Callable[[str], str] = str) -> None:
         result = self.run(substitute(step.command))
-        printed = result.stdout + result.stderr
+        printed = result.stdout + (result.stderr or "")
         assert "Traceback" not in printed, printed
         assert result.returncode == step.exit_code, f"{step.command}\n{printed}"
         if step.shown:
@@ -229,12 +238,22 @@ def pip_install(block: Block, request: pytest.FixtureRequest) -> None:
     assert where.stdout.startswith(str(make_demo.venv)), "installed into the environment, not linked to sdk/"
 
 
-def order_session(block: Block, request: pytest.FixtureRequest) -> None:
-    fake: FakeDeployment = request.getfixturevalue("fake_rs")
-    folder: Path = request.getfixturevalue("tmp_path")
+def write_example_app(folder: Path) -> None:
     for path, text in file_blocks().items():
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
         (folder / path).write_text(text)
+
+
+def user_environment() -> dict[str, str]:
+    """A shell of a user who installed the SDK: its `harel` on PATH, and nothing pointing into the repository."""
+    environment = {k: v for k, v in clean_environment().items() if k != "PYTHONPATH"}
+    return {**environment, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def order_session(block: Block, request: pytest.FixtureRequest) -> None:
+    fake: FakeDeployment = request.getfixturevalue("fake_rs")
+    folder: Path = request.getfixturevalue("tmp_path")
+    write_example_app(folder)
     port = free_port()
     shell = Shell(
         folder,
@@ -284,6 +303,41 @@ def wait_ready(worker: subprocess.Popen[bytes], port: int, log: Path) -> None:
     wait_until(ready, WORKER_READY_TIMEOUT, "the worker to be ready", poll=0.1)
 
 
+def dev_session(block: Block, request: pytest.FixtureRequest) -> None:
+    folder: Path = request.getfixturevalue("tmp_path") / "shop"
+    folder.mkdir()
+    write_example_app(folder)
+    shell = Shell(folder, user_environment(), merged=True)
+    first, *others = block.steps
+    assert first.command.startswith("harel dev "), "the session opens with harel dev"
+    printed, logs = folder.parent / "dev.out", folder.parent / "dev.err"
+    with printed.open("wb") as stdout, logs.open("wb") as stderr:
+        dev = subprocess.Popen(
+            ["bash", "-c", f"exec {first.command}"],
+            cwd=folder,
+            env=shell.environment,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        wait_until(
+            lambda: (
+                dev.poll() is None and devstate.find(folder) is not None and "commands" in printed.read_text()
+            ),
+            WORKER_READY_TIMEOUT,
+            "harel dev to serve",
+            poll=0.1,
+        )
+        for step in others:
+            shell.check(step)
+    finally:
+        dev.send_signal(signal.SIGINT)
+        assert dev.wait(timeout=30) == 0, logs.read_text()
+    assert matches(first.shown, printed.read_text(), collapsed=True), printed.read_text()
+    assert "Traceback" not in printed.read_text() + logs.read_text()
+    assert devstate.find(folder) is None and not (folder / devstate.STATE_FILE).exists(), "Ctrl-C cleans up"
+
+
 def check_transcript(block: Block, request: pytest.FixtureRequest) -> None:
     fake: FakeDeployment = request.getfixturevalue("fake_rs")
     shell = Shell(
@@ -299,6 +353,7 @@ RUNS: dict[str, Callable[[Block, pytest.FixtureRequest], None]] = {
     "make demo": quick_start,
     "pip install ./sdk": pip_install,
     "$ make demo": demo_transcript,
+    "$ harel dev --app orders.app:app": dev_session,
     "$ export HAREL_MONGO_URL='mongodb://harel:…@mongo1:27017,mongo2:27017,mongo3:27017/harel?replicaSet=rs0&authSource=admin'": order_session,
     "$ harel check 'mongodb://127.0.0.1:27017/harel?replicaSet=rs0&w=1&readPreference=secondaryPreferred&retryWrites=false&readConcernLevel=local'": check_transcript,
 }

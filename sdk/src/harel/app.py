@@ -15,24 +15,38 @@ Charts are data; behaviour is Python registered by name:
 
 Actions run inside `interpreter.step`; their own side effects (an HTTP call, an email) may repeat when an
 event is redelivered — delivery is at least once — so make them idempotent or key them by `ctx.event.id`.
+
+Actions and guards may be `async def`: a worker runs them on its process's event loop
+(`harel.eventloop`), each call bounded by its async timeout, while the step waits for the result.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
+import inspect
 import os
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harel.errors import ChartError, HarelError, InvalidArgument, UnknownAction, UnknownChart
+from harel.errors import (
+    AsyncUnavailable,
+    ChartError,
+    HarelError,
+    InvalidArgument,
+    UnknownAction,
+    UnknownChart,
+)
 from harel.model import Event
 
 if TYPE_CHECKING:
     from harel.catalog import Catalog
     from harel.chart import Chart
+    from harel.eventloop import EventLoopThread
 
 
 @dataclass(frozen=True)
@@ -63,16 +77,19 @@ class ActionResult:
     send: tuple[Send, ...] | list[Send] = ()
 
 
-Action = Callable[[ActionContext], ActionResult | None]
-Guard = Callable[[ActionContext], bool]
+Action = Callable[[ActionContext], ActionResult | Awaitable[ActionResult | None] | None]
+Guard = Callable[[ActionContext], bool | Awaitable[bool]]
 
 
 class Registry:
-    """Actions and guards by name."""
+    """Actions and guards by name. A registered `async def` is handed out as a plain callable that runs it on
+    the event loop of the view `on_loop` made (a worker's), and waits for its result."""
 
     def __init__(self) -> None:
         self.actions: dict[str, Action] = {}
         self.guards: dict[str, Guard] = {}
+        self._loop: EventLoopThread | None = None
+        self._timeout = 0.0
 
     def action(self, name: str | None = None) -> Callable[[Action], Action]:
         def register(fn: Action) -> Action:
@@ -88,17 +105,37 @@ class Registry:
 
         return register
 
+    def on_loop(self, loop: EventLoopThread, timeout: float) -> Registry:
+        """This registry (the same names, later registrations included) running its async callables on
+        `loop`, each call for at most `timeout` seconds."""
+        view = copy.copy(self)
+        view._loop, view._timeout = loop, timeout
+        return view
+
     def get_action(self, name: str) -> Action:
-        try:
-            return self.actions[name]
-        except KeyError:
-            raise UnknownAction("action", name) from None
+        return self._callable("action", name, self.actions)
 
     def get_guard(self, name: str) -> Guard:
+        return self._callable("guard", name, self.guards)
+
+    def _callable(self, kind: str, name: str, table: Mapping[str, Callable[[ActionContext], Any]]) -> Any:
         try:
-            return self.guards[name]
+            fn = table[name]
         except KeyError:
-            raise UnknownAction("guard", name) from None
+            raise UnknownAction(kind, name) from None
+        if not is_async(fn):
+            return fn
+        return functools.partial(self._run_async, f"{kind} {name!r}", fn)
+
+    def _run_async(self, what: str, fn: Callable[[ActionContext], Any], ctx: ActionContext) -> Any:
+        if self._loop is None:
+            raise AsyncUnavailable(what)
+        return self._loop.run(fn(ctx), what, self._timeout)
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    """An `async def` function, a partial of one, or an object whose `__call__` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
 
 EMPTY_REGISTRY = Registry()
@@ -142,14 +179,22 @@ class App:
     def get_chart(self, chart_id: str, version: int | None = None) -> Chart:
         """The chart an execution pinned (`version` given), or the newest version for new executions.
         Charts registered here come first; then the catalog, when one is attached (`use_catalog`)."""
-        versions = [v for (cid, v) in self._charts if cid == chart_id]
-        key = (chart_id, version if version is not None else max(versions, default=0))
-        if key in self._charts:
-            return self._charts[key]
-        published = self._catalog.get(chart_id, version) if self._catalog is not None else None
-        if published is None:
+        chart = self.registered_chart(chart_id, version)
+        if chart is None and self._catalog is not None:
+            chart = self.adopt(self._catalog.get(chart_id, version))
+        if chart is None:
             raise UnknownChart(chart_id, version)
-        self._charts[(published.id, published.version)] = published
+        return chart
+
+    def registered_chart(self, chart_id: str, version: int | None = None) -> Chart | None:
+        """The chart registered here (or adopted from a catalog) at `version`, or its newest version."""
+        versions = [v for (cid, v) in self._charts if cid == chart_id]
+        return self._charts.get((chart_id, version if version is not None else max(versions, default=0)))
+
+    def adopt(self, published: Chart | None) -> Chart | None:
+        """Keep a chart read from a catalog, so the next lookup of its version needs no read."""
+        if published is not None:
+            self._charts[(published.id, published.version)] = published
         return published
 
     def use_catalog(self, catalog: Catalog) -> None:

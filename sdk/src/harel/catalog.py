@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from harel.chart import Chart, load_chart
+from harel.commands import Find, only
 from harel.errors import ChartError
 
 CHARTS = "charts"
@@ -46,6 +47,18 @@ def _same_or_refuse(chart: Chart, published: dict[str, Any]) -> None:
         )
 
 
+def newest_find(chart_id: str, version: int | None) -> Find:
+    """The published chart at `version`, or its newest version."""
+    query: dict[str, Any] = {"chart_id": chart_id}
+    if version is not None:
+        query["version"] = version
+    return Find(query, only("definition"), sort=(("version", -1),), limit=1)
+
+
+def parse_newest(found: list[dict[str, Any]]) -> Chart | None:
+    return load_chart(found[0]["definition"]) if found else None
+
+
 class Catalog(Protocol):
     def publish(self, charts: Iterable[Chart]) -> None: ...
 
@@ -66,11 +79,17 @@ class MongoCatalog:
                 _same_or_refuse(chart, published)
 
     def get(self, chart_id: str, version: int | None = None) -> Chart | None:
-        query: dict[str, Any] = {"chart_id": chart_id}
-        if version is not None:
-            query["version"] = version
-        found = list(self._charts.find(query).sort("version", -1).limit(1))
-        return load_chart(found[0]["definition"]) if found else None
+        return parse_newest(list(newest_find(chart_id, version).open(self._charts)))
+
+
+class AsyncMongoCatalog:
+    """The catalog's reads for async clients (`harel.aio`); workers publish with MongoCatalog."""
+
+    def __init__(self, client: Any, db_name: str = "harel") -> None:
+        self._charts = client[db_name][CHARTS]
+
+    async def get(self, chart_id: str, version: int | None = None) -> Chart | None:
+        return parse_newest([d async for d in newest_find(chart_id, version).open(self._charts)])
 
 
 class MemoryCatalog:

@@ -1,19 +1,26 @@
-"""What clients do to executions: start one, send it an event, cancel it. Workers do the rest."""
+"""What clients do to executions: start one, send it an event, cancel it, read it, wait for it to finish.
+Workers do the rest.
+
+The functions take a store, a transport and the App whose charts they check against; `Client` holds them
+for one deployment. `harel.aio` is the async twin (the same calls, awaited), and both decide with
+`harel._client`, so they cannot drift apart.
+"""
 
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Self, TypeVar, Unpack
 
+from harel import _client
+from harel._client import SendOptions, StartOptions
 from harel.app import App
-from harel.errors import ExecutionFinished, MailboxFull, UnknownEvent, UnknownExecution
-from harel.ids import check_context, check_json, check_root_id
-from harel.model import CANCEL_EVENT, RESERVED_EVENT_PREFIX, TERMINAL_STATUSES, Event, Execution, start_event
+from harel.backend import Backend, open_backend
+from harel.model import Event, Execution
 from harel.store.base import ExecutionStore
-from harel.transport._mailbox import INBOX_LIMIT_BYTES
-from harel.transport.base import SendOutcome, Transport
+from harel.transport.base import Transport
+
+T = TypeVar("T")
 
 
 def start_execution(
@@ -33,43 +40,11 @@ def start_execution(
     be strict JSON (InvalidExecutionId, InvalidContext). Returns the execution and whether this call
     created it.
     """
-    chart = app.get_chart(chart_id)
-    if execution_id is not None:
-        check_root_id(execution_id)
-    check_context(dict(context or {}), "start context")
     now = transport.clock.now() if now is None else now
-    exe = Execution(
-        id=execution_id if execution_id is not None else f"{chart.id}-{uuid.uuid4().hex[:12]}",
-        definition_id=chart.id,
-        definition_version=chart.version,
-        context=dict(context or {}),
-        created_at=now,
-        updated_at=now,
-    )
-    if store.create(exe, [start_event(exe.id, now)], now=now):
+    exe, events = _client.new_execution(app.get_chart(chart_id), now, context, execution_id)
+    if store.create(exe, events, now=now):
         return exe, True
-    existing = store.load(exe.id)
-    if existing is None:
-        raise UnknownExecution(exe.id)
-    return existing, False
-
-
-def _running(store: ExecutionStore, execution_id: str) -> Execution:
-    exe = store.load(execution_id)
-    if exe is None:
-        raise UnknownExecution(execution_id)
-    if exe.status in TERMINAL_STATUSES:
-        raise ExecutionFinished(execution_id, exe.status.value)
-    return exe
-
-
-def _delivered(transport: Transport, execution_id: str, event: Event) -> Event:
-    outcome = transport.send(execution_id, event)
-    if outcome is SendOutcome.MISSING:
-        raise UnknownExecution(execution_id)
-    if outcome is SendOutcome.FULL:
-        raise MailboxFull(execution_id, INBOX_LIMIT_BYTES)
-    return event
+    return _client.found(store.load(exe.id), exe.id), False
 
 
 def send_event(
@@ -84,19 +59,91 @@ def send_event(
 ) -> Event:
     """Put a user event in an execution's mailbox. Unknown and finished executions and event names the
     pinned chart does not handle are refused here. Sending an event id again takes effect once."""
-    exe = _running(store, execution_id)
-    chart = app.get_chart(exe.definition_id, exe.definition_version)
-    known = sorted(chart.event_names())
-    if name.startswith(RESERVED_EVENT_PREFIX) or name not in known:
-        raise UnknownEvent(chart.id, name, known)
-    check_json(dict(data or {}), "event data")
-    event = Event(id=event_id or uuid.uuid4().hex, name=name, data=dict(data or {}), created_at=time.time())
-    return _delivered(transport, execution_id, event)
+    exe = _client.running(store.load(execution_id), execution_id)
+    event = _client.user_event(app.get_chart(exe.definition_id, exe.definition_version), name, data, event_id)
+    return _client.delivered(transport.send(execution_id, event), execution_id, event)
 
 
 def cancel_execution(store: ExecutionStore, transport: Transport, execution_id: str) -> Event:
     """Queue a cancel behind the events already sent: the execution stops, disarms its timers and cancels
     its children."""
-    _running(store, execution_id)
-    event = Event(id=f"{execution_id}:cancel", name=CANCEL_EVENT, created_at=time.time())
-    return _delivered(transport, execution_id, event)
+    _client.running(store.load(execution_id), execution_id)
+    event = _client.cancel_event(execution_id)
+    return _client.delivered(transport.send(execution_id, event), execution_id, event)
+
+
+def poll_until(look: Callable[[], T | None], what: str, timeout: float | None) -> T:
+    """What `look` returns once it returns something, looking again after growing pauses; WaitTimedOut after
+    `timeout` seconds (None: no limit). `what` says what is awaited: "execution 'x' is still running"."""
+    waiting = _client.Waiting(timeout)
+    while (found := look()) is None:
+        time.sleep(waiting.next_pause(what))
+    return found
+
+
+def wait_for_execution(
+    store: ExecutionStore, execution_id: str, *, timeout: float | None = None
+) -> Execution:
+    """The execution once it has finished (completed, failed or cancelled); WaitTimedOut after `timeout`
+    seconds (None: no limit)."""
+
+    def finished() -> Execution | None:
+        exe = _client.found(store.load(execution_id), execution_id)
+        return exe if _client.finished(exe) else None
+
+    return poll_until(finished, _client.still_running(execution_id), timeout)
+
+
+class Client:
+    """The calls above on one deployment, for programs: `Client.connect(url, app)`. `harel.aio.Client` is its
+    async twin."""
+
+    def __init__(self, store: ExecutionStore, transport: Transport, app: App | None = None) -> None:
+        self.store = store
+        self.transport = transport
+        self.app = app or App()
+        self._backend: Backend | None = None
+
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        app: App | None = None,
+        *,
+        deadline: float | None = 60.0,
+        allow_standalone: bool = False,
+    ) -> Client:
+        """Connect and run the start-up checks (DeploymentRefused on errors). Charts `app` does not register
+        are read from the catalog the workers publish to."""
+        backend = open_backend(url, allow_standalone=allow_standalone, deadline=deadline)
+        client = cls(backend.store, backend.transport, app)
+        client.app.use_catalog(backend.catalog)
+        client._backend = backend
+        return client
+
+    def start(self, chart_id: str, **options: Unpack[StartOptions]) -> Execution:
+        """A new execution of the chart's newest version (or the existing one with `execution_id`)."""
+        exe, _ = start_execution(self.store, self.transport, self.app, chart_id, **options)
+        return exe
+
+    def send(self, execution_id: str, name: str, **options: Unpack[SendOptions]) -> Event:
+        return send_event(self.store, self.transport, self.app, execution_id, name, **options)
+
+    def cancel(self, execution_id: str) -> Event:
+        return cancel_execution(self.store, self.transport, execution_id)
+
+    def status(self, execution_id: str) -> Execution:
+        return _client.found(self.store.load(execution_id), execution_id)
+
+    def wait(self, execution_id: str, *, timeout: float | None = None) -> Execution:
+        return wait_for_execution(self.store, execution_id, timeout=timeout)
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -361,3 +361,50 @@ class LocalServerError(HarelError):
         self.address = address
         self.reason = reason
         super().__init__(f"cannot listen on {address}: {reason}")
+
+
+# --- async actions and guards ------------------------------------------------------------------------
+
+
+class AsyncCallTimeout(HarelError):
+    """An `async def` action or guard did not finish within the worker's async timeout: it was cancelled and
+    the attempt failed (it is retried like any action that raises)."""
+
+    def __init__(self, what: str, timeout: float) -> None:
+        self.what = what
+        self.timeout = timeout
+        super().__init__(
+            f"async {what} did not finish within {timeout:g}s and was cancelled; make it faster, or give the "
+            "worker a longer --async-timeout (HAREL_ASYNC_TIMEOUT)"
+        )
+
+
+class AsyncUnavailable(HarelError):
+    """An `async def` action or guard was called where no worker's event loop runs (a bare
+    `interpreter.step`, a worker that was not started)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(
+            f"async {what} needs a running worker's event loop (Worker.start(), harel worker, harel dev); "
+            "none runs in this process"
+        )
+
+
+class WaitTimedOut(HarelError):
+    """A client waited as long as it was told to (`--timeout`); what it waited for goes on without it."""
+
+    def __init__(self, what: str, timeout: float) -> None:
+        self.what = what
+        self.timeout = timeout
+        super().__init__(f"{what} after {timeout:g}s; it goes on without this wait")
+
+
+class NotParked(HarelError):
+    """`harel dead retry|drop` of an execution that has no dead letter."""
+
+    def __init__(self, execution_id: str) -> None:
+        self.execution_id = execution_id
+        super().__init__(
+            f"execution {execution_id!r} has no dead letter: nothing of it waits for an operator"
+        )

@@ -30,6 +30,9 @@ class Heartbeats(Protocol):
 
     def remove(self, worker_id: str) -> None: ...
 
+    def served_charts(self, now: float, interval: float) -> set[str]:
+        """The chart versions live workers serve (by their beats' recency at server time `now`)."""
+
     def ensure_indexes(self) -> None: ...
 
 

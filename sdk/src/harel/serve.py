@@ -9,7 +9,7 @@ from pathlib import Path
 from types import FrameType
 
 from harel.app import App, load_app
-from harel.backend import open_backend
+from harel.backend import Backend, open_backend
 from harel.connection import Status
 from harel.health import HealthServer
 from harel.metrics import Metrics
@@ -20,13 +20,15 @@ from harel.worker import Worker, WorkerConfig
 log = logging.getLogger("harel.serve")
 
 
-def build_app(app_spec: str | None = None, charts_dir: str | Path | None = None) -> App:
-    """The user's App (`package.module:app`) and/or a directory of YAML charts, plus the smoke chart."""
+def build_app(app_spec: str | None = None, charts_dir: str | Path | None = None, *, runs: bool = True) -> App:
+    """The user's App (`package.module:app`) and/or a directory of YAML charts, plus the smoke chart. An App
+    that `runs` (a worker's) must register every action and guard its charts name; a client's need not."""
     app = load_app(app_spec) if app_spec else App()
     if charts_dir is not None:
         app.charts_dir(charts_dir)
     register_smoke(app)
-    app.validate()
+    if runs:
+        app.validate()
     return app
 
 
@@ -60,6 +62,29 @@ class Probes:
         return self.metrics.exposition()
 
 
+def stop_on_signals() -> threading.Event:
+    """An event SIGTERM and SIGINT set (instead of killing the process), for a graceful drain."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal received, draining", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
+def start_worker(backend: Backend, app: App, config: WorkerConfig, metrics: Metrics) -> Worker:
+    """Publish the App's charts to the deployment's catalog, then start a worker on it."""
+    backend.catalog.publish(app.charts)
+    worker = Worker(
+        backend.store, backend.transport, app, config=config, metrics=metrics, heartbeats=backend.heartbeats
+    )
+    worker.start()
+    return worker
+
+
 def serve(
     url: str,
     app: App,
@@ -78,14 +103,7 @@ def serve(
     """
     metrics = Metrics()
     probes = Probes(metrics)
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal received, draining", extra={"signal": signal.Signals(signum).name})
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     health = None
     if http_port is not None:
         health = HealthServer(
@@ -94,7 +112,6 @@ def serve(
         health.start()
     try:
         backend = open_backend(url, allow_standalone=allow_standalone, deadline=deadline)
-        backend.catalog.publish(app.charts)
         if backend.report is not None:
             for finding in backend.report.findings:
                 if finding.status is not Status.OK:
@@ -106,20 +123,11 @@ def serve(
                             "found": finding.found,
                         },
                     )
-        worker = Worker(
-            backend.store,
-            backend.transport,
-            app,
-            config=config,
-            metrics=metrics,
-            heartbeats=backend.heartbeats,
-        )
-        probes.worker = worker
+        probes.worker = worker = start_worker(backend, app, config, metrics)
         if backend.client is not None:
             probes.stats = DeploymentStats(
                 backend.client, backend.db_name, metrics, worker.clock, config.heartbeat_seconds
             )
-        worker.start()
         stop.wait()
         worker.stop()
         backend.close()

@@ -22,6 +22,9 @@ One claim, end to end (ARCHITECTURE.md):
 - The background relay only takes relay work left longer than its holder's time (a crashed worker's);
   one relay holds an execution's relay work at a time, so relays never repeat each other.
 - The timer sweep turns a due timer into an event in its own execution's mailbox in one update.
+- `async def` actions and guards run on the process's event loop (`harel.eventloop`), which a worker holds
+  from `start` to `stop`; each call is bounded by `async_timeout_seconds`, and one that times out fails the
+  attempt like an action that raises.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from harel.errors import (
     UnknownAction,
     UnknownChart,
 )
+from harel.eventloop import PROCESS_LOOP
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
 from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
@@ -104,6 +108,9 @@ class WorkerConfig:
     drain_seconds: float = 20.0
     trace: bool = True
     batch: int = 100
+    # An async action or guard that runs longer fails the attempt. Keep it well under the lease: a step that
+    # outlives its lease is stepped again by another worker.
+    async_timeout_seconds: float = 10.0
 
 
 @dataclass
@@ -115,6 +122,7 @@ class _Batch:
     steps: list[interpreter.Step] = field(default_factory=list)
     records: list[StepRecord] = field(default_factory=list)
     applied: list[Pending] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)  # seconds each step took, actions included
     failure: Failure | None = None
 
     def first(self, count: int) -> _Batch:
@@ -124,6 +132,7 @@ class _Batch:
             self.steps[:count],
             self.records[:count],
             self.applied[:count],
+            self.durations[:count],
         )
 
     @property
@@ -162,6 +171,7 @@ class Worker:
         self.clock = transport.clock
         self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.charts = [chart_key(chart.id, chart.version) for chart in app.charts]
+        self.registry = app.registry.on_loop(PROCESS_LOOP, self.config.async_timeout_seconds)
         self.started_at = time.time()
         self.counters = {"processed": 0, "conflicts": 0, "redeliveries": 0, "dead_lettered": 0}
         self._stopping = threading.Event()
@@ -174,6 +184,7 @@ class Worker:
         self._consumers: list[threading.Thread] = []
         self._last_loop = time.monotonic()
         self._degraded: str | None = None  # the deployment's last failure, until it answers again
+        self._holds_loop = False
 
     # --- one claim ---------------------------------------------------------------------------------
 
@@ -213,16 +224,18 @@ class Worker:
             now = self.clock.since(claim.server_time, observed)
             started = time.monotonic()
             try:
-                step = interpreter.step(chart, exe, pending.event, now, registry=self.app.registry)
+                step = interpreter.step(chart, exe, pending.event, now, registry=self.registry)
             except Exception as exc:
                 batch.failure = self._failure(claim, pending, exc, first=not batch.applied)
                 break
-            self.metrics.step_seconds.observe(time.monotonic() - started)
+            took = time.monotonic() - started
+            self.metrics.step_seconds.observe(took)
             self.metrics.queue_wait.observe(max(0.0, now - pending.at))
             exe = step.execution
             batch.executions.append(exe)
             batch.steps.append(step)
             batch.applied.append(pending)
+            batch.durations.append(took)
             batch.records.append(
                 StepRecord(pending.id, step.emits, step.spawns, step.trace if self.config.trace else None)
             )
@@ -345,7 +358,7 @@ class Worker:
 
     def _after_commit(self, batch: _Batch, parts: CommitParts) -> None:
         claim = batch.claim
-        for pending, step in zip(batch.applied, batch.steps, strict=True):
+        for pending, step, took in zip(batch.applied, batch.steps, batch.durations, strict=True):
             self._count("processed")
             if step.handled:
                 self.metrics.events.labels(kind=_kind(pending.event.name)).inc()
@@ -363,6 +376,7 @@ class Worker:
                     "event_id": pending.id,
                     "from": ",".join(step.trace.get("from", [])) or "-",
                     "to": ",".join(step.trace.get("to", [])) or "-",
+                    "duration_ms": round(took * 1000, 3),
                     "reason": step.trace.get("reason"),
                 },
             )
@@ -514,6 +528,8 @@ class Worker:
     # --- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> None:
+        PROCESS_LOOP.acquire()
+        self._holds_loop = True
         if not self.charts:
             log.warning("no chart registered: this worker serves nothing", extra={"worker_id": self.id})
         for n in range(self.config.concurrency):
@@ -556,6 +572,9 @@ class Worker:
         for thread in self._threads:
             if thread not in self._consumers:
                 thread.join()
+        if self._holds_loop:
+            PROCESS_LOOP.release()
+            self._holds_loop = False
         if self.heartbeats is not None:
             try:
                 self.heartbeats.remove(self.id)

@@ -35,7 +35,8 @@ from harel.errors import ConnectionFailed
 @json_option
 def check_command(target: str | None, connection: Connection, out: Output) -> int:
     """Check a deployment against the start-up rules: every finding, with the fix for each error and
-    warning. URL defaults to --url / HAREL_MONGO_URL / HAREL_MONGO_URL_FILE. Changes nothing."""
+    warning. URL defaults to --url / HAREL_MONGO_URL / HAREL_MONGO_URL_FILE / the store of a running
+    `harel dev`. Changes nothing."""
     url = target or connection.url
     if embedded_backend(url):
         report = embedded_report(url)

@@ -1,10 +1,9 @@
-"""`harel start | send | cancel | status | list | trace`: what clients do to executions on a deployment."""
+"""`harel start | send | cancel | list`: what clients do to executions on a deployment, and (with --wait) what
+came of it."""
 
 from __future__ import annotations
 
-import time
 from contextlib import closing
-from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -14,18 +13,25 @@ from rich.text import Text
 from harel.app import App
 from harel.backend import Backend
 from harel.cli.exits import Exit, epilog
-from harel.cli.options import JSON_OBJECT, NON_EMPTY, app_options, connection_options, json_option
-from harel.cli.output import Output, pairs, styled, table
+from harel.cli.observe import served_charts
+from harel.cli.options import (
+    JSON_OBJECT,
+    NON_EMPTY,
+    POSITIVE_SECONDS,
+    app_options,
+    connection_options,
+    json_option,
+)
+from harel.cli.output import Output, styled, table
 from harel.cli.settings import Connection
-from harel.client import cancel_execution, send_event, start_execution
+from harel.cli.views import ended, fate_line, finished_well, unserved, when
+from harel.client import cancel_execution, poll_until, send_event, start_execution, wait_for_execution
 from harel.errors import InvalidArgument, UnknownChart, UnknownExecution
-from harel.model import Execution, ExecutionPage, ExecutionStatus
+from harel.inspection import Disposition, EventFate, Stage, event_fate, mailbox_of
+from harel.model import Event, Execution, ExecutionPage, ExecutionStatus
 
 DEFAULT_PAGE = 20
-
-
-def when(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+WAITS = (Exit.FAILED, Exit.TIMED_OUT)
 
 
 def load(backend: Backend, execution_id: str) -> Execution:
@@ -43,11 +49,33 @@ def unpublished(error: UnknownChart, what: str) -> InvalidArgument:
     )
 
 
+def wait_options(what: str) -> Any:
+    """`--wait` and `--timeout`, handed to the command as `wait: bool` and `timeout: float | None`."""
+
+    def decorate(command: Any) -> Any:
+        command = click.option(
+            "--timeout",
+            type=POSITIVE_SECONDS,
+            metavar="SECONDS",
+            help="with --wait: give up after this long (exit 6); the execution goes on [default: no limit]",
+        )(command)
+        return click.option("--wait", is_flag=True, help=f"wait until {what}")(command)
+
+    return decorate
+
+
+def waiting_note(out: Output, text: str) -> None:
+    """Said only to a person at a terminal: a script knows what it asked for."""
+    if out.err.is_terminal:
+        out.note(f"{text}; Ctrl-C stops waiting, not the execution")
+
+
 # --- start / send / cancel -----------------------------------------------------------------------------------
 
 
 @click.command(
-    short_help="start an execution of a chart", epilog=epilog(Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED)
+    short_help="start an execution of a chart",
+    epilog=epilog(Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED, *WAITS),
 )
 @click.argument("chart")
 @click.option(
@@ -64,6 +92,7 @@ def unpublished(error: UnknownChart, what: str) -> InvalidArgument:
     metavar="ID",
     help="the execution's id; an idempotency key: starting it again returns the same execution",
 )
+@wait_options("the execution finishes; the exit code says how (0 completed, 1 failed or cancelled)")
 @app_options
 @connection_options
 @json_option
@@ -71,12 +100,14 @@ def start(
     chart: str,
     context: dict[str, Any] | None,
     execution_id: str | None,
+    wait: bool,
+    timeout: float | None,
     app: App,
     connection: Connection,
     out: Output,
 ) -> int:
     """Start an execution of CHART: its newest version from --charts/--app, else the newest version a
-    worker published."""
+    worker published. With --wait, wait until it finishes."""
     with closing(connection.open_shared("start")) as backend:
         app.use_catalog(backend.catalog)
         try:
@@ -85,25 +116,36 @@ def start(
             )
         except UnknownChart as error:
             raise unpublished(error, "it can be started") from None
+        if not out.json:
+            outcome = (
+                styled("started") if created else Text("already exists; nothing started", style="yellow")
+            )
+            out.show(
+                Text.assemble(f"{exe.id} ", outcome, f" ({exe.definition_id} v{exe.definition_version})")
+            )
+        final = None
+        if wait:
+            waiting_note(out, f"waiting for {exe.id} to finish")
+            final = wait_for_execution(backend.store, exe.id, timeout=timeout)
     if out.json:
-        out.document(
-            {
-                "id": exe.id,
-                "created": created,
-                "definition_id": exe.definition_id,
-                "definition_version": exe.definition_version,
-                "status": exe.status.value,
-            }
-        )
-    else:
-        outcome = styled("started") if created else Text("already exists; nothing started", style="yellow")
-        out.show(Text.assemble(f"{exe.id} ", outcome, f" ({exe.definition_id} v{exe.definition_version})"))
-    return Exit.OK
+        document: dict[str, Any] = {
+            "id": exe.id,
+            "created": created,
+            "definition_id": exe.definition_id,
+            "definition_version": exe.definition_version,
+            "status": (final or exe).status.value,
+        }
+        if final is not None:
+            document["configuration"] = final.configuration
+        out.document(document)
+    elif final is not None:
+        out.show(ended(final))
+    return Exit.OK if final is None or finished_well(final) else Exit.FAILED
 
 
 @click.command(
     short_help="send an event to an execution",
-    epilog=epilog(Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED, Exit.NOT_FOUND),
+    epilog=epilog(Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED, Exit.NOT_FOUND, *WAITS),
 )
 @click.argument("execution_id", metavar="ID")
 @click.argument("event", metavar="EVENT")
@@ -120,6 +162,10 @@ def start(
     metavar="EVENT_ID",
     help="the event's id; sending the same id again takes effect once",
 )
+@wait_options(
+    "a worker applied the event, and say whether it was handled, forwarded to the regions or ignored "
+    "(exit 1 when ignored or dead-lettered)"
+)
 @app_options
 @connection_options
 @json_option
@@ -128,11 +174,14 @@ def send(
     event: str,
     data: dict[str, Any] | None,
     event_id: str | None,
+    wait: bool,
+    timeout: float | None,
     app: App,
     connection: Connection,
     out: Output,
 ) -> int:
-    """Send EVENT to the execution ID. The event name is checked against the chart the execution pinned."""
+    """Send EVENT to the execution ID. The event name is checked against the chart the execution pinned.
+    With --wait, wait until a worker applied it and say what it did."""
     with closing(connection.open_shared("send")) as backend:
         app.use_catalog(backend.catalog)
         try:
@@ -141,13 +190,60 @@ def send(
             )
         except UnknownChart as error:
             raise unpublished(error, "the event name can be checked") from None
+        if not out.json:
+            out.show(Text.assemble("queued ", (sent.name, "bold"), f" ({sent.id}) for {execution_id}"))
+        fate = wait_for_event(backend, execution_id, sent, out, timeout) if wait else None
     if out.json:
-        out.document(
-            {"execution_id": execution_id, "event": sent.model_dump(mode="json"), "outcome": "queued"}
-        )
-    else:
-        out.show(Text.assemble("queued ", (sent.name, "bold"), f" ({sent.id}) for {execution_id}"))
-    return Exit.OK
+        document: dict[str, Any] = {
+            "execution_id": execution_id,
+            "event": sent.model_dump(mode="json"),
+            "outcome": "queued" if fate is None else outcome_name(fate),
+        }
+        if fate is not None:
+            document.update({"step": fate.step, "forwarded_to": list(fate.forwarded_to), "error": fate.error})
+        out.document(document)
+    elif fate is not None:
+        out.show(fate_line(execution_id, sent.name, fate))
+    if fate is None:
+        return Exit.OK
+    return Exit.FAILED if fate.stage is Stage.DEAD or fate.disposition is Disposition.IGNORED else Exit.OK
+
+
+def outcome_name(fate: EventFate) -> str:
+    if fate.stage is Stage.DEAD:
+        return "dead-lettered"
+    return fate.disposition.value if fate.disposition is not None else "applied"
+
+
+def wait_for_event(
+    backend: Backend, execution_id: str, event: Event, out: Output, timeout: float | None
+) -> EventFate:
+    """The event's fate once a worker applied it (or dead-lettered it). Says on stderr, once each, when an
+    attempt failed and when no live worker serves the execution's chart."""
+    waiting_note(out, f"waiting for a worker to apply {event.name}")
+    said: set[str] = set()
+
+    def settled() -> EventFate | None:
+        document = backend.store.document(execution_id)
+        if document is None:
+            raise UnknownExecution(execution_id)
+        fate = event_fate(document, event.id)
+        if fate.stage is not Stage.WAITING:
+            return fate
+        box = mailbox_of(document)
+        notes = []
+        if fate.attempts:
+            notes.append(f"attempt {fate.attempts} at {event.name} failed: {fate.error}; it is retried")
+        served = None if box.leased else served_charts(backend)
+        if served is not None and box.chart not in served:
+            notes.append(unserved(box.chart, served))
+        for note in notes:
+            if note not in said:
+                said.add(note)
+                out.note(note)
+        return None
+
+    return poll_until(settled, f"{event.name} ({event.id}) is not applied yet at {execution_id}", timeout)
 
 
 @click.command(
@@ -168,52 +264,7 @@ def cancel(execution_id: str, connection: Connection, out: Output) -> int:
     return Exit.OK
 
 
-# --- status / list / trace -----------------------------------------------------------------------------------
-
-
-@click.command(
-    short_help="show an execution: status, active states, children, timers",
-    epilog=epilog(Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED, Exit.NOT_FOUND),
-)
-@click.argument("execution_id", metavar="ID")
-@click.option("--document", is_flag=True, help="print the stored MongoDB document as it is (JSON)")
-@connection_options
-@json_option
-def status(execution_id: str, document: bool, connection: Connection, out: Output) -> int:
-    """Show the execution ID: status, active states, children, timers with their time to fire."""
-    with closing(connection.open_shared("status")) as backend:
-        exe = load(backend, execution_id)
-        stored = backend.store.document(execution_id) if document else None  # type: ignore[attr-defined]
-    if stored is not None:
-        out.document(stored)
-    elif out.json:
-        out.document(exe.model_dump(mode="json"))
-    else:
-        out.show(status_view(exe, time.time()))
-    return Exit.OK
-
-
-def status_view(exe: Execution, now: float) -> RenderableType:
-    rows: list[tuple[str, RenderableType]] = [
-        ("execution", exe.id),
-        ("chart", f"{exe.definition_id} v{exe.definition_version}"),
-        ("status", Text.assemble(styled(exe.status.value), f" (version {exe.version})")),
-        ("active", ", ".join(exe.configuration) or "-"),
-    ]
-    if exe.parent_id:
-        rows.append(("parent", f"{exe.parent_id} (region {exe.root_path})"))
-    for n, (child_id, child) in enumerate(sorted(exe.children.items())):
-        rows.append(("children" if n == 0 else "", f"{child_id}  {'done' if child.done else 'running'}"))
-    for n, (path, fire_at) in enumerate(sorted(exe.timers.items(), key=lambda t: t[1])):
-        due = fire_at - now
-        rows.append(
-            (
-                "timers" if n == 0 else "",
-                f"{path}  {f'fires in {due:.1f}s' if due > 0 else f'due {-due:.1f}s ago'}",
-            )
-        )
-    rows.append(("updated", when(exe.updated_at)))
-    return pairs(rows)
+# --- list ------------------------------------------------------------------------------------------------
 
 
 @click.command(
@@ -280,37 +331,4 @@ def list_view(page: ExecutionPage) -> RenderableType:
     return rows
 
 
-@click.command(
-    short_help="show the steps an execution recorded",
-    epilog=epilog(Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED, Exit.NOT_FOUND),
-)
-@click.argument("execution_id", metavar="ID")
-@connection_options
-@json_option
-def trace(execution_id: str, connection: Connection, out: Output) -> int:
-    """Show the steps the execution ID recorded: each event, the states before and after."""
-    with closing(connection.open_shared("trace")) as backend:
-        load(backend, execution_id)
-        steps = backend.store.read_trace(execution_id)
-    if out.json:
-        out.document(steps)
-    else:
-        out.show(trace_view(steps))
-    return Exit.OK
-
-
-def trace_view(steps: list[dict[str, Any]]) -> RenderableType:
-    rows = table("#", "at", "event", "from", "to", "note")
-    for step in steps:
-        rows.add_row(
-            str(step["index"]),
-            when(step["at"]),
-            step["event"],
-            ",".join(step.get("from", [])) or "-",
-            ",".join(step.get("to", [])) or "-",
-            "" if step.get("handled") else Text(f"ignored: {step.get('reason')}", style="yellow"),
-        )
-    return rows
-
-
-COMMANDS = (start, send, cancel, status, list_, trace)
+COMMANDS = (start, send, cancel, list_)

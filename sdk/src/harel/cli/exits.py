@@ -17,11 +17,15 @@ from harel.errors import (
     InvalidContext,
     InvalidExecutionId,
     InvalidURL,
+    LocalDataError,
+    LocalServerError,
     MailboxFull,
+    NotParked,
     UnknownAction,
     UnknownChart,
     UnknownEvent,
     UnknownExecution,
+    WaitTimedOut,
 )
 
 
@@ -32,17 +36,20 @@ class Exit(IntEnum):
     UNREACHABLE = 3
     REFUSED = 4
     NOT_FOUND = 5
+    TIMED_OUT = 6
     INTERRUPTED = 130
 
 
 MEANING: dict[Exit, str] = {
     Exit.OK: "ok",
-    Exit.FAILED: "the operation ran and failed (smoke failed, check found errors)",
+    Exit.FAILED: "the operation ran and failed (smoke or check failed; what --wait, --watch or --follow "
+    "waited for failed, was cancelled, ignored or dead-lettered)",
     Exit.USAGE: "bad input: a bad option, URL, JSON, chart, app or event, a finished execution",
     Exit.UNREACHABLE: "the deployment did not answer before the deadline, or stopped answering",
     Exit.REFUSED: "refused by the start-up checks (`harel check` shows why), or the deployment rejected the "
     "client (authentication, TLS)",
     Exit.NOT_FOUND: "no such execution",
+    Exit.TIMED_OUT: "gave up waiting after --timeout; what it waited for goes on",
     Exit.INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -60,6 +67,10 @@ EXIT_CODES: tuple[tuple[type[HarelError], Exit], ...] = (
     (InvalidContext, Exit.USAGE),
     (MailboxFull, Exit.FAILED),
     (EndpointUnavailable, Exit.USAGE),
+    (LocalServerError, Exit.USAGE),
+    (LocalDataError, Exit.USAGE),
+    (NotParked, Exit.USAGE),
+    (WaitTimedOut, Exit.TIMED_OUT),
     (ConnectionFailed, Exit.UNREACHABLE),
     (DeploymentRefused, Exit.REFUSED),
     (ConnectionRejected, Exit.REFUSED),

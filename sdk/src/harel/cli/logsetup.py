@@ -1,7 +1,7 @@
 """Log lines on stderr: HAREL_LOG_LEVEL and HAREL_LOG_FORMAT, checked before anything is logged.
 
-By default the worker logs at INFO, in JSON lines unless stderr is a terminal; the demo only errors (its own
-output tells the story); the other commands warnings, as text. Either variable overrides that.
+By default the worker logs at INFO, in JSON lines unless stderr is a terminal; `harel dev` at INFO, as text;
+the demo only errors (its own output tells the story); the other commands warnings, as text. Either variable overrides that.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ LEVEL_VARIABLE = "HAREL_LOG_LEVEL"
 FORMAT_VARIABLE = "HAREL_LOG_FORMAT"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FORMATS = ("text", "json")
-DEFAULT_LEVELS = {"worker": "INFO", "demo": "ERROR"}
+DEFAULT_LEVELS = {"worker": "INFO", "dev": "INFO", "demo": "ERROR"}
 DEFAULT_LEVEL = "WARNING"
 
 

@@ -17,7 +17,7 @@ from click.shell_completion import get_completion_class
 from pymongo.errors import PyMongoError
 
 from harel import __version__
-from harel.cli import demo, deployment, executions, worker
+from harel.cli import charts, dead, demo, deployment, dev, executions, observe, worker
 from harel.cli.exits import MEANING, Exit, exit_code_for
 from harel.cli.logsetup import FORMAT_VARIABLE, LEVEL_VARIABLE, configure
 from harel.cli.options import Invocation, dev_option, pass_connection_to_root, url_option
@@ -28,6 +28,9 @@ from harel.errors import (
     DeploymentRefused,
     ExecutionFinished,
     HarelError,
+    LocalDataError,
+    LocalServerError,
+    NotParked,
     UnknownExecution,
 )
 
@@ -44,9 +47,10 @@ ROOT_EPILOG = "\n".join(
         "Environment:",
         f"  {URL_VARIABLE:<22} the deployment's URL (--url)",
         f"  {URL_FILE_VARIABLE:<22} a file holding the URL, read when neither is given",
+        "  (none of them)         the store of a `harel dev` running here or above (.harel/dev.json), said on stderr",
         f"  {DEADLINE_VARIABLE:<22} seconds to wait for the deployment (--deadline; 0: indefinitely)",
         f"  {DEV_VARIABLE:<22} 1: accept a standalone server, loudly (--dev)",
-        f"  {LEVEL_VARIABLE:<22} DEBUG, INFO, WARNING, ERROR (worker: INFO, demo: ERROR, others: WARNING)",
+        f"  {LEVEL_VARIABLE:<22} DEBUG, INFO, WARNING, ERROR (worker, dev: INFO, demo: ERROR, others: WARNING)",
         f"  {FORMAT_VARIABLE:<22} text or json (worker: json unless stderr is a terminal)",
         "  NO_COLOR               set: no colour, even on a terminal",
         "",
@@ -91,7 +95,7 @@ def harel(ctx: click.Context, url: str | None, dev: bool) -> None:
     configure(called.command)
 
 
-for _module in (worker, executions, demo, deployment):
+for _module in (worker, dev, executions, observe, dead, charts, demo, deployment):
     for _command in _module.COMMANDS:
         harel.add_command(_command)
 
@@ -100,6 +104,12 @@ def explain(error: HarelError) -> str:
     """The error's message, with the next step where the error itself cannot know it."""
     if isinstance(error, UnknownExecution):
         return f"{error}; `harel list` shows the executions there"
+    if isinstance(error, LocalServerError):
+        return f"{error}; stop what holds the port, or choose another with --port (0 takes a free one)"
+    if isinstance(error, LocalDataError):
+        return f"{error}; give --data a file harel dev wrote, or a new path"
+    if isinstance(error, NotParked):
+        return f"{error}; `harel dead list` shows the executions that have one"
     if isinstance(error, ExecutionFinished):
         return f"{error}; `harel status {error.execution_id}` shows how it ended"
     if isinstance(error, ConnectionFailed):
@@ -124,8 +134,8 @@ def report(called: Invocation, as_json: bool, kind: str, message: str, code: Exi
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    called = Invocation()
     as_json = "--json" in arguments
+    called = Invocation(as_json=as_json)
     try:
         result = harel.main(args=arguments, prog_name="harel", standalone_mode=False, obj=called)
     except click.exceptions.NoArgsIsHelpError as error:

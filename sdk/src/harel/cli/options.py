@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -18,9 +19,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from rich.text import Text
 
 from harel.app import App
-from harel.cli.output import Output
+from harel.cli.output import Output, make_console
 from harel.cli.settings import (
     DEADLINE_VARIABLE,
     DEV_VARIABLE,
@@ -29,6 +31,7 @@ from harel.cli.settings import (
     resolve,
 )
 from harel.serve import build_app
+from harel.worker import WorkerConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,6 +45,7 @@ class Invocation:
     url: str = ""
     root_url: str | None = None
     root_dev: bool = False
+    as_json: bool = False
 
 
 def invocation() -> Invocation:
@@ -138,7 +142,8 @@ url_option = click.option(
     "--url",
     metavar="URL",
     help=f"mongodb://, mongodb+srv://, mongomock:// or memory:// [env var: {URL_VARIABLE}, else the file "
-    f"{URL_FILE_VARIABLE} names; default: mongomock://]",
+    f"{URL_FILE_VARIABLE} names, else the store of a running `harel dev` (.harel/dev.json here or above); "
+    "default: mongomock://]",
 )
 dev_option = click.option(
     "--dev",
@@ -149,6 +154,46 @@ dev_option = click.option(
 )
 
 
+concurrency_option = click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    metavar="N",
+    default=2,
+    show_default=True,
+    envvar="HAREL_CONCURRENCY",
+    show_envvar=True,
+    help="events handled at once",
+)
+
+
+def async_timeout_option(function: F) -> F:
+    return click.option(
+        "--async-timeout",
+        type=POSITIVE_SECONDS,
+        envvar="HAREL_ASYNC_TIMEOUT",
+        show_envvar=True,
+        help="seconds an `async def` action or guard may run; one that runs longer is cancelled and the "
+        f"attempt fails (it is retried); under half of the lease [default: "
+        f"{WorkerConfig.async_timeout_seconds:g}, or a third of the lease when that is less]",
+    )(function)
+
+
+def worker_config(*, async_timeout: float | None, **settings: Any) -> WorkerConfig:
+    """The worker's settings, refused where they contradict each other."""
+    config = WorkerConfig(**settings)
+    if async_timeout is None:
+        return dataclasses.replace(
+            config, async_timeout_seconds=min(config.async_timeout_seconds, config.lease_seconds / 3)
+        )
+    if async_timeout >= config.lease_seconds / 2:
+        raise click.UsageError(
+            f"--async-timeout {async_timeout:g} must be under half of --lease-seconds "
+            f"({config.lease_seconds:g}): a step that outlives its lease is applied again by another worker; "
+            "shorten the one or lengthen the other"
+        )
+    return dataclasses.replace(config, async_timeout_seconds=async_timeout)
+
+
 def connection_options(function: F) -> F:
     """`--url`, `--dev`, `--deadline`, resolved into one `connection: Connection` argument."""
 
@@ -157,6 +202,10 @@ def connection_options(function: F) -> F:
         called = invocation()
         connection = resolve(url or called.root_url, dev or called.root_dev, deadline)
         called.url = connection.url
+        if connection.dev_store is not None and not called.as_json:
+            running = connection.dev_store
+            note = f"harel: using the store of harel dev (pid {running.pid}): {running.url}"
+            make_console(stderr=True).print(Text(note, style="dim"), soft_wrap=True)
         return function(*args, connection=connection, **kwargs)
 
     deadline_option = click.option(
@@ -182,33 +231,39 @@ def json_option(function: F | None = None, *, help: str = "print one JSON docume
     return decorate(function) if function is not None else decorate
 
 
-def app_options(function: F) -> F:
-    """`--app` and `--charts`, loaded into one `app: App` argument."""
+def app_options(function: F | None = None, *, runs: bool = False) -> Any:
+    """`--app` and `--charts`, loaded into one `app: App` argument. With `runs` (a worker's App) every action
+    and guard its charts name must be registered; a client's App only gives charts."""
 
-    @functools.wraps(function)
-    def run(*args: Any, app_spec: str | None, charts: Path | None, **kwargs: Any) -> Any:
-        return function(*args, app=load_application(app_spec, charts), **kwargs)
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def run(*args: Any, app_spec: str | None, charts: Path | None, **kwargs: Any) -> Any:
+            return command(*args, app=load_application(app_spec, charts, runs=runs), **kwargs)
 
-    app_option = click.option(
-        "--app",
-        "app_spec",
-        metavar="MODULE:APP",
-        help="your App (charts, actions, guards), imported from the current folder, e.g. orders.app:app",
-    )
-    charts_option = click.option(
-        "--charts",
-        type=click.Path(exists=True, file_okay=False, path_type=Path),
-        metavar="DIR",
-        help="a folder of YAML/JSON charts",
-    )
-    return app_option(charts_option(run))  # type: ignore[return-value]
+        return app_option(charts_option(run))  # type: ignore[return-value]
+
+    return decorate(function) if function is not None else decorate
 
 
-def load_application(app_spec: str | None, charts: Path | None) -> App:
+app_option = click.option(
+    "--app",
+    "app_spec",
+    metavar="MODULE:APP",
+    help="your App (charts, actions, guards), imported from the current folder, e.g. orders.app:app",
+)
+charts_option = click.option(
+    "--charts",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="a folder of YAML/JSON charts",
+)
+
+
+def load_application(app_spec: str | None, charts: Path | None, *, runs: bool = True) -> App:
     """The App from `--app` (importable from the current folder, as uvicorn and celery do) and `--charts`."""
     if app_spec and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    return build_app(app_spec, charts)
+    return build_app(app_spec, charts, runs=runs)
 
 
 def pass_connection_to_root(url: str | None, dev: bool) -> None:

@@ -1,7 +1,8 @@
 """Where a command finds its deployment, and how long it waits for it.
 
 The URL, first found: `--url`; `HAREL_MONGO_URL`; the file `HAREL_MONGO_URL_FILE` names (a secret mounted as a
-file); else the embedded `mongomock://`. The deadline: `--deadline`, else `HAREL_CONNECT_DEADLINE`, else 60
+file); the store of a `harel dev` running for the current folder or one above it (`.harel/dev.json`,
+`harel.cli.devstate`); else the embedded `mongomock://`. The deadline: `--deadline`, else `HAREL_CONNECT_DEADLINE`, else 60
 seconds; 0 waits for the deployment indefinitely.
 """
 
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harel.backend import DEFAULT_URL, Backend, is_embedded, open_backend
+from harel.cli import devstate
+from harel.cli.devstate import DevStore
 from harel.errors import InvalidArgument
 
 URL_VARIABLE = "HAREL_MONGO_URL"
@@ -27,9 +30,10 @@ class Connection:
     """The deployment one command talks to. `deadline` None: wait for it indefinitely."""
 
     url: str
-    source: str  # "--url", the variable it came from, or "default"
+    source: str  # "--url", the variable it came from, "harel dev", or "default"
     dev: bool
     deadline: float | None
+    dev_store: DevStore | None = None  # the running `harel dev` whose store this is
 
     @property
     def embedded(self) -> bool:
@@ -47,22 +51,28 @@ class Connection:
             raise InvalidArgument(
                 "--url",
                 f"{self.url} ({given}an in-process store) lives only as long as this `harel {command}`, so "
-                f"other processes can neither see nor serve it; give the deployment's URL with --url, "
-                f"{URL_VARIABLE} or {URL_FILE_VARIABLE} (`harel demo` runs a whole workflow in one process)",
+                f"other processes can neither see nor serve it; run `harel dev` in this folder, or give the "
+                f"deployment's URL with --url, {URL_VARIABLE} or {URL_FILE_VARIABLE} (`harel demo` runs a "
+                "whole workflow in one process)",
             )
         return self.open()
 
 
-def resolve_url(option: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
-    """The URL and where it came from."""
+def resolve_url(
+    option: str | None, environ: Mapping[str, str], folder: Path
+) -> tuple[str, str, DevStore | None]:
+    """The URL, where it came from, and the running `harel dev` it belongs to (if it does)."""
     if option:
-        return option, "--url"
+        return option, "--url", None
     if environ.get(URL_VARIABLE):
-        return environ[URL_VARIABLE], URL_VARIABLE
+        return environ[URL_VARIABLE], URL_VARIABLE, None
     path = environ.get(URL_FILE_VARIABLE)
     if path:
-        return _read_url_file(Path(path)), URL_FILE_VARIABLE
-    return DEFAULT_URL, "default"
+        return _read_url_file(Path(path)), URL_FILE_VARIABLE, None
+    running = devstate.find(folder)
+    if running is not None:
+        return running.url, "harel dev", running
+    return DEFAULT_URL, "default", None
 
 
 def _read_url_file(path: Path) -> str:
@@ -87,8 +97,12 @@ def resolve_deadline(option: float | None) -> float | None:
 
 
 def resolve(
-    url: str | None, dev: bool, deadline: float | None, environ: Mapping[str, str] | None = None
+    url: str | None,
+    dev: bool,
+    deadline: float | None,
+    environ: Mapping[str, str] | None = None,
+    folder: Path | None = None,
 ) -> Connection:
     environ = os.environ if environ is None else environ
-    resolved, source = resolve_url(url, environ)
-    return Connection(resolved, source, dev, resolve_deadline(deadline))
+    resolved, source, dev_store = resolve_url(url, environ, Path.cwd() if folder is None else folder)
+    return Connection(resolved, source, dev, resolve_deadline(deadline), dev_store)

@@ -9,12 +9,20 @@ import click
 from harel.app import App
 from harel.cli.exits import Exit, epilog
 from harel.cli.logsetup import configure
-from harel.cli.options import POSITIVE_SECONDS, SECONDS, app_options, connection_options, json_option
+from harel.cli.options import (
+    POSITIVE_SECONDS,
+    SECONDS,
+    app_options,
+    async_timeout_option,
+    concurrency_option,
+    connection_options,
+    json_option,
+    worker_config,
+)
 from harel.cli.output import Output
 from harel.cli.settings import Connection
 from harel.serve import serve
 from harel.transport.base import DEFAULT_LEASE_SECONDS
-from harel.worker import WorkerConfig
 
 log = logging.getLogger("harel.cli")
 
@@ -23,17 +31,8 @@ log = logging.getLogger("harel.cli")
     short_help="run a worker: claim events, step them, relay, fire timers",
     epilog=epilog(Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED),
 )
-@app_options
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    metavar="N",
-    default=2,
-    show_default=True,
-    envvar="HAREL_CONCURRENCY",
-    show_envvar=True,
-    help="events handled at once",
-)
+@app_options(runs=True)
+@concurrency_option
 @click.option(
     "--http-port",
     type=click.IntRange(0, 65535),
@@ -71,6 +70,7 @@ log = logging.getLogger("harel.cli")
     show_envvar=True,
     help="how long a claimed event is reserved before another worker may take it",
 )
+@async_timeout_option
 @click.option("--no-trace", is_flag=True, help="do not record execution traces (the smoke check needs them)")
 @connection_options
 @json_option(help="log JSON lines (HAREL_LOG_FORMAT=json)")
@@ -81,25 +81,31 @@ def worker(
     http_host: str,
     drain_seconds: float,
     lease_seconds: float,
+    async_timeout: float | None,
     no_trace: bool,
     connection: Connection,
     out: Output,
 ) -> int:
     """Run a worker: claim events for the App's charts, step them, relay, fire timers, until SIGTERM; then
-    drain. Logs go to stderr (HAREL_LOG_LEVEL, HAREL_LOG_FORMAT). With --deadline 0 it waits for the
-    deployment indefinitely, /readyz answering "not ready" meanwhile."""
+    drain. `async def` actions and guards run on the worker's event loop, each for at most --async-timeout.
+
+    Logs go to stderr: HAREL_LOG_LEVEL (DEBUG, INFO, WARNING, ERROR; default INFO: one line per applied
+    event with its execution, event, states and duration) and HAREL_LOG_FORMAT (text or json; default json
+    unless stderr is a terminal). With --deadline 0 it waits for the deployment indefinitely, /readyz
+    answering "not ready" meanwhile."""
     if out.json:
         configure("worker", json_lines=True)
     if connection.embedded:
         log.warning(
             "worker on %s: its store lives inside this process, so no other process can reach it; "
-            "give --url or HAREL_MONGO_URL a mongodb:// deployment (or use `harel demo`)",
+            "give --url or HAREL_MONGO_URL a mongodb:// deployment, or run `harel dev` for a local one",
             connection.url,
         )
-    config = WorkerConfig(
+    config = worker_config(
         concurrency=concurrency,
         drain_seconds=drain_seconds,
         lease_seconds=lease_seconds,
+        async_timeout=async_timeout,
         trace=not no_trace,
     )
     return serve(

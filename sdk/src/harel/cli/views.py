@@ -1,0 +1,195 @@
+"""How executions, their mailboxes, their traces and an event's fate are shown, as text and as JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from harel.cli.output import pairs, styled, table
+from harel.inspection import Disposition, EventFate, Mailbox, Stage, disposition_of
+from harel.model import Execution, ExecutionStatus
+
+# Widths `trace --follow` fixes, so rows printed as they come line up under the header.
+TRACE_WIDTHS = {"#": 4, "at": 24, "event": 12, "from": 12, "to": 12}
+
+
+def when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def chart_name(key: str) -> str:
+    """`order@1` as people read it: `order v1`."""
+    chart_id, _, version = key.rpartition("@")
+    return f"{chart_id} v{version}"
+
+
+def ended(exe: Execution) -> Text:
+    """`order-42 completed in delivered`: how a finished execution ended."""
+    where = ", ".join(exe.configuration) or "-"
+    return Text.assemble(
+        f"{exe.id} ", styled(exe.status.value), f" in {where} ({exe.definition_id} v{exe.definition_version})"
+    )
+
+
+# --- status ----------------------------------------------------------------------------------------------
+
+
+def status_view(exe: Execution, box: Mailbox | None, served: set[str] | None, now: float) -> RenderableType:
+    """`served`: the chart versions live workers serve (None: not read, as nothing waits)."""
+    rows: list[tuple[str, RenderableType]] = [
+        ("execution", exe.id),
+        ("chart", f"{exe.definition_id} v{exe.definition_version}"),
+        ("status", Text.assemble(styled(exe.status.value), f" (version {exe.version})")),
+        ("active", ", ".join(exe.configuration) or "-"),
+    ]
+    if exe.parent_id:
+        rows.append(("parent", f"{exe.parent_id} (region {exe.root_path})"))
+    for n, (child_id, child) in enumerate(sorted(exe.children.items())):
+        rows.append(("children" if n == 0 else "", f"{child_id}  {'done' if child.done else 'running'}"))
+    for n, (path, fire_at) in enumerate(sorted(exe.timers.items(), key=lambda t: t[1])):
+        due = fire_at - now
+        rows.append(
+            (
+                "timers" if n == 0 else "",
+                f"{path}  {f'fires in {due:.1f}s' if due > 0 else f'due {-due:.1f}s ago'}",
+            )
+        )
+    if box is not None:
+        rows += mailbox_rows(exe.id, box, served)
+    rows.append(("updated", when(exe.updated_at)))
+    return pairs(rows)
+
+
+def mailbox_rows(
+    execution_id: str, box: Mailbox, served: set[str] | None
+) -> list[tuple[str, RenderableType]]:
+    if not box.pending:
+        return [("mailbox", "empty")]
+    names = ", ".join(p.event.name for p in box.pending)
+    rows: list[tuple[str, RenderableType]] = [("mailbox", f"{len(box.pending)} waiting: {names}")]
+    if box.parked is not None:
+        dead = box.parked
+        rows.append(
+            (
+                "dead letter",
+                Text(
+                    f"{dead.event_name} ({dead.event_id}) after {dead.attempts} attempts: {dead.error}",
+                    "bold red",
+                ),
+            )
+        )
+        rows.append(
+            (
+                "",
+                f"the events behind it wait: `harel dead retry {execution_id}` or `harel dead drop {execution_id}`",
+            )
+        )
+        return rows
+    if box.attempts:
+        head = box.pending[0]
+        rows.append(
+            ("", Text(f"{head.event.name}: attempt {box.attempts} failed: {box.last_error}", "yellow"))
+        )
+    if served is not None and box.chart not in served:
+        rows.append(("", Text(unserved(box.chart, served), "yellow")))
+    return rows
+
+
+def unserved(chart: str, served: set[str]) -> str:
+    names = ", ".join(chart_name(c) for c in sorted(served))
+    others = f"live workers serve {names}" if served else "no worker is live"
+    return f"no live worker serves {chart_name(chart)}, so the events wait ({others})"
+
+
+def mailbox_document(box: Mailbox, served: set[str] | None) -> dict[str, Any]:
+    dead = box.parked
+    return {
+        "chart": box.chart,
+        "pending": [{"id": p.id, "event": p.event.name, "at": p.at} for p in box.pending],
+        "attempts": box.attempts,
+        "last_error": box.last_error,
+        "leased": box.leased,
+        "dead_letter": None
+        if dead is None
+        else {
+            "event_id": dead.event_id,
+            "event": dead.event_name,
+            "error": dead.error,
+            "attempts": dead.attempts,
+            "at": dead.at,
+        },
+        "served": None if served is None else box.chart in served,
+    }
+
+
+# --- trace -----------------------------------------------------------------------------------------------
+
+
+def trace_table(steps: Sequence[dict[str, Any]], *, header: bool = True) -> Table:
+    rows = table("#", "at", "event", "from", "to", "note") if header else _headless()
+    for step in steps:
+        rows.add_row(
+            str(step["index"]),
+            when(step["at"]),
+            step["event"],
+            ",".join(step.get("from", [])) or "-",
+            ",".join(step.get("to", [])) or "-",
+            trace_note(step),
+        )
+    return rows
+
+
+def _headless() -> Table:
+    rows = Table(box=None, padding=(0, 1), pad_edge=False, show_header=False)
+    for _ in range(6):
+        rows.add_column(no_wrap=True)
+    return rows
+
+
+def fixed_widths(rows: Table) -> Table:
+    for column, width in zip(rows.columns, TRACE_WIDTHS.values(), strict=False):
+        column.min_width = width
+    return rows
+
+
+def trace_note(step: dict[str, Any]) -> Text | str:
+    disposition = disposition_of(step)
+    if disposition is Disposition.FORWARDED:
+        regions = len(step.get("forwarded_to") or ())
+        return Text(f"forwarded to {regions} region{'s' if regions != 1 else ''}", style="cyan")
+    if disposition is Disposition.IGNORED:
+        return Text(f"ignored: {step.get('reason')}", style="yellow")
+    return ""
+
+
+# --- an event's fate -------------------------------------------------------------------------------------
+
+
+def fate_line(execution_id: str, name: str, fate: EventFate) -> Text:
+    if fate.stage is Stage.DEAD:
+        return Text(
+            f"{name} dead-lettered at {execution_id} after {fate.attempts} attempts: {fate.error}; "
+            f"`harel dead retry {execution_id}` or `harel dead drop {execution_id}`",
+            style="bold red",
+        )
+    step = fate.step
+    if step is None:
+        return Text(
+            f"{name} applied by {execution_id} (no trace step recorded, so how it was taken is not known)"
+        )
+    moves = f"{','.join(step.get('from', [])) or '-'} → {','.join(step.get('to', [])) or '-'}"
+    if fate.disposition is Disposition.FORWARDED:
+        regions = ", ".join(fate.forwarded_to)
+        return Text.assemble((f"{name} forwarded", "cyan"), f" by {execution_id} to its regions {regions}")
+    if fate.disposition is Disposition.IGNORED:
+        return Text.assemble((f"{name} ignored", "yellow"), f" by {execution_id}: {step.get('reason')}")
+    return Text.assemble((f"{name} handled", "green"), f" by {execution_id}: {moves}")
+
+
+def finished_well(exe: Execution) -> bool:
+    return exe.status is ExecutionStatus.COMPLETED

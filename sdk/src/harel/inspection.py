@@ -1,0 +1,102 @@
+"""What an execution's stored document tells beyond its data: its mailbox (the events waiting, the head event's
+failed attempts, a dead letter) and what became of one event.
+
+Pure readers of the document `ExecutionStore.document` returns (fields in `harel.store._documents` and
+`harel.transport._mailbox`). Whether a live worker serves a chart is the heartbeats' to say
+(`harel.heartbeat`, `served_charts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from harel.transport import _mailbox as mailbox
+from harel.transport.base import Parked, Pending
+
+
+@dataclass(frozen=True)
+class Mailbox:
+    """The events waiting for an execution, in the order they will be applied."""
+
+    chart: str  # the routing key, "<chart id>@<version>"
+    pending: tuple[Pending, ...]
+    attempts: int  # failed attempts at the head event
+    last_error: str | None
+    parked: Parked | None  # the head event was dead-lettered: everything waits for an operator
+    leased: bool  # a worker holds the execution now
+
+
+def mailbox_of(document: Mapping[str, Any]) -> Mailbox:
+    parked = mailbox.parse_parked(document) if document.get("parked") else None
+    return Mailbox(
+        chart=str(document.get("chart", "")),
+        pending=tuple(mailbox.parse_pending(entry) for entry in document.get("inbox") or ()),
+        attempts=int(document.get("attempts") or 0),
+        last_error=document.get("last_error"),
+        parked=parked,
+        leased=document.get("lease") is not None,
+    )
+
+
+# --- what became of one event ------------------------------------------------------------------------
+
+
+class Disposition(StrEnum):
+    HANDLED = "handled"  # a transition of this execution took it
+    FORWARDED = "forwarded"  # no state of its own did; it went on to the regions (child executions)
+    IGNORED = "ignored"  # nothing took it (the trace step says why)
+
+
+def disposition_of(step: Mapping[str, Any]) -> Disposition:
+    """A trace step's disposition: its own field where the interpreter records one, else from `handled`."""
+    recorded = step.get("disposition")
+    if recorded is not None:
+        return Disposition(recorded)
+    return Disposition.HANDLED if step.get("handled") else Disposition.IGNORED
+
+
+class Stage(StrEnum):
+    """Where an event is: WAITING in the mailbox; APPLIED (or dropped by an operator: both are recorded as
+    processed); DEAD, dead-lettered and waiting for `harel dead retry|drop`; UNKNOWN, none of these (never
+    sent there, or applied so long ago that the dedupe window forgot it)."""
+
+    WAITING = "waiting"
+    APPLIED = "applied"
+    DEAD = "dead"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class EventFate:
+    stage: Stage
+    step: Mapping[str, Any] | None = None  # the trace step that applied it (None: no trace recorded)
+    attempts: int = 0  # failed attempts so far (waiting at the head, or dead)
+    error: str | None = None
+
+    @property
+    def disposition(self) -> Disposition | None:
+        return disposition_of(self.step) if self.step is not None else None
+
+    @property
+    def forwarded_to(self) -> Sequence[str]:
+        return tuple(self.step.get("forwarded_to") or ()) if self.step is not None else ()
+
+
+def event_fate(document: Mapping[str, Any], event_id: str) -> EventFate:
+    box = mailbox_of(document)
+    if box.parked is not None and box.parked.event_id == event_id:
+        return EventFate(Stage.DEAD, attempts=box.parked.attempts, error=box.parked.error)
+    if any(p.id == event_id for p in box.pending):
+        at_head = box.pending[0].id == event_id
+        return EventFate(
+            Stage.WAITING,
+            attempts=box.attempts if at_head else 0,
+            error=box.last_error if at_head else None,
+        )
+    step = next((s for s in reversed(document.get("trace") or ()) if s.get("event_id") == event_id), None)
+    if step is not None or event_id in (document.get("processed") or ()):
+        return EventFate(Stage.APPLIED, step=step)
+    return EventFate(Stage.UNKNOWN)

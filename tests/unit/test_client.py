@@ -1,0 +1,107 @@
+"""The sync client (`harel.client`): start, send, cancel, status and wait on one deployment, and the waiting
+it shares with its async twin `harel.aio` (tested over the wire in tests/wire/test_aio_over_wire.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from harel import _client
+from harel.app import App
+from harel.backend import open_backend
+from harel.client import Client
+from harel.errors import ExecutionFinished, UnknownChart, UnknownEvent, UnknownExecution, WaitTimedOut
+from harel.metrics import Metrics
+from harel.model import ExecutionStatus
+from harel.serve import start_worker
+from harel.worker import WorkerConfig
+
+TICKET = {
+    "id": "ticket",
+    "version": 1,
+    "initial": "open",
+    "states": {"open": {"on": {"close": "closed"}}, "closed": {"final": True}},
+}
+
+
+def tickets() -> App:
+    app = App("tickets")
+    app.chart(TICKET)
+    return app
+
+
+@pytest.fixture
+def client() -> Iterator[Client]:
+    app = tickets()
+    backend = open_backend("mongomock://")
+    worker = start_worker(backend, app, WorkerConfig(concurrency=1), Metrics())
+    yield Client(backend.store, backend.transport, app)
+    worker.stop(drain_seconds=1)
+    backend.close()
+
+
+def test_connect_gives_a_client_of_the_deployment() -> None:
+    with Client.connect("mongomock://", tickets()) as client:
+        assert client.start("ticket", execution_id="c-1").definition_id == "ticket"
+    with Client.connect("mongomock://") as bare, pytest.raises(UnknownChart):
+        bare.start("ticket")  # nothing registered, and nothing published in this new store
+
+
+def test_start_send_wait(client: Client) -> None:
+    started = client.start("ticket", execution_id="t-1", context={"who": "ann"})
+    assert started.id == "t-1" and client.start("ticket", execution_id="t-1").id == "t-1", (
+        "an idempotency key"
+    )
+
+    event = client.send("t-1", "close", data={"why": "done"})
+    finished = client.wait("t-1", timeout=10)
+
+    assert finished.status is ExecutionStatus.COMPLETED and finished.configuration == ["closed"]
+    assert client.status("t-1").version == finished.version
+    assert any(step["event_id"] == event.id for step in client.store.read_trace("t-1"))
+
+
+def test_cancel_then_nothing_more(client: Client) -> None:
+    client.start("ticket", execution_id="t-2")
+    client.cancel("t-2")
+
+    assert client.wait("t-2", timeout=10).status is ExecutionStatus.CANCELLED
+    with pytest.raises(ExecutionFinished, match="'t-2' has finished \\(cancelled\\)"):
+        client.send("t-2", "close")
+    with pytest.raises(ExecutionFinished):
+        client.cancel("t-2")
+
+
+def test_refusals_name_what_is_wrong(client: Client) -> None:
+    client.start("ticket", execution_id="t-3")
+
+    with pytest.raises(UnknownExecution):
+        client.status("nobody")
+    with pytest.raises(UnknownEvent, match="known: close"):
+        client.send("t-3", "reopen")
+    with pytest.raises(UnknownChart):
+        client.start("nothing")
+
+
+def test_a_wait_gives_up_after_its_timeout(client: Client) -> None:
+    client.start("ticket", execution_id="t-4")
+
+    started = time.monotonic()
+    with pytest.raises(WaitTimedOut, match=r"execution 't-4' is still running after 0\.3s"):
+        client.wait("t-4", timeout=0.3)
+    assert time.monotonic() - started >= 0.3, "not before its timeout"
+
+
+def test_pauses_grow_and_never_pass_the_timeout() -> None:
+    waiting = _client.Waiting(timeout=None)
+    pauses = [waiting.next_pause("x") for _ in range(6)]
+    assert pauses == [0.05, 0.1, 0.2, 0.4, 0.5, 0.5]
+
+    bounded = _client.Waiting(timeout=0.12, started=time.monotonic())
+    assert bounded.next_pause("x") == 0.05
+    assert bounded.next_pause("x") <= 0.12
+    bounded.started -= 1.0
+    with pytest.raises(WaitTimedOut, match=r"x after 0\.12s"):
+        bounded.next_pause("x")
