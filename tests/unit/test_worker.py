@@ -77,6 +77,7 @@ LOOP = {
                 "bump": {"actions": ["bump"]},
                 "poison": {"actions": ["explode"]},
                 "lost": {"actions": ["send_nowhere"]},
+                "tell": {"actions": ["tell"]},
             },
         },
         "b": {"on": {"back": "a", "bump": {"actions": ["bump"]}}},
@@ -119,6 +120,10 @@ def make_app(slow: float = 0.0) -> App:
     @app.action("send_nowhere")
     def send_nowhere(ctx: ActionContext) -> ActionResult:
         return ActionResult(send=[Send("ping", to="nobody-at-all")])
+
+    @app.action("tell")
+    def tell(ctx: ActionContext) -> ActionResult:
+        return ActionResult(send=[Send("bump", to=ctx.event.data["to"])])
 
     @app.action("slow")
     def slow_action(ctx: ActionContext) -> ActionResult:
@@ -773,6 +778,53 @@ def test_a_worker_that_has_not_read_the_servers_clock_yet_fails_no_sender(backen
     assert fresh.relay_once() == 0, "nothing could be delivered"
     assert backend.store.load("s").status is ExecutionStatus.RUNNING, "the sender is not failed"
     assert [e.target_id for e in backend.store.pending_outbox()] == ["nobody-at-all"]
+
+
+def test_a_commit_made_while_another_worker_relays_is_relayed_at_once(backend: Deployment) -> None:
+    """A second worker claims while the first still delivers its commit's event (so it leaves the relay to
+    it), and the first acknowledges before the second commits: the second commit's event is due for the
+    background relay at once, not after a lease's length."""
+    app = make_app()
+    first, second = backend.worker(app), backend.worker(app)
+    for execution_id in ("s", "t"):
+        start_execution(backend.store, backend.transport, app, "loop", execution_id=execution_id)
+    pump(first)
+    second_committing, first_acked = threading.Event(), threading.Event()
+    store, transport = backend.store, backend.transport
+    original_send, original_commit, original_ack = transport.send, store.commit_claim, store.ack_relay
+    rival = threading.Thread(target=second.process_one)
+
+    def send_while_the_second_claims(target: str, event: Event, **kwargs: Any) -> Any:
+        if target == "t" and not second_committing.is_set():
+            send(backend, "s", "tell-2", "tell", to="t")
+            rival.start()
+            assert second_committing.wait(5), "the second worker claimed and is about to commit"
+        return original_send(target, event, **kwargs)
+
+    def commit(claim: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is rival:
+            second_committing.set()
+            assert first_acked.wait(5)
+        return original_commit(claim, *args, **kwargs)
+
+    def ack(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original_ack(*args, **kwargs)
+        finally:
+            first_acked.set()
+
+    transport.send = send_while_the_second_claims  # type: ignore[method-assign]
+    store.commit_claim = commit  # type: ignore[method-assign]
+    store.ack_relay = ack  # type: ignore[method-assign]
+    send(backend, "s", "tell-1", "tell", to="t")
+    assert first.process_one()
+    rival.join(5)
+    assert not rival.is_alive() and second_committing.is_set() and first_acked.is_set()
+    assert [(e.target_id, e.event.name) for e in store.pending_outbox()] == [("t", "bump")]
+    assert first.relay_once() == 1, "due now, with the deployment's clock where it was"
+    assert store.pending_outbox() == []
+    pump(first)
+    assert store.load("t").context["n"] == 2
 
 
 class _SweepPasses:

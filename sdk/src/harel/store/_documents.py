@@ -268,7 +268,7 @@ def claim_commit_parts(
 ) -> CommitParts:
     """What a claim's commit writes: the steps from the claimed version; `next_fire_at` skips timers whose
     events still wait in the mailbox (fired already, not applied in this batch); the committer holds the
-    relay work for as long as its lease was."""
+    relay work for as long as its lease was, unless the claim found relay work already pending."""
     applied_ids = {p.id for p in applied}
     waiting = [p for p in claim.pending if p.id not in applied_ids]
     return commit_parts(
@@ -277,7 +277,9 @@ def claim_commit_parts(
         expected=claim.execution.version,
         timers_changed=timers_changed,
         fired_timer_paths=fired_timer_paths(waiting, exe.id, exe.timers),
-        relay_grace=claim.lease_until - claim.server_time,
+        # a claim that found relay work pending leaves delivery to whoever holds it, so it holds nothing:
+        # if that holder acknowledged meanwhile, this commit's entries are due for the background relay now
+        relay_grace=claim.lease_until - claim.server_time if claim.relay_idle else 0.0,
     )
 
 
