@@ -285,3 +285,22 @@ def test_the_async_timeout_fits_the_lease() -> None:
         click.UsageError, match=r"--async-timeout 15 must be under half of --lease-seconds \(30\)"
     ):
         worker_config(async_timeout=15.0)
+
+
+def test_status_says_why_an_execution_failed() -> None:
+    from rich.console import Console
+
+    from harel.cli.views import status_view
+    from harel.model import Execution, ExecutionStatus
+
+    failed = Execution(
+        id="order-9",
+        definition_id="order",
+        definition_version=1,
+        status=ExecutionStatus.FAILED,
+        reason="its event 'ping' (e-1) to 'nobody' could not be delivered: no such execution after 300s",
+    )
+    console = Console(width=200, record=True)
+    console.print(status_view(failed, None, None, now=0.0))
+    lines = console.export_text().splitlines()
+    assert any(line.split()[:1] == ["reason"] and "could not be delivered" in line for line in lines), lines

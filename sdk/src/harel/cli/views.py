@@ -47,6 +47,8 @@ def status_view(exe: Execution, box: Mailbox | None, served: set[str] | None, no
         ("status", Text.assemble(styled(exe.status.value), f" (version {exe.version})")),
         ("active", ", ".join(exe.configuration) or "-"),
     ]
+    if exe.reason:
+        rows.insert(3, ("reason", Text(exe.reason, style="red")))
     if exe.parent_id:
         rows.append(("parent", f"{exe.parent_id} (region {exe.root_path})"))
     for n, (child_id, child) in enumerate(sorted(exe.children.items())):
