@@ -7,7 +7,8 @@
 //   node fake_mongosh.js <script.js> <scenario.json>
 //
 // scenario.json: {"files": {path: text}, "env": {...}, "cluster": {...}} (see `cluster` below).
-// Prints one JSON document: {"ok", "error", "printed", "calls", "cluster"}; exits 1 when the script threw.
+// Prints one JSON document: {"ok", "error", "printed", "calls", "connections", "cluster"}; exits 1 when the
+// script threw. `connections`: the hosts and URL options of every `new Mongo(url)`, credentials left out.
 'use strict';
 
 const fs = require('fs');
@@ -28,6 +29,7 @@ const scenario = JSON.parse(fs.readFileSync(scenarioPath, 'utf8'));
 // }
 const cluster = scenario.cluster;
 const calls = [];
+const connections = [];
 const printed = [];
 let clock = 0;
 
@@ -152,6 +154,7 @@ class Database {
 class Mongo {
   constructor(url) {
     const parsed = parseUrl(url);
+    connections.push({ hosts: parsed.hosts, options: parsed.options });
     if (parsed.options.replicaSet) {
       const primary = primaryHost();
       if (!primary || cluster.electionPolls > 0) {
@@ -212,5 +215,7 @@ try {
   error = String(thrown && thrown.message ? thrown.message : thrown);
 }
 delete cluster.members.localhost;
-process.stdout.write(JSON.stringify({ ok: error === null, error: error, printed: printed, calls: calls, cluster: cluster }));
+process.stdout.write(
+  JSON.stringify({ ok: error === null, error: error, printed: printed, calls: calls, connections: connections, cluster: cluster })
+);
 process.exitCode = error === null ? 0 : 1;

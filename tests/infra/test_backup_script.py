@@ -3,6 +3,8 @@ mongodump, mongorestore and the aws CLI (Python scripts that check their argumen
 would), and mongosh (Node.js running record-backup.js, its commands written down). The commands record-backup.js
 sends are then replayed against the fake replica set and read back by the SDK (harel.backups) and the
 `harel check` rule: the status document's contract, from the writer in the mongo image to the reader in harel.
+Compose's backup and restore services run it as `docker compose config` renders them (entrypoint, command,
+environment, password files where their secrets mount), in every TLS mode.
 
 What is not run here: the real mongodump and mongorestore (no package on PyPI, Debian or npm ships them) and
 the real aws CLI against a bucket.
@@ -20,14 +22,16 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from pymongo import MongoClient
 
 from harel.backup_check import judge_backups
 from harel.backups import BACKUPS_COLLECTION, Outcome, parse_statuses
+from harel_stack.settings import CLIENT_TLS_MODES, TlsMode
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeDeployment
+from tests.infra.compose_render import env_file, render, secret_value
 
 pytestmark = pytest.mark.infra
 
@@ -357,6 +361,85 @@ def test_restore_replays_the_oplog_and_drops_as_the_restore_user(backups: Backup
         "restore", str(backups.tmp / "nope"), HAREL_RESTORE_USER="root", HAREL_RESTORE_PASSWORD="x"
     )
     assert missing.returncode == 2
+
+
+# --- the compose services, as rendered ---------------------------------------------------------------------------
+
+
+def _on_this_machine(value: str, mounts: dict[str, Path]) -> str:
+    """A path inside the container as the test's directories hold it (mounts: container path -> local path)."""
+    for target, source in mounts.items():
+        if value == target or value.startswith(f"{target}/"):
+            return f"{source}{value.removeprefix(target)}"
+    return value
+
+
+def _run_rendered(backups: Backups, rendered: dict[str, Any], name: str) -> subprocess.CompletedProcess[str]:
+    """Service `name` of the rendered compose project, run as its container would: its entrypoint and command, its
+    environment, its secrets written as compose writes them (the value alone, mode 0400), the stand-in tools."""
+    mounts = {
+        "/harel/backup": SCRIPT.parent,
+        "/backups": backups.directory,
+        "/run/secrets": backups.tmp / "secrets",
+        "/restore": backups.tmp / "restore",
+        "/tmp": backups.tmp,
+    }
+    service = rendered["services"][name]
+    for secret in service["secrets"]:
+        path = Path(_on_this_machine(secret["target"], mounts))
+        path.parent.mkdir(exist_ok=True)
+        path.unlink(missing_ok=True)
+        path.write_text(secret_value(rendered["secrets"][secret["source"]]["environment"]))
+        path.chmod(int(secret["mode"], 8))
+    environment = {key: _on_this_machine(value, mounts) for key, value in service["environment"].items()}
+    tools = {
+        key: value
+        for key, value in backups.env.items()
+        if key in {"PATH", "TMPDIR"} or key.startswith("FAKE_")
+    }
+    return subprocess.run(
+        [_on_this_machine(argument, mounts) for argument in [*service["entrypoint"], *service["command"]]],
+        env={**tools, **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@requires_node
+@pytest.mark.parametrize("mode", get_args(TlsMode))
+def test_compose_backup_and_restore_read_their_password_files_and_use_tls_from_prefer_tls_on(
+    backups: Backups, mode: str
+) -> None:
+    rendered = render(env_file(backups.tmp, HAREL_TLS_MODE=mode), "backup")
+    tls = "&tls=true&tlsCAFile=/tls/ca.crt" if mode in CLIENT_TLS_MODES else ""
+    members = "mongo1:27017,mongo2:27017,mongo3:27017/?replicaSet=rs0&authSource=admin"
+
+    backup = _run_rendered(backups, rendered, "backup")
+
+    assert backup.returncode == 0, backup.stderr
+    [dump] = backups.tool_calls("mongodump")
+    assert dump["config"] == (
+        f"uri: 'mongodb://harel-backup@{members}{tls}'\npassword: '{secret_value('HAREL_BACKUP_PASSWORD')}'\n"
+    )
+    [record] = backups.recorded()
+    assert record["url"] == (
+        f"mongodb://harel-backup:{secret_value('HAREL_BACKUP_PASSWORD')}@{members}&serverSelectionTimeoutMS=30000"
+        + tls.replace("/tls/ca.crt", "%2Ftls%2Fca.crt")
+    )
+    assert len(backups.archives()) == 1
+
+    (backups.tmp / "restore").mkdir()
+    shutil.copy(backups.directory / backups.archives()[0], backups.tmp / "restore" / "archive.gz")
+    restore = _run_rendered(backups, rendered, "restore")
+
+    assert restore.returncode == 0, restore.stderr
+    [mongorestore] = backups.tool_calls("mongorestore")
+    assert mongorestore["config"] == (
+        f"uri: 'mongodb://root@{members}{tls}'\npassword: '{secret_value('HAREL_MONGO_ROOT_PASSWORD')}'\n"
+    )
+    assert {"--oplogReplay", "--drop"} <= set(mongorestore["argv"])
 
 
 def test_an_unknown_step_prints_the_usage(backups: Backups) -> None:

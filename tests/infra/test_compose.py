@@ -3,7 +3,6 @@ against the file, the keyfile step run for real (with chown recorded), and the w
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -12,24 +11,30 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
 
 from harel_stack.compose import SMOKE_PROFILE, THREE_MEMBERS_PROFILE
-from harel_stack.settings import SECRET_VARIABLES, parse_env
+from harel_stack.settings import CLIENT_TLS_MODES, SECRET_VARIABLES, TlsMode, parse_env
 from tests.fake_mongod.fixtures import FakeDeployment
+from tests.infra.compose_render import (
+    COMPOSE_DIR,
+    COMPOSE_FILE,
+    ENV_EXAMPLE,
+    REPOSITORY_ROOT,
+    env_file,
+    render,
+)
 from tests.infra.tools import docker_compose, mongosh
 
 pytestmark = pytest.mark.infra
 
-REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
-COMPOSE_DIR = REPOSITORY_ROOT / "compose"
-COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yml"
 # docker-compose.yml includes it: the observability and backup profiles.
 OPERATIONS_FILE = COMPOSE_DIR / "observability.yml"
-ENV_EXAMPLE = COMPOSE_DIR / ".env.example"
+# One file per HAREL_TLS_MODE, read with OPERATIONS_FILE: how its services connect to the members.
+TLS_MODES_DIR = COMPOSE_DIR / "observability" / "tls-modes"
 DOCKERFILE = COMPOSE_DIR / "Dockerfile.worker"
 VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)")
 SECRET_FILES = "/run/secrets/"
@@ -323,16 +328,27 @@ def _compose_text() -> str:
     return "\n".join(path.read_text(encoding="utf-8") for path in (COMPOSE_FILE, OPERATIONS_FILE))
 
 
+def _tls_mode_files() -> dict[str, dict[str, str]]:
+    """The variables each TLS mode's file sets, by mode."""
+    return {path.stem: parse_env(path.read_text(encoding="utf-8")) for path in TLS_MODES_DIR.glob("*.env")}
+
+
 def test_env_example_documents_exactly_the_variables_the_compose_file_uses() -> None:
     text = _compose_text()
     secrets = {
-        secret["environment"] for secret in yaml.safe_load(COMPOSE_FILE.read_text())["secrets"].values()
+        secret["environment"]
+        for path in (COMPOSE_FILE, OPERATIONS_FILE)
+        for secret in yaml.safe_load(path.read_text())["secrets"].values()
     }
     # $${...} is the shell's, not compose's. HAREL_OBSERVABILITY is harel-stack's own: it chooses the profiles.
     used = set(VARIABLE.findall(text.replace("$${", ""))) | secrets | {"HAREL_OBSERVABILITY"}
+    # Set by the TLS mode's own file, not by compose/.env (where a value would override the mode's).
+    from_the_mode = set().union(*_tls_mode_files().values())
     example = ENV_EXAMPLE.read_text(encoding="utf-8")
     documented = set(parse_env(example))
-    assert used == documented
+    assert used - from_the_mode == documented
+    assert from_the_mode == {"HAREL_TLS_CLIENT_CA_FILE", "HAREL_TLS_CLIENT_URI_OPTIONS"}
+    assert not from_the_mode & documented
     lines = example.splitlines()
     for index, line in enumerate(lines):
         if "=" in line and not line.startswith("#"):
@@ -350,12 +366,13 @@ def test_env_example_defaults_match_the_compose_defaults() -> None:
     defaults = dict(re.findall(r"\$\{([A-Z_][A-Z0-9_]*):-([^}]*)\}", text))
     for variable, default in defaults.items():
         assert example[variable] == default, variable
-    # The stack's own file takes secrets from its secrets section (files); the observability file still requires
-    # some as environment values, and only those compose/.env generates.
+    # Secrets come from the secrets sections (files); the one required as an environment value is the exporter's
+    # (compose/observability.yml says why), and compose/.env generates it.
     assert not re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", COMPOSE_FILE.read_text()), (
         "secrets come from the secrets section"
     )
-    assert set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", text)) <= set(SECRET_VARIABLES)
+    assert re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", text) == ["HAREL_MONITOR_PASSWORD"]
+    assert "HAREL_MONITOR_PASSWORD" in SECRET_VARIABLES
     for secret in (*SECRET_VARIABLES, "HAREL_MONGO_PREVIOUS_ROOT_PASSWORD"):
         assert example[secret] == "", f"{secret} must be generated, not shipped"
 
@@ -492,39 +509,12 @@ def test_worker_image_installs_the_sdk_wheel_and_the_init_and_runs_harel_worker_
 # --- TLS ---------------------------------------------------------------------------------------------------------
 
 
-def _env_file(directory: Path, **overrides: str) -> Path:
-    """compose/.env as `make up` writes it from the example (secrets filled), with `overrides`."""
-    lines = []
-    for example in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
-        key = example.split("=", 1)[0]
-        if key in overrides:
-            lines.append(f"{key}={overrides.pop(key)}")
-        elif key in SECRET_VARIABLES:
-            lines.append(f"{key}=secret-{key.lower()}")
-        else:
-            lines.append(example)
-    env_file = directory / ".env"
-    env_file.write_text(
-        "\n".join(lines + [f"{k}={v}" for k, v in overrides.items()]) + "\n", encoding="utf-8"
-    )
-    return env_file
-
-
-def _rendered(env_file: Path, *profiles: str) -> dict[str, Any]:
-    arguments = ["-f", str(COMPOSE_FILE), "--env-file", str(env_file), "-p", "harel"]
-    for profile in profiles:
-        arguments += ["--profile", profile]
-    result = docker_compose([*arguments, "config", "--format", "json"], cwd=REPOSITORY_ROOT)
-    assert result.returncode == 0, result.stderr
-    return dict(json.loads(result.stdout))
-
-
 @pytest.mark.parametrize("mode", ["disabled", "allowTLS", "preferTLS", "requireTLS"])
 def test_docker_compose_renders_every_tls_mode_from_env(tmp_path: Path, mode: str) -> None:
     certificates = tmp_path / "certificates"
     certificates.mkdir()
-    rendered = _rendered(
-        _env_file(tmp_path, HAREL_TLS_MODE=mode, HAREL_TLS_DIR=str(certificates)), THREE_MEMBERS_PROFILE
+    rendered = render(
+        env_file(tmp_path, HAREL_TLS_MODE=mode, HAREL_TLS_DIR=str(certificates)), THREE_MEMBERS_PROFILE
     )
     services = rendered["services"]
 
@@ -543,6 +533,41 @@ def test_docker_compose_renders_every_tls_mode_from_env(tmp_path: Path, mode: st
     assert init[init.index("--tls-mode") + 1] == mode
 
 
+def test_each_tls_mode_has_a_file_saying_how_the_operator_services_connect(compose: dict[str, Any]) -> None:
+    # docker-compose.yml reads observability.yml with the file of the mode compose/.env names.
+    assert compose["include"] == [
+        {"path": "observability.yml", "env_file": "observability/tls-modes/${HAREL_TLS_MODE:-disabled}.env"}
+    ]
+    modes = _tls_mode_files()
+    assert set(modes) == set(get_args(TlsMode))
+    for mode, variables in modes.items():
+        # Clients use TLS from preferTLS on, as mongo-init, the workers and harel-stack do; the CA is the one the
+        # `tls` one-shot writes into the `tls` volume.
+        if mode in CLIENT_TLS_MODES:
+            assert variables == {
+                "HAREL_TLS_CLIENT_CA_FILE": "/tls/ca.crt",
+                "HAREL_TLS_CLIENT_URI_OPTIONS": "?tls=true&tlsCAFile=/tls/ca.crt",
+            }, mode
+        else:
+            assert variables == {"HAREL_TLS_CLIENT_CA_FILE": "", "HAREL_TLS_CLIENT_URI_OPTIONS": ""}, mode
+
+
+def test_docker_compose_refuses_a_tls_mode_it_has_no_file_for(tmp_path: Path) -> None:
+    result = docker_compose(
+        [
+            "-f",
+            str(COMPOSE_FILE),
+            "--env-file",
+            str(env_file(tmp_path, HAREL_TLS_MODE="on")),
+            "config",
+            "--quiet",
+        ],
+        cwd=REPOSITORY_ROOT,
+    )
+    assert result.returncode != 0
+    assert "observability/tls-modes/on.env" in result.stderr
+
+
 def test_docker_compose_refuses_a_file_that_breaks_the_specification(tmp_path: Path) -> None:
     # The rendering above means something: compose itself fails on a value the specification does not allow.
     broken = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
@@ -550,9 +575,10 @@ def test_docker_compose_refuses_a_file_that_breaks_the_specification(tmp_path: P
     path = tmp_path / "docker-compose.yml"
     path.write_text(yaml.safe_dump(broken), encoding="utf-8")
     shutil.copy(OPERATIONS_FILE, tmp_path / OPERATIONS_FILE.name)
+    shutil.copytree(COMPOSE_DIR / "observability", tmp_path / "observability")
 
     result = docker_compose(
-        ["-f", str(path), "--env-file", str(_env_file(tmp_path)), "config", "--quiet"], cwd=REPOSITORY_ROOT
+        ["-f", str(path), "--env-file", str(env_file(tmp_path)), "config", "--quiet"], cwd=REPOSITORY_ROOT
     )
 
     assert result.returncode != 0

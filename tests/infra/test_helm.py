@@ -984,6 +984,8 @@ class ScriptRun:
     error: str | None
     printed: list[str]
     calls: list[dict[str, Any]]
+    # The hosts and URL options of each connection the script opened.
+    connections: list[dict[str, Any]]
     cluster: dict[str, Any]
 
     def commands(self, host: str | None = None) -> list[str]:

@@ -209,9 +209,16 @@ def run_ops_users(
     config: dict[str, Any],
     env: dict[str, str],
     cluster: dict[str, Any],
+    mounted: dict[str, str] | None = None,
 ) -> ScriptRun:
+    """ops-users.js (files["ops-users.js"]) under the fake mongosh, with HAREL_OPS_USERS `config`, `env`, and the
+    files at the paths of `mounted` (path: content) for it to read."""
     assert NODE is not None
-    scenario = {"files": {}, "env": {"HAREL_OPS_USERS": json.dumps(config), **env}, "cluster": cluster}
+    scenario = {
+        "files": mounted or {},
+        "env": {"HAREL_OPS_USERS": json.dumps(config), **env},
+        "cluster": cluster,
+    }
     scenario_file = tmp_path / f"scenario-{secrets.token_hex(4)}.json"
     scenario_file.write_text(json.dumps(scenario))
     script = tmp_path / "ops-users.js"

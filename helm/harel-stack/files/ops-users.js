@@ -8,8 +8,8 @@
 //
 // Runs as `mongosh --nodb --quiet --norc ops-users.js` in every deployment mode. Settings come as JSON in the
 // environment variable HAREL_OPS_USERS:
-//   {hosts: ["host:port", ...], replicaSetName, rootUsername, database, tlsCAFile: path|null,
-//    deadlineSeconds, monitor: {username}|null, backup: {username}|null}
+//   {hosts: ["host:port", ...], replicaSetName, rootUsername, database, tlsCAFile: path (TLS with that CA) or null
+//    or "" (no TLS), deadlineSeconds, monitor: {username}|null, backup: {username}|null}
 // and passwords from files named by HAREL_MONGO_ROOT_PASSWORD_FILE, HAREL_MONITOR_PASSWORD_FILE and
 // HAREL_BACKUP_PASSWORD_FILE (mounted secrets), or else from the variables without _FILE; never from the
 // command line.

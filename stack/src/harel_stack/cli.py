@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -44,8 +43,6 @@ class Dependencies:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    # Who runs the backup container: the archives it writes on the host belong to this uid:gid.
-    user: Callable[[], str] = field(default=lambda: f"{os.getuid()}:{os.getgid()}")
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
 
@@ -188,9 +185,8 @@ def command_backup(stack: Stack) -> int:
     # Made here, owned by the caller: compose would create a missing bind-mount source as root.
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     stack.say(f"backing up the replica set with its oplog into {directory} (keeping {settings.backup_keep})")
-    code = stack.compose(settings)(
-        "run", "--rm", "--user", stack.deps.user(), "backup", profiles=[BACKUP_PROFILE]
-    )
+    # As the caller (compose/observability.yml's HAREL_BACKUPS_UID/GID, which harel-stack sets): the archives are theirs.
+    code = stack.compose(settings)("run", "--rm", "backup", profiles=[BACKUP_PROFILE])
     if code != 0:
         stack.deps.err.write(
             f"the backup failed (exit {code}): its last lines above say why; it is recorded in harel.backups, "

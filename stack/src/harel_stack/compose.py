@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from harel_stack.errors import ComposeUnavailable
@@ -17,8 +18,11 @@ SMOKE_PROFILE = "smoke"
 OBSERVABILITY_PROFILE = "observability"
 BACKUP_PROFILE = "backup"
 
-# Runs a command with the terminal's stdin/stdout/stderr and returns its exit code.
-Runner = Callable[[Sequence[str]], int]
+# Runs a command with the terminal's stdin/stdout/stderr, the variables added to its environment, and returns its
+# exit code.
+Runner = Callable[[Sequence[str], Mapping[str, str]], int]
+# Runs a command quietly and returns its exit code.
+Probe = Callable[[Sequence[str]], int]
 
 
 class Compose(Protocol):
@@ -28,19 +32,27 @@ class Compose(Protocol):
         ...
 
 
-def _run(command: Sequence[str], *, capture: bool) -> int:
+def _run(command: Sequence[str], variables: Mapping[str, str], *, capture: bool) -> int:
     try:
-        return subprocess.run(list(command), check=False, capture_output=capture).returncode
+        return subprocess.run(
+            list(command), check=False, capture_output=capture, env={**os.environ, **variables}
+        ).returncode
     except FileNotFoundError as exc:
         raise ComposeUnavailable(f"{command[0]} not found on PATH") from exc
 
 
-def run_attached(command: Sequence[str]) -> int:
-    return _run(command, capture=False)
+def run_attached(command: Sequence[str], variables: Mapping[str, str]) -> int:
+    return _run(command, variables, capture=False)
 
 
 def run_quiet(command: Sequence[str]) -> int:
-    return _run(command, capture=True)
+    return _run(command, {}, capture=True)
+
+
+def caller_variables() -> dict[str, str]:
+    """What compose reads from harel-stack's own environment (it wins over compose/.env): the backup container runs
+    as whoever runs harel-stack, so the archives it writes on the host, and its password file, are theirs."""
+    return {"HAREL_BACKUPS_UID": str(os.getuid()), "HAREL_BACKUPS_GID": str(os.getgid())}
 
 
 class DockerCompose:
@@ -50,7 +62,7 @@ class DockerCompose:
         members: int,
         observability: bool = False,
         run: Runner = run_attached,
-        probe: Runner = run_quiet,
+        probe: Probe = run_quiet,
     ) -> None:
         self.project = project
         self.members = members
@@ -82,4 +94,6 @@ class DockerCompose:
             if self._probe(["docker", "compose", "version"]) != 0:
                 raise ComposeUnavailable("`docker compose version` failed")
             self._available = True
-        return self._run(self.command(*args, all_profiles=all_profiles, profiles=profiles))
+        return self._run(
+            self.command(*args, all_profiles=all_profiles, profiles=profiles), caller_variables()
+        )
