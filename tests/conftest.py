@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -13,3 +15,24 @@ REAL_MONGO_URL = os.environ.get("HAREL_TEST_MONGO_URL")
 requires_real_mongo = pytest.mark.skipif(
     not REAL_MONGO_URL, reason="HAREL_TEST_MONGO_URL is not set: no real replica set to run against"
 )
+
+
+# What a skip outside the real-server tier means: a tool the tests run for real is missing.
+MISSING_TOOL_HINT = (
+    "a skip outside the real-server tier fails the run (tests/README.md, 'No silent skips'): install what it "
+    "names. `.ci/run` installs the system tools with apt-get (graphviz, prometheus, faketime, nodejs, npm, "
+    "systemd); `make test` installs the pinned ones (mongosh and the rest of tests/tools/)"
+)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """Only the real-server tier (marker `real`, run when HAREL_TEST_MONGO_URL is set) may be skipped: any
+    other skip is reported as a failure saying why, so a missing tool can never pass unnoticed."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if not report.skipped or hasattr(report, "wasxfail") or item.get_closest_marker("real") is not None:
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = f"skipped: {reason}\n{MISSING_TOOL_HINT}"
