@@ -11,7 +11,7 @@ MONGOSH_STAMP := $(TOOLS)/node_modules/.installed
 HAREL_STACK := $(BIN)/harel-stack
 
 .DEFAULT_GOAL := help
-.PHONY: help venv up down status logs smoke demo test chaos lint bench backup restore
+.PHONY: help venv up down status logs smoke demo test mutate chaos lint bench backup restore
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -69,6 +69,9 @@ demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one pr
 
 test: $(STAMP) $(MONGOSH_STAMP) ## the whole test suite (what CI runs)
 	$(BIN)/python -m pytest
+
+mutate: $(STAMP) ## plant each bug of tests/mutants/catalog.py in a scratch copy of the SDK; fail if a test run misses one (MUTATE_ARGS=--help)
+	$(BIN)/python -m tests.mutants $(MUTATE_ARGS)
 
 chaos: $(STAMP) ## worker processes killed, stopped and stalled under fork/join load, verified from the store (CHAOS_ARGS=--help)
 	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,10 +12,24 @@ import pytest
 pytest_plugins = ["tests.fake_mongod.fixtures"]
 
 REAL_MONGO_URL = os.environ.get("HAREL_TEST_MONGO_URL")
+# Set by the mutation run (tests/mutants/runner.py): the scratch copy of the SDK, with a bug planted, that
+# this run must import instead of the working tree's.
+MUTANT_SDK = os.environ.get("HAREL_MUTANT_SDK")
 
 requires_real_mongo = pytest.mark.skipif(
     not REAL_MONGO_URL, reason="HAREL_TEST_MONGO_URL is not set: no real replica set to run against"
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if MUTANT_SDK:
+        import harel
+
+        imported = Path(harel.__file__).resolve().parent
+        if imported != Path(MUTANT_SDK).resolve():
+            pytest.exit(
+                f"the mutation run imported harel from {imported}, not the planted copy {MUTANT_SDK}", 3
+            )
 
 
 # What a skip outside the real-server tier means: a tool the tests run for real is missing.
