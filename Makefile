@@ -67,8 +67,8 @@ restore: $(STACK_STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to conf
 demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK only)
 	@$(BIN)/harel demo
 
-test: $(STAMP) $(MONGOSH_STAMP) ## the whole test suite (what CI runs)
-	$(BIN)/python -m pytest
+test: $(STAMP) $(MONGOSH_STAMP) ## the whole test suite (what CI runs); `python -m tests.report` then sums it up
+	$(BIN)/python -m pytest --junitxml=.pytest_cache/last-run.xml
 
 mutate: $(STAMP) ## plant each bug of tests/mutants/catalog.py in a scratch copy of the SDK; fail if a test run misses one (MUTATE_ARGS=--help)
 	$(BIN)/python -m tests.mutants $(MUTATE_ARGS)
