@@ -9,6 +9,7 @@ pytest's clock and its slowest tests. Nothing here is typed in by hand: run the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -95,10 +96,8 @@ def _duration(seconds: float) -> str:
 
 def render(run: Run) -> str:
     when = run.started
-    try:
+    with contextlib.suppress(ValueError):
         when = datetime.fromisoformat(run.started).strftime("%Y-%m-%d %H:%M UTC")
-    except ValueError:
-        pass
     lines = [
         BEGIN,
         "",

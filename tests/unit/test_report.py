@@ -37,8 +37,9 @@ def test_the_readme_has_one_generated_block_and_only_it_is_replaced() -> None:
     text = README.read_text(encoding="utf-8")
     assert text.count(BEGIN) == 1 and text.count(END) == 1
     replaced = replace_block(text, f"{BEGIN}\nnew\n{END}")
-    assert replaced.replace(f"{BEGIN}\nnew\n{END}", "") == text[: text.index(BEGIN)] + text[
-        text.index(END) + len(END) :
-    ]
+    assert (
+        replaced.replace(f"{BEGIN}\nnew\n{END}", "")
+        == text[: text.index(BEGIN)] + text[text.index(END) + len(END) :]
+    )
     with pytest.raises(ValueError, match="no generated block"):
         replace_block("no block here", "x")
