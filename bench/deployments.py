@@ -28,6 +28,11 @@ FAKE_LABEL = "fake replica set (a test double, not a database)"
 # concurrent commands overlap as they would over a network.
 LATENCY_MS = 1
 LATENCY_LABEL = f"fake replica set with {LATENCY_MS} ms latency per command (a test double, not a database)"
+# The same with a slower network: the test double's own CPU time weighs less next to the latency.
+SLOW_LATENCY_MS = 5
+SLOW_LATENCY_LABEL = (
+    f"fake replica set with {SLOW_LATENCY_MS} ms latency per command (a test double, not a database)"
+)
 REAL_LABEL = f"{REAL_MONGO_URL_VARIABLE} (a real deployment)"
 
 

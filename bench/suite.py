@@ -8,7 +8,16 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from bench import commit_bytes, end_to_end, interpreter_speed, round_trips, sweep_cost
-from bench.deployments import LATENCY_LABEL, LATENCY_MS, Target, fake_target, real_url, wire_targets
+from bench.deployments import (
+    LATENCY_LABEL,
+    LATENCY_MS,
+    SLOW_LATENCY_LABEL,
+    SLOW_LATENCY_MS,
+    Target,
+    fake_target,
+    real_url,
+    wire_targets,
+)
 from bench.report import Row, progress
 from bench.sizes import Sizes
 from bench.worker_pool import PROCESSES, THREADS
@@ -50,6 +59,7 @@ def run(sizes: Sizes) -> Results:
     with (
         wire_targets() as targets,
         fake_target(LATENCY_LABEL, "--latency-ms", str(LATENCY_MS)) as latency,
+        fake_target(SLOW_LATENCY_LABEL, "--latency-ms", str(SLOW_LATENCY_MS)) as slow,
     ):
         counted = [
             timed(f"1/5 round trips on the {t.label}", lambda t=t: round_trips.measure(t)) for t in targets
@@ -69,7 +79,7 @@ def run(sizes: Sizes) -> Results:
             f"4/5 interpreter speed, {sizes.interpreter_runs:,} runs each",
             lambda: interpreter_speed.measure(sizes.interpreter_runs),
         )
-        setups = end_to_end_setups(latency, targets)
+        setups = end_to_end_setups(latency, slow, targets)
         flows = [
             timed(
                 f"5/5 end to end on the {setup.label}, {workers} worker(s)",
@@ -84,14 +94,15 @@ def run(sizes: Sizes) -> Results:
             for setup in setups
             for workers in sizes.end_to_end_workers
         ]
-        labels = [t.label for t in targets] + [latency.label, end_to_end.EMBEDDED_LABEL]
+        labels = [t.label for t in targets] + [latency.label, slow.label, end_to_end.EMBEDDED_LABEL]
     return Results(sizes, labels, counted, sent, sweep, interpreter, flows)
 
 
-def end_to_end_setups(latency: Target, targets: list[Target]) -> list[end_to_end.Setup]:
-    """Benchmark 5's backends: the fake with latency (the scaling target), a real deployment if set, the
-    fake without latency, the embedded default. Over the wire the workers are processes."""
-    wire = [latency, *(t for t in targets if t.real), *(t for t in targets if not t.real)]
+def end_to_end_setups(latency: Target, slow: Target, targets: list[Target]) -> list[end_to_end.Setup]:
+    """Benchmark 5's backends: the fake with 1 ms latency (the scaling target) and with 5 ms, a real
+    deployment if set, the fake without latency, the embedded default. Over the wire the workers are
+    processes."""
+    wire = [latency, slow, *(t for t in targets if t.real), *(t for t in targets if not t.real)]
     return [
         end_to_end.Setup(t.label, t.url, PROCESSES, t.process_id, scaling_target=t is latency) for t in wire
     ] + [end_to_end.Setup(end_to_end.EMBEDDED_LABEL, end_to_end.EMBEDDED_URL, THREADS)]

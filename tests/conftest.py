@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,10 @@ REAL_MONGO_URL = os.environ.get("HAREL_TEST_MONGO_URL")
 # Set by the mutation run (tests/mutants/runner.py): the scratch copy of the SDK, with a bug planted, that
 # this run must import instead of the working tree's.
 MUTANT_SDK = os.environ.get("HAREL_MUTANT_SDK")
+
+# The test environment's own commands first, for the tests and every process they start: node and npm from
+# PyPI (see the Makefile), ansible-playbook, harel.
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 requires_real_mongo = pytest.mark.skipif(
     not REAL_MONGO_URL, reason="HAREL_TEST_MONGO_URL is not set: no real replica set to run against"
@@ -35,8 +40,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # What a skip outside the real-server tier means: a tool the tests run for real is missing.
 MISSING_TOOL_HINT = (
     "a skip outside the real-server tier fails the run (tests/README.md, 'No silent skips'): install what it "
-    "names. `.ci/run` installs the system tools with apt-get (graphviz, prometheus, faketime, nodejs, npm, "
-    "systemd); `make test` installs the pinned ones (mongosh and the rest of tests/tools/)"
+    "names. `.ci/run` installs the system tools with apt-get (graphviz, prometheus, faketime, systemd); "
+    "`make test` installs the pinned ones (Node.js from PyPI, mongosh, checkov, docker compose: tests/tools/)"
 )
 
 

@@ -45,9 +45,14 @@ def configurations() -> dict[str, dict[str, Any]]:
         "single member": {"mongodb": {"members": 1}},
         "four members + arbiter": {"mongodb": {"members": 4, "arbiter": {"enabled": True}}},
         "PSA allowed": {"mongodb": {"members": 2, "arbiter": {"enabled": True}, "allowPSA": True}},
-        "TLS": {"tls": {"enabled": True, "existingSecret": "harel-mongodb-tls"}},
+        "TLS allowed": {"tls": {"mode": "allowTLS", "existingSecret": "harel-mongodb-tls", "reloader": True}},
+        "TLS": {"tls": {"mode": "requireTLS", "existingSecret": "harel-mongodb-tls"}},
         "existing MongoDB secret": {"mongodb": {"auth": {"existingSecret": "harel-mongodb-credentials"}}},
-        "init Job without hooks": {"mongodb": {"init": {"useHooks": False, "ttlSecondsAfterFinished": 3600}}},
+        "init Job kept an hour": {"mongodb": {"init": {"ttlSecondsAfterFinished": 3600}}},
+        "metrics scraped, no NetworkPolicies": {
+            "worker": {"metrics": {"from": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]}},
+            "networkPolicy": {"enabled": False},
+        },
         "external URL": {"mongodb": {"enabled": False}, "externalMongodb": {"url": external_url}},
         "external secret": {
             "mongodb": {"enabled": False},
@@ -56,7 +61,8 @@ def configurations() -> dict[str, dict[str, Any]]:
         "external + TLS CA": {
             "mongodb": {"enabled": False},
             "externalMongodb": {"existingSecret": "atlas-connection"},
-            "tls": {"enabled": True, "existingSecret": "private-ca"},
+            "tls": {"mode": "requireTLS", "existingSecret": "private-ca"},
+            "networkPolicy": {"externalMongodbTo": [{"ipBlock": {"cidr": "203.0.113.0/24"}}]},
         },
         "autoscaling + ServiceMonitor": {
             "worker": {
@@ -84,8 +90,7 @@ def configurations() -> dict[str, dict[str, Any]]:
                 },
             },
             "opsUsers": {"existingSecret": "harel-ops-credentials"},
-            "tls": {"enabled": True, "existingSecret": "harel-mongodb-tls"},
-            "mongodb": {"init": {"useHooks": False}},
+            "tls": {"mode": "requireTLS", "existingSecret": "harel-mongodb-tls"},
         },
         "dashboard + alerts, external MongoDB": {
             "mongodb": {"enabled": False},

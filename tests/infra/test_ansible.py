@@ -9,8 +9,11 @@
   replica set, and the smoke role fails with the report while no worker runs and passes once one does;
 - the mongodb role's configuration (mongod.conf, keyfile) renders under a temporary directory, in check mode
   first (nothing written), then for real, then in check mode again (nothing to change); its secrets are required;
-- the mongodb role's mongosh scripts run under Node.js against a double of mongosh and one member
-  (ansible_mongosh_double.js), fed with the stdin their tasks render.
+- the mongodb role's mongosh scripts run under the real mongosh against the fake replica set (with authentication
+  where they authenticate), and under Node.js against a double of mongosh and a replica set
+  (ansible_mongosh_double.js), fed with the stdin their tasks render; the role's replica-set tasks run end to end
+  against that double over several hosts on this machine;
+- the firewall role's rules are rendered for an inventory.
 
 Installing packages, systemd and the replica-set tasks of the mongodb role need root and a real MongoDB: they
 are not run here (see the role's README for what check mode can and cannot show).
@@ -20,6 +23,7 @@ Nothing is downloaded: pip installs the SDK's dependencies from wheels packed fr
 from __future__ import annotations
 
 import base64
+import datetime
 import getpass
 import grp
 import importlib.metadata
@@ -40,11 +44,24 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from pymongo import MongoClient
 
-from tests.fake_mongod.fixtures import FakeProcess, start_fake_mongod_process
+from tests.fake_mongod.fixtures import (
+    AuthenticatedFake,
+    FakeDeployment,
+    FakeProcess,
+    start_fake_mongod_process,
+)
+from tests.infra.tools import mongosh
+from tests.unit.mongo_init import load as load_mongo_init
 from tests.wheelhouse import fill_wheelhouse, runtime_dependencies
 
 pytestmark = pytest.mark.infra
@@ -319,7 +336,7 @@ def test_worker_role_second_run_changes_nothing(worker_install: WorkerInstall) -
     assert recap["failed"] == 0
 
 
-def test_worker_environment_file_is_private_and_reads_back_as_the_url(worker_install: WorkerInstall) -> None:
+def test_worker_environment_file_is_private_and_names_the_url_file(worker_install: WorkerInstall) -> None:
     mode = stat.S_IMODE(worker_install.env_file.stat().st_mode)
     config_dir_mode = stat.S_IMODE(worker_install.env_file.parent.stat().st_mode)
     # What a POSIX shell (the smoke role) reads from it; systemd's EnvironmentFile takes the same quoting.
@@ -327,8 +344,8 @@ def test_worker_environment_file_is_private_and_reads_back_as_the_url(worker_ins
         [
             "sh",
             "-c",
-            'set -a && . "$1" && printf "%s|%s|%s" "$HAREL_MONGO_URL" "$HAREL_HTTP_PORT" '
-            '"$HAREL_DRAIN_SECONDS"',
+            'set -a && . "$1" && printf "%s|%s|%s|%s" "$HAREL_MONGO_URL_FILE" "$HAREL_HTTP_PORT" '
+            '"$HAREL_DRAIN_SECONDS" "${HAREL_MONGO_URL-unset}"',
             "sh",
             worker_install.env_file,
         ],
@@ -338,8 +355,43 @@ def test_worker_environment_file_is_private_and_reads_back_as_the_url(worker_ins
     ).stdout
 
     assert mode == 0o600
-    assert config_dir_mode == 0o700
-    assert read_back == f"{worker_install.url}|8080|{DRAIN_SECONDS}"
+    assert config_dir_mode == 0o750
+    # The URL is not in the environment: the worker reads it from its file.
+    assert read_back == f"{worker_install.env_file.parent / 'mongodb-url'}|8080|{DRAIN_SECONDS}|unset"
+    assert worker_install.url not in worker_install.env_file.read_text()
+
+
+def test_worker_url_file_holds_the_url_readable_by_its_owner_only(worker_install: WorkerInstall) -> None:
+    url_file = worker_install.env_file.parent / "mongodb-url"
+
+    assert url_file.read_text() == worker_install.url
+    assert stat.S_IMODE(url_file.stat().st_mode) == 0o400
+    assert url_file.stat().st_uid == os.getuid()
+
+
+def test_worker_url_names_the_ca_once_tls_is_on(ansible: Ansible, tmp_path: Path) -> None:
+    ca = write_tls_files(tmp_path / "tls", "mongo1.harel.example")["mongodb_tls_ca_file"]
+    prefix = tmp_path / "prefix"
+    playbook = tmp_path / "url.yml"
+    play = {
+        "name": "The URL the worker role writes",
+        "hosts": "all",
+        "gather_facts": False,
+        "vars": yaml.safe_load((ROLES / "worker" / "defaults" / "main.yml").read_text())
+        | yaml.safe_load((ROLES / "worker" / "vars" / "main.yml").read_text()),
+        "tasks": [{"name": "Show it", "ansible.builtin.debug": {"msg": "{{ __worker_mongo_url }}"}}],
+    }
+    playbook.write_text(yaml.safe_dump([play], sort_keys=False))
+    base = "mongodb://harel:pw@mongo1.harel.example:27017/harel?replicaSet=rs0&authSource=admin"
+
+    run = ansible.playbook(
+        playbook,
+        local_inventory(tmp_path, "workers"),
+        {"worker_prefix": str(prefix), "worker_mongo_url": base, "worker_tls_ca_file": str(ca)},
+    )
+
+    assert run.returncode == 0, run.output
+    assert f"msg: {base}&tls=true&tlsCAFile={prefix}/etc/harel/ca.crt" in run.output
 
 
 def unit_directives(text: str) -> dict[str, list[str]]:
@@ -602,6 +654,123 @@ def test_mongodb_secrets_never_reach_the_output(mongodb_config: MongodbConfig) -
         assert all(value not in run.output for run in runs), secret
 
 
+def write_tls_files(directory: Path, member: str) -> dict[str, Path]:
+    """A throwaway CA and a certificate for `member` signed by it, as PEM files: what an operator puts in the
+    inventory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "harel test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, member)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(member)]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    files = {
+        "mongodb_tls_ca_file": directory / "ca.crt",
+        "mongodb_tls_certificate_file": directory / f"{member}.crt",
+        "mongodb_tls_key_file": directory / f"{member}.key",
+    }
+    files["mongodb_tls_ca_file"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files["mongodb_tls_certificate_file"].write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    files["mongodb_tls_key_file"].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return files
+
+
+@pytest.mark.parametrize("mode", ["allowTLS", "preferTLS", "requireTLS"])
+def test_mongodb_config_with_tls_in_check_mode_then_for_real_then_unchanged(
+    ansible: Ansible, tmp_path: Path, mode: str
+) -> None:
+    files = write_tls_files(tmp_path / "inventory-tls", "mongo1.harel.example")
+    tls_dir = tmp_path / "etc" / "mongod-tls"
+    (tmp_path / "etc").mkdir()
+    variables = mongodb_variables(tmp_path) | {
+        "mongodb_tls_mode": mode,
+        "mongodb_tls_dir": str(tls_dir),
+        **{name: str(path) for name, path in files.items()},
+    }
+
+    check = run_mongodb_config(ansible, variables, "--check", "--diff")
+    written_by_check = sorted(path for path in (tmp_path / "etc").rglob("*") if path.is_file())
+    apply = run_mongodb_config(ansible, variables, "--diff")
+    again = run_mongodb_config(ansible, variables, "--check")
+
+    assert check.returncode == 0, check.output
+    # data directory, keyfile, TLS directory, certificate and key, CA, mongod.conf
+    assert check.recap()["changed"] == 6
+    assert written_by_check == []
+    assert apply.returncode == 0, apply.output
+    config = yaml.safe_load(Path(str(variables["mongodb_config_path"])).read_text())
+    assert config["net"]["tls"] == {
+        "mode": mode,
+        "certificateKeyFile": str(tls_dir / "mongod.pem"),
+        "CAFile": str(tls_dir / "ca.crt"),
+        "allowConnectionsWithoutCertificates": True,
+    }
+    pem = tls_dir / "mongod.pem"
+    # The certificate, then its key: one PEM file, as mongod reads it.
+    assert pem.read_text() == (
+        files["mongodb_tls_certificate_file"].read_text() + files["mongodb_tls_key_file"].read_text()
+    )
+    assert stat.S_IMODE(pem.stat().st_mode) == 0o400
+    assert (tls_dir / "ca.crt").read_bytes() == files["mongodb_tls_ca_file"].read_bytes()
+    assert files["mongodb_tls_key_file"].read_text() not in check.output + apply.output
+    assert again.returncode == 0 and again.recap()["changed"] == 0, again.output
+
+
+def test_mongodb_keyfile_holds_both_keys_during_a_rotation(ansible: Ansible, tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    keys = [base64.b64encode(secrets.token_bytes(48)).decode() for _ in range(2)]
+    variables = mongodb_variables(tmp_path) | {"mongodb_keyfile_content": keys}
+
+    run = run_mongodb_config(ansible, variables)
+
+    assert run.returncode == 0, run.output
+    keyfile = Path(str(variables["mongodb_keyfile_path"]))
+    # MongoDB's format for several keys: a YAML list; members accept any key listed.
+    assert yaml.safe_load(keyfile.read_text()) == keys
+    assert all(key not in run.output for key in keys)
+    refused = run_mongodb_config(
+        ansible, variables | {"mongodb_keyfile_content": [*keys, keys[0]]}, "--check"
+    )
+    assert refused.returncode != 0 and "during a key rotation a list of the two keys" in refused.output
+
+
+def test_mongodb_role_refuses_tls_without_its_files(ansible: Ansible, tmp_path: Path) -> None:
+    run = run_mongodb_config(
+        ansible, mongodb_variables(tmp_path) | {"mongodb_tls_mode": "preferTLS"}, "--check"
+    )
+
+    assert run.returncode != 0
+    assert "every mode but disabled needs mongodb_tls_certificate_file" in run.output
+
+
 @pytest.mark.parametrize(
     "missing", ["mongodb_keyfile_content", "mongodb_root_password", "mongodb_app_password"]
 )
@@ -657,7 +826,7 @@ def test_worker_role_refuses_to_run_without_the_url(ansible: Ansible) -> None:
     assert not (ansible.scratch / "unused").exists()
 
 
-# --- the mongodb role's mongosh scripts, under Node.js against a mongosh double -----------------------------------
+# --- the mongodb role's mongosh scripts -------------------------------------------------------------------------
 
 NODE = shutil.which("node")
 MONGOSH_DOUBLE = Path(__file__).with_name("ansible_mongosh_double.js")
@@ -721,64 +890,77 @@ def run_mongosh_script(
     return result
 
 
-@requires_node
-def test_hello_script_prints_the_members_view(tmp_path: Path) -> None:
-    uninitialized = run_mongosh_script(
-        tmp_path, "hello.js", member_state(setName=None, primary=False, primaryHost=None)
-    )
-    secondary = run_mongosh_script(tmp_path, "hello.js", member_state(primary=False, secondary=True))
+# --- hello.js and initiate.js under the real mongosh, as the role runs them, against the fake replica set ---------
 
-    assert json.loads(uninitialized.printed[0]) == {
-        "setName": None,
-        "isWritablePrimary": False,
-        "secondary": False,
-        "primary": None,
-    }
-    assert json.loads(secondary.printed[0]) == {
+
+def role_mongosh(port: int, script: str) -> list[str]:
+    """The role's own mongosh command line (vars/main.yml, TLS off) for this member's mongod on `port`."""
+    role_vars = yaml.safe_load((ROLES / "mongodb" / "vars" / "main.yml").read_text())
+    assert "--port', mongodb_port | string]" in role_vars["__mongodb_mongosh"]
+    return [
+        "mongosh",
+        "--quiet",
+        "--norc",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--eval",
+        (MONGODB_SCRIPTS / script).read_text(),
+    ]
+
+
+def test_hello_script_prints_the_members_view_under_mongosh(
+    fake_rs: FakeDeployment, fake_secondary: FakeDeployment, tmp_path: Path
+) -> None:
+    def view(port: int) -> dict[str, object]:
+        run = mongosh(role_mongosh(port, "hello.js"), home=tmp_path)
+        assert run.returncode == 0, run.stderr
+        return dict(json.loads(run.stdout))
+
+    primary, secondary = view(fake_rs.port), view(fake_secondary.port)
+    fake_rs.server.set_initialized(False)
+    uninitialized = view(fake_rs.port)
+
+    assert primary == {
         "setName": "rs0",
-        "isWritablePrimary": False,
-        "secondary": True,
-        "primary": "mongo1.harel.example:27017",
+        "isWritablePrimary": True,
+        "secondary": False,
+        "primary": f"127.0.0.1:{fake_rs.port}",
     }
+    assert secondary["secondary"] is True and secondary["isWritablePrimary"] is False
+    assert uninitialized == {"setName": None, "isWritablePrimary": False, "secondary": False, "primary": None}
 
 
-@requires_node
-def test_initiate_script_initiates_with_every_member_in_order_without_credentials(tmp_path: Path) -> None:
-    hosts = ["mongo1.harel.example:27017", "mongo2.harel.example:27017", "mongo3.harel.example:27017"]
+def test_initiate_script_initiates_once_under_mongosh(fake_rs: FakeDeployment, tmp_path: Path) -> None:
+    fake_rs.server.set_initialized(False)
+    members = {"name": "rs0", "hosts": [f"127.0.0.1:{fake_rs.port}"]}
 
-    run = run_mongosh_script(
-        tmp_path, "initiate.js", member_state(setName=None, primary=False), {"name": "rs0", "hosts": hosts}
-    )
+    first = mongosh(role_mongosh(fake_rs.port, "initiate.js"), home=tmp_path, stdin=json.dumps(members))
+    again = mongosh(role_mongosh(fake_rs.port, "initiate.js"), home=tmp_path, stdin=json.dumps(members))
+    with MongoClient(fake_rs.url, serverSelectionTimeoutMS=5000) as client:
+        status = client.admin.command("replSetGetStatus")
 
-    assert run.ok, run.error
-    assert run.printed == ["initiated"]
-    assert run.member["config"] == {
-        "_id": "rs0",
-        "members": [{"_id": index, "host": host} for index, host in enumerate(hosts)],
-    }
-    assert [call["user"] for call in run.calls if call["command"] == "replSetInitiate"] == [None]
+    assert (first.returncode, first.lines) == (0, ["initiated"]), first.stderr
+    assert (again.returncode, again.lines) == (0, ["already initiated"]), again.stderr
+    assert status["set"] == "rs0"
 
 
-@requires_node
-def test_initiate_script_leaves_an_initiated_set_alone(tmp_path: Path) -> None:
-    run = run_mongosh_script(
-        tmp_path, "initiate.js", member_state(), {"name": "rs0", "hosts": ["other:27017"]}
-    )
+def test_initiate_script_fails_with_the_servers_refusal_under_mongosh(
+    fake_rs: FakeDeployment, tmp_path: Path
+) -> None:
+    fake_rs.server.set_initialized(False)
+    another_set = {"name": "rs9", "hosts": [f"127.0.0.1:{fake_rs.port}"]}
 
-    assert run.ok, run.error
-    assert run.printed == ["already initiated"]
-    assert "config" not in run.member
+    run = mongosh(role_mongosh(fake_rs.port, "initiate.js"), home=tmp_path, stdin=json.dumps(another_set))
+
+    assert run.returncode != 0
+    assert "replSetInitiate failed:" in run.stderr and "rs9" in run.stderr
 
 
-@requires_node
-def test_initiate_script_fails_with_the_servers_refusal(tmp_path: Path) -> None:
-    refusal = {"code": 93, "codeName": "InvalidReplicaSetConfig"}
-    member = member_state(setName=None, primary=False, initiateRefusal=refusal)
-
-    run = run_mongosh_script(tmp_path, "initiate.js", member, {"name": "rs0", "hosts": ["a:27017"]})
-
-    assert not run.ok
-    assert run.error is not None and "InvalidReplicaSetConfig" in str(run.error["message"])
+# --- the scripts that authenticate, under Node.js against the double ------------------------------------------------
+# The fake replica set answers no authentication, user or replSetReconfig command yet; until it does, these run
+# against ansible_mongosh_double.js.
 
 
 @requires_node
@@ -799,6 +981,28 @@ def test_root_user_script_only_authenticates_when_the_user_exists(tmp_path: Path
     assert run.ok, run.error
     assert run.printed == ["present"]
     assert "createUser" not in run.commands()
+
+
+@requires_node
+def test_root_user_script_rotates_the_password_with_the_previous_one(tmp_path: Path) -> None:
+    previous = "the-password-being-replaced"
+    existing = {"root": user(previous, [{"role": "root", "db": "admin"}])}
+
+    run = run_mongosh_script(
+        tmp_path, "root_user.js", member_state(users=existing), ROOT | {"previousPassword": previous}
+    )
+    again = run_mongosh_script(
+        tmp_path,
+        "root_user.js",
+        member_state(users=run.member["users"]),
+        ROOT | {"previousPassword": previous},
+    )
+
+    assert run.ok, run.error
+    assert run.printed == ["rotated"]
+    assert run.member["users"]["root"]["password"] == ROOT["password"]
+    assert again.printed == ["present"]
+    assert "updateUser" not in again.commands()
 
 
 @requires_node
@@ -865,12 +1069,15 @@ def test_app_user_script_fails_without_the_user_administrator(tmp_path: Path) ->
 
 
 HEALTHY = [
-    {"name": "mongo1:27017", "stateStr": "PRIMARY", "health": 1},
-    {"name": "mongo2:27017", "stateStr": "SECONDARY", "health": 1},
-    {"name": "mongo3:27017", "stateStr": "SECONDARY", "health": 1},
+    {"name": "mongo1:27017", "state": 1, "stateStr": "PRIMARY", "health": 1},
+    {"name": "mongo2:27017", "state": 2, "stateStr": "SECONDARY", "health": 1},
+    {"name": "mongo3:27017", "state": 2, "stateStr": "SECONDARY", "health": 1},
 ]
-SYNCING = [*HEALTHY[:2], {"name": "mongo3:27017", "stateStr": "STARTUP2", "health": 1}]
-UNREACHABLE = [*HEALTHY[:2], {"name": "mongo3:27017", "stateStr": "(not reachable/healthy)", "health": 0}]
+SYNCING = [*HEALTHY[:2], {"name": "mongo3:27017", "state": 5, "stateStr": "STARTUP2", "health": 1}]
+UNREACHABLE = [
+    *HEALTHY[:2],
+    {"name": "mongo3:27017", "state": 8, "stateStr": "(not reachable/healthy)", "health": 0},
+]
 
 
 @requires_node
@@ -925,6 +1132,15 @@ def script_of(command: Mapping[str, str]) -> str:
     return match.group(1)
 
 
+CONFIG_HOSTS = ["mongo1.harel.example:27017", "mongo2.harel.example:27017"]
+CONFIG = {"_id": "rs0", "version": 3, "members": [{"_id": 0, "host": CONFIG_HOSTS[0]}]}
+# What the membership plan hands the reconfig task: the next version, one member added without a vote.
+RECONFIGURED = CONFIG | {
+    "version": 4,
+    "members": [*CONFIG["members"], {"_id": 1, "host": CONFIG_HOSTS[1], "votes": 0, "priority": 0}],
+}
+
+
 def script_did_its_job(script: str, result: ScriptRun) -> bool:
     users = result.member["users"]
     assert isinstance(users, dict)
@@ -932,8 +1148,14 @@ def script_did_its_job(script: str, result: ScriptRun) -> bool:
         case "initiate.js":
             return result.member["config"] == {
                 "_id": "rs0",
+                "version": 1,
                 "members": [{"_id": 0, "host": "mongo1.harel.example:27017"}],
             }
+        case "replica_set_state.js":
+            state = json.loads(result.printed[0])
+            return bool(state["config"] == CONFIG and state["status"]["members"][0]["state"] == 1)
+        case "reconfig.js":
+            return result.member["config"] == RECONFIGURED
         case "root_user.js":
             return bool(users["root"]["password"] == ROOT["password"])
         case "app_user.js":
@@ -941,7 +1163,9 @@ def script_did_its_job(script: str, result: ScriptRun) -> bool:
         case "members_healthy.js":
             return json.loads(result.printed[0])["healthy"] is True
         case "step_down.js":
-            return result.member["primary"] is False
+            return result.member["primary"] is False or result.member["primaryHost"] != CONFIG_HOSTS[0]
+        case "feature_compatibility.js":
+            return result.member["featureCompatibilityVersion"] == "8.2"
     raise AssertionError(f"no expectation for {script}")
 
 
@@ -956,7 +1180,12 @@ def test_every_mongodb_task_sends_its_script_the_input_it_reads(ansible: Ansible
     """Renders the stdin of every mongosh task in the role, as Ansible does, and runs its script on it."""
     commands = [
         command
-        for task_file in ("replicaset.yml", "restart_member.yml")
+        for task_file in (
+            "replicaset.yml",
+            "reconcile.yml",
+            "restart_member.yml",
+            "feature_compatibility.yml",
+        )
         for command in mongosh_tasks(yaml.safe_load((ROLES / "mongodb" / "tasks" / task_file).read_text()))
     ]
     scripts = [script_of(command) for command in commands]
@@ -969,12 +1198,17 @@ def test_every_mongodb_task_sends_its_script_the_input_it_reads(ansible: Ansible
         "mongodb_member_host": "mongo1.harel.example",
         "mongodb_root_user": ROOT["user"],
         "mongodb_root_password": ROOT["password"],
+        "mongodb_previous_root_password": "",
         "mongodb_app_user": APP["user"],
         "mongodb_app_password": APP["password"],
         "mongodb_app_database": APP["database"],
         "mongodb_wait_seconds": 6,
         "mongodb_hosts_group": "mongodb",
+        "mongodb_version": "8.2.1",
+        "mongodb_tls_mode": "disabled",
+        "mongodb_tls_dir": "/etc/mongod-tls",
         "__mongodb_members": ["mongo1.harel.example:27017"],
+        "mongodb_membership_step": {"action": "reconfig", "reason": "add", "config": RECONFIGURED},
     }
     playbook = tmp_path / "render.yml"
     play = {
@@ -998,8 +1232,11 @@ def test_every_mongodb_task_sends_its_script_the_input_it_reads(ansible: Ansible
     rendered = [base64.b64decode(text).decode() for text in re.findall(r"msg: (\S+)", run.output)]
     assert sorted(set(scripts)) == [
         "app_user.js",
+        "feature_compatibility.js",
         "initiate.js",
         "members_healthy.js",
+        "reconfig.js",
+        "replica_set_state.js",
         "root_user.js",
         "step_down.js",
     ]
@@ -1009,7 +1246,399 @@ def test_every_mongodb_task_sends_its_script_the_input_it_reads(ansible: Ansible
             setName=None if script == "initiate.js" else "rs0",
             users={} if script in ("initiate.js", "root_user.js") else with_root(),
             statuses=[HEALTHY],
+            config=None if script == "initiate.js" else CONFIG,
+            featureCompatibilityVersion="8.0",
         )
         result = run_mongosh_script(tmp_path, script, member, stdin)
         assert result.ok, (script, result.error)
         assert script_did_its_job(script, result), (script, result)
+
+
+def test_mongodb_listens_on_every_interface_by_default() -> None:
+    # Binding to the member's name fails on cloud images whose /etc/hosts maps it to 127.0.1.1 (loopback only).
+    defaults = yaml.safe_load((ROLES / "mongodb" / "defaults" / "main.yml").read_text())
+    specs = yaml.safe_load((ROLES / "mongodb" / "meta" / "argument_specs.yml").read_text())
+    assert defaults["mongodb_bind_ip"] == ["0.0.0.0"]
+    assert specs["argument_specs"]["main"]["options"]["mongodb_bind_ip"]["default"] == ["0.0.0.0"]
+
+
+# --- the mongodb role's replica-set tasks, run by Ansible against the double --------------------------------------
+
+MEMBER_NAMES = [f"mongo{index}.harel.example" for index in range(1, 6)]
+
+
+@dataclass(frozen=True)
+class DoubleReplicaSet:
+    """A replica set the double keeps in a file between mongosh runs, reached by the role's replica-set tasks."""
+
+    ansible: Ansible
+    directory: Path
+    port: int
+
+    @property
+    def state_file(self) -> Path:
+        return self.directory / "replica-set.json"
+
+    def member(self) -> dict[str, Any]:
+        return dict(json.loads(self.state_file.read_text()))
+
+    def update(self, **changes: object) -> None:
+        self.state_file.write_text(json.dumps(self.member() | changes))
+
+    def host(self, name: str) -> str:
+        return f"{name}:{self.port}"
+
+    def run(self, names: Sequence[str], *flags: str, **variables: object) -> Run:
+        """The mongodb role's replica-set tasks (`--tags mongodb_replicaset`) with `names` as the group, every host
+        on this machine, and mongosh replaced by the double (which the role's mongosh arguments reach unchanged)."""
+        inventory = self.directory / "inventory.yml"
+        hosts = {
+            name: {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": sys.executable,
+                "mongodb_member_host": name,
+            }
+            for name in names
+        }
+        inventory.write_text(yaml.safe_dump({"mongodb": {"hosts": hosts}}))
+        double = [str(NODE), str(MONGOSH_DOUBLE), "--state", str(self.state_file)]
+        return self.ansible.playbook(
+            role_playbook(self.directory, "mongodb", gather_os_facts=True),
+            inventory,
+            {
+                "mongodb_port": self.port,
+                # Unused by the replica-set tasks; its default needs the OS variables they do not load.
+                "mongodb_db_path": str(self.directory / "data"),
+                "mongodb_keyfile_content": base64.b64encode(secrets.token_bytes(48)).decode(),
+                "mongodb_root_password": ROOT["password"],
+                "mongodb_app_password": APP["password"],
+                "mongodb_wait_seconds": 6,
+                "__mongodb_mongosh": [*double, "--quiet", "--eval"],
+                "__mongodb_mongosh_set": [*double, "--quiet", "--eval"],
+                **variables,
+            },
+            "--tags",
+            "mongodb_replicaset",
+            *flags,
+        )
+
+
+@pytest.fixture
+def double_replica_set(ansible: Ansible, tmp_path: Path) -> Iterator[DoubleReplicaSet]:
+    # The role waits for mongod's port on localhost before it asks anything: something must listen there.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        replica_set = DoubleReplicaSet(ansible, tmp_path, int(listener.getsockname()[1]))
+        replica_set.state_file.write_text(
+            json.dumps(member_state(setName=None, primary=False, primaryHost=None, statuses=[]))
+        )
+        yield replica_set
+
+
+def voters(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
+    return {m["host"]: (m.get("votes", 1), m.get("priority", 1)) for m in config["members"]}
+
+
+@requires_node
+def test_replica_set_tasks_initiate_add_and_remove_members_and_change_nothing_when_done(
+    double_replica_set: DoubleReplicaSet,
+) -> None:
+    rs = double_replica_set
+    three, four = MEMBER_NAMES[:3], MEMBER_NAMES[:4]
+
+    first = rs.run(three)
+    again = rs.run(three)
+
+    assert first.returncode == 0, first.output
+    config = rs.member()["config"]
+    assert [m["host"] for m in config["members"]] == [rs.host(name) for name in three]
+    assert set(rs.member()["users"]) == {"root", "harel"}
+    assert again.returncode == 0, again.output
+    assert again.recap(three[0])["changed"] == 0, again.output
+
+    # Check mode reads the set and reports the first change it would make, and makes none.
+    checked = rs.run(four, "--check")
+    assert checked.returncode == 0, checked.output
+    assert f"Round 1: add {rs.host(four[3])} without a vote until it has caught up" in checked.output
+    assert rs.member()["config"] == config
+
+    grown = rs.run(four)
+    grown_again = rs.run(four)
+
+    assert grown.returncode == 0, grown.output
+    # Two changes, one vote at most each: added without a vote, then given it once SECONDARY.
+    added, promoted = rs.member()["reconfigs"]
+    assert voters(added)[rs.host(four[3])] == (0, 0)
+    assert voters(promoted)[rs.host(four[3])] == (1, 1)
+    assert grown.recap(four[0])["changed"] == 2, grown.output
+    assert grown_again.returncode == 0 and grown_again.recap(four[0])["changed"] == 0, grown_again.output
+
+    # mongo1 leaves: it is the primary, so it steps down before it is removed; mongo2 runs the set from now on.
+    shrunk = rs.run(four[1:])
+
+    assert shrunk.returncode == 0, shrunk.output
+    assert rs.member()["stepDown"] == {"replSetStepDown": 60, "secondaryCatchUpPeriodSecs": 30}
+    assert [m["host"] for m in rs.member()["config"]["members"]] == [rs.host(name) for name in four[1:]]
+    assert rs.member()["primaryHost"] != rs.host(four[0])
+    assert rs.run(four[1:]).recap(four[1])["changed"] == 0
+
+
+@requires_node
+def test_replica_set_tasks_fail_when_a_new_member_never_catches_up(
+    double_replica_set: DoubleReplicaSet,
+) -> None:
+    rs = double_replica_set
+    assert rs.run(MEMBER_NAMES[:3]).returncode == 0
+    rs.update(syncing=[rs.host(MEMBER_NAMES[3])])
+
+    run = rs.run(MEMBER_NAMES[:4])
+
+    assert run.returncode != 0
+    assert f"{rs.host(MEMBER_NAMES[3])} is STARTUP2: it gets its vote once it is SECONDARY" in run.output
+    assert "(still so after 6 s)" in run.output
+    # Added without a vote, so the set's majority never counted on it.
+    assert voters(rs.member()["config"])[rs.host(MEMBER_NAMES[3])] == (0, 0)
+
+
+@requires_node
+def test_replica_set_tasks_refuse_a_removal_that_costs_the_majority(
+    double_replica_set: DoubleReplicaSet,
+) -> None:
+    rs = double_replica_set
+    assert rs.run(MEMBER_NAMES[:3]).returncode == 0
+    rs.update(down=[rs.host(MEMBER_NAMES[1])])
+
+    run = rs.run([MEMBER_NAMES[0], MEMBER_NAMES[1]])
+
+    assert run.returncode != 0
+    assert f"removing {rs.host(MEMBER_NAMES[2])} would leave 1 of 2 voting member(s) healthy" in run.output
+    assert len(rs.member()["config"]["members"]) == 3
+
+
+# --- the firewall role ---------------------------------------------------------------------------------------------
+
+
+def firewall_inventory(directory: Path, *, worker_facts: bool) -> Path:
+    """Two members with their addresses given, and this machine as a worker (local; allowed by its facts)."""
+    inventory = directory / "inventory-firewall.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "mongodb": {
+                    "hosts": {
+                        "mongo1.harel.example": local | {"firewall_address": "192.0.2.11"},
+                        "mongo2.harel.example": local | {"firewall_address": ["192.0.2.12", "2001:db8::12"]},
+                    }
+                },
+                "workers": {
+                    "hosts": {"localhost": local | ({} if worker_facts else {"gather_facts": False})}
+                },
+            }
+        )
+    )
+    return inventory
+
+
+def test_firewall_allows_the_members_and_workers_addresses_only(ansible: Ansible, tmp_path: Path) -> None:
+    """The role's nftables ruleset and firewalld ipsets, rendered as the role renders them for an inventory."""
+    role = ROLES / "firewall"
+    role_vars = yaml.safe_load((role / "defaults" / "main.yml").read_text()) | yaml.safe_load(
+        (role / "vars" / "main.yml").read_text()
+    )
+    playbook = tmp_path / "firewall.yml"
+    render = "{{ lookup('ansible.builtin.template', '%s') | b64encode }}"
+    plays = [
+        {
+            "name": "Facts of the workers",
+            "hosts": "workers",
+            "gather_facts": True,
+            "gather_subset": ["network"],
+        },
+        {
+            "name": "Render the firewall role's files",
+            "hosts": "mongo1.harel.example",
+            "gather_facts": False,
+            "vars": role_vars | {"firewall_extra_sources": ["198.51.100.0/24"]},
+            "tasks": [
+                {
+                    "name": "Render the nftables ruleset",
+                    "ansible.builtin.debug": {
+                        "msg": render % (role / "templates" / "mongodb-firewall.nft.j2")
+                    },
+                },
+                {
+                    "name": "Render the ipsets",
+                    "ansible.builtin.debug": {"msg": render % (role / "templates" / "ipset.xml.j2")},
+                    "loop": "{{ __firewall_ipsets }}",
+                },
+                {
+                    "name": "The worker's addresses",
+                    "ansible.builtin.debug": {
+                        "var": "hostvars.localhost.ansible_facts.all_ipv4_addresses | to_json | b64encode"
+                    },
+                },
+            ],
+        },
+    ]
+    playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
+
+    run = ansible.playbook(playbook, firewall_inventory(tmp_path, worker_facts=True), {})
+
+    assert run.returncode == 0, run.output
+    nft, ipset_v4, ipset_v6 = (
+        base64.b64decode(text).decode() for text in re.findall(r"msg: (\S+)", run.output)
+    )
+    [worker_addresses] = re.findall(r"all_ipv4_addresses \| to_json \| b64encode: (\S+)", run.output)
+    worker_v4 = json.loads(base64.b64decode(worker_addresses))
+    expected_v4 = sorted({"192.0.2.11", "192.0.2.12", "198.51.100.0/24", *worker_v4})
+    sets = dict(re.findall(r"set (allowed_v[46]) \{.*?elements = \{ (.*?) \}", nft, re.DOTALL))
+    assert sorted(sets["allowed_v4"].split(", ")) == expected_v4
+    allowed_v6 = sets["allowed_v6"].split(", ")
+    assert "2001:db8::12" in allowed_v6
+    assert not any(address.lower().startswith("fe80:") for address in allowed_v6)
+    rules = [line.strip() for line in nft.splitlines() if line.strip().startswith("tcp dport")]
+    assert rules == [
+        "tcp dport 27017 iif lo accept",
+        "tcp dport 27017 ip saddr @allowed_v4 accept",
+        "tcp dport 27017 ip6 saddr @allowed_v6 accept",
+        "tcp dport 27017 counter drop",
+    ]
+    # Loading the file replaces the table in one transaction.
+    statements = [line for line in nft.splitlines() if line and not line.startswith("#")]
+    assert statements[:2] == ["table inet harel_mongodb", "delete table inet harel_mongodb"]
+    for xml, family, entries in ((ipset_v4, "inet", expected_v4), (ipset_v6, "inet6", sorted(allowed_v6))):
+        root = ElementTree.fromstring(xml.split("\n", 1)[1])
+        assert root.attrib == {"type": "hash:net"}
+        option = root.find("option")
+        assert option is not None and option.attrib == {"name": "family", "value": family}
+        assert sorted(str(entry.text) for entry in root.findall("entry")) == entries
+
+
+def test_firewall_role_stops_on_a_host_without_an_address(ansible: Ansible, tmp_path: Path) -> None:
+    playbook = tmp_path / "play-firewall.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "The firewall role",
+                    "hosts": "mongodb",
+                    "gather_facts": False,
+                    "roles": [{"role": "firewall"}],
+                }
+            ]
+        )
+    )
+
+    # Check mode, and the role's first task stops it: nothing on this machine is touched.
+    run = ansible.playbook(playbook, firewall_inventory(tmp_path, worker_facts=False), {}, "--check")
+
+    assert run.returncode != 0
+    assert (
+        "localhost (inventory groups mongodb, mongodb_leaving, workers) may reach port 27017, but the firewall knows no address"
+        in (run.output)
+    )
+
+
+# --- the scripts that authenticate, under the real mongosh against the fake replica set with authentication --------
+
+
+def test_root_user_script_checks_and_rotates_the_password_under_mongosh(
+    fake_rs_auth: AuthenticatedFake, tmp_path: Path
+) -> None:
+    port = fake_rs_auth.server.port
+    current = {"user": "root", "password": fake_rs_auth.root_password, "previousPassword": ""}
+    new_password = secrets.token_hex(16)
+    rotation = {"user": "root", "password": new_password, "previousPassword": fake_rs_auth.root_password}
+
+    present = mongosh(role_mongosh(port, "root_user.js"), home=tmp_path, stdin=json.dumps(current))
+    rotated = mongosh(role_mongosh(port, "root_user.js"), home=tmp_path, stdin=json.dumps(rotation))
+    again = mongosh(role_mongosh(port, "root_user.js"), home=tmp_path, stdin=json.dumps(rotation))
+
+    assert (present.returncode, present.lines) == (0, ["present"]), present.stderr
+    assert (rotated.returncode, rotated.lines) == (0, ["rotated"]), rotated.stderr
+    assert (again.returncode, again.lines) == (0, ["present"]), again.stderr
+    with MongoClient(fake_rs_auth.url("root", new_password), serverSelectionTimeoutMS=5000) as client:
+        assert client.admin.command("ping")["ok"] == 1
+
+
+def test_app_user_script_creates_then_keeps_the_user_under_mongosh(
+    fake_rs_auth: AuthenticatedFake, tmp_path: Path
+) -> None:
+    port = fake_rs_auth.server.port
+    stdin = {
+        "port": port,
+        "root": {"user": "root", "password": fake_rs_auth.root_password},
+        "app": APP,
+        "tls": False,
+        "tlsCAFile": "/etc/mongod-tls/ca.crt",
+    }
+
+    created = mongosh(role_mongosh(port, "app_user.js"), home=tmp_path, stdin=json.dumps(stdin))
+    kept = mongosh(role_mongosh(port, "app_user.js"), home=tmp_path, stdin=json.dumps(stdin))
+
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout) == {"changed": True, "actions": ["created"]}
+    assert kept.returncode == 0, kept.stderr
+    assert json.loads(kept.stdout) == {"changed": False, "actions": []}
+    with MongoClient(fake_rs_auth.url(APP["user"], APP["password"]), serverSelectionTimeoutMS=5000) as client:
+        client.harel.probe.insert_one({"written": True})
+
+
+def test_members_healthy_script_reports_the_set_under_mongosh(
+    fake_rs_auth: AuthenticatedFake, tmp_path: Path
+) -> None:
+    port = fake_rs_auth.server.port
+    stdin = {"user": "root", "password": fake_rs_auth.root_password, "waitSeconds": 10}
+
+    run = mongosh(role_mongosh(port, "members_healthy.js"), home=tmp_path, stdin=json.dumps(stdin))
+
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {
+        "healthy": True,
+        "members": [{"name": fake_rs_auth.host_port, "state": "PRIMARY", "health": 1}],
+    }
+
+
+def test_membership_scripts_read_the_set_and_apply_the_plans_change_under_mongosh(
+    fake_rs_auth: AuthenticatedFake, tmp_path: Path
+) -> None:
+    """replica_set_state.js, the plan (the role's filter) and reconfig.js, as reconcile.yml chains them: the config's
+    ObjectId survives the round trip through Extended JSON, and the server takes the change."""
+    port = fake_rs_auth.server.port
+    root = {"user": "root", "password": fake_rs_auth.root_password}
+    # A second member the fake simulates: a port on 127.0.0.1 nobody listens on.
+    newcomer = f"127.0.0.1:{free_port()}"
+    plan = load_plan()
+
+    def state() -> dict[str, Any]:
+        run = mongosh(role_mongosh(port, "replica_set_state.js"), home=tmp_path, stdin=json.dumps(root))
+        assert run.returncode == 0, run.stderr
+        return dict(json.loads(run.stdout))
+
+    before = state()
+    done = plan.harel_replica_set_step(before, [fake_rs_auth.host_port], [])
+    step = plan.harel_replica_set_step(before, [fake_rs_auth.host_port, newcomer], [newcomer])
+    applied = mongosh(
+        role_mongosh(port, "reconfig.js"), home=tmp_path, stdin=json.dumps(root | {"config": step["config"]})
+    )
+    after = state()
+
+    assert done["action"] == "done"
+    assert "$oid" in json.dumps(before["config"]["settings"]["replicaSetId"])
+    assert step["action"] == "reconfig", step
+    assert applied.returncode == 0, applied.stderr
+    assert applied.lines == [f"reconfigured {before['config']['version'] + 1}"]
+    assert after["config"]["version"] == before["config"]["version"] + 1
+    assert after["config"]["settings"]["replicaSetId"] == before["config"]["settings"]["replicaSetId"]
+    added = next(m for m in after["config"]["members"] if m["host"] == newcomer)
+    assert (added["votes"], added["priority"]) == (0, 0)
+
+
+def load_plan() -> Any:
+    """The membership plan the role's filter_plugins/replica_set_plan.py links to."""
+    assert (ROLES / "mongodb" / "filter_plugins" / "replica_set_plan.py").resolve() == (
+        REPOSITORY / "compose" / "mongo-init" / "replica_set_plan.py"
+    )
+    return load_mongo_init("replica_set_plan")

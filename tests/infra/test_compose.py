@@ -3,8 +3,10 @@ against the file, the keyfile step run for real (with chown recorded), and the w
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -17,6 +19,9 @@ import yaml
 
 from harel_stack.compose import SMOKE_PROFILE, THREE_MEMBERS_PROFILE
 from harel_stack.settings import SECRET_VARIABLES, parse_env
+from tests.fake_mongod.fixtures import FakeDeployment
+from tests.fake_mongod.server import FakeMongod
+from tests.infra.tools import docker_compose, mongosh
 
 pytestmark = pytest.mark.infra
 
@@ -28,6 +33,9 @@ OPERATIONS_FILE = COMPOSE_DIR / "observability.yml"
 ENV_EXAMPLE = COMPOSE_DIR / ".env.example"
 DOCKERFILE = COMPOSE_DIR / "Dockerfile.worker"
 VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)")
+SECRET_FILES = "/run/secrets/"
+# A secret's mode as the file writes it (YAML 1.2's octal, which compose reads; PyYAML keeps it a string).
+OWNER_READ_ONLY = "0o400"
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|KEY$")
 REFERENCE = re.compile(r"^\$\{[A-Z_][A-Z0-9_]*(?::?[-?][^}]*)?\}$")
 
@@ -112,8 +120,8 @@ def test_the_schema_check_rejects_a_broken_compose_file(tmp_path: Path) -> None:
 # --- the stack's rules ---------------------------------------------------------------------------------------
 
 
-def test_one_shot_services_are_the_keyfile_the_init_and_the_smoke_run(services: dict[str, Any]) -> None:
-    assert _one_shots(services) == {"keyfile", "mongo-init", "smoke"}
+def test_one_shot_services_are_the_keyfile_tls_the_init_and_the_smoke_run(services: dict[str, Any]) -> None:
+    assert _one_shots(services) == {"keyfile", "tls", "mongo-init", "smoke"}
     for name in _one_shots(services):
         assert services[name]["restart"] == "no", name
 
@@ -128,15 +136,16 @@ def test_every_long_running_service_has_a_healthcheck_and_restarts(services: dic
         assert services[name]["restart"] == "unless-stopped", name
 
 
-def test_a_member_is_healthy_only_as_primary_or_secondary_of_rs0(services: dict[str, Any]) -> None:
-    for name in ("mongo1", "mongo2", "mongo3"):
-        test = services[name]["healthcheck"]["test"]
+def test_every_member_runs_the_same_healthcheck_which_never_initiates_nor_carries_credentials(
+    services: dict[str, Any],
+) -> None:
+    """What the check decides is proved by running it under mongosh
+    (test_member_healthcheck_runs_under_mongosh_against_the_fake_replica_set); here, that every member runs
+    that one check, and what it must never do: initiate (that would hide a failed init), carry credentials."""
+    checks = {name: services[name]["healthcheck"]["test"] for name in ("mongo1", "mongo2", "mongo3")}
+    assert checks["mongo2"] == checks["mongo3"] == checks["mongo1"]
+    for test in checks.values():
         assert test[1] == "mongosh"
-        script = test[test.index("--eval") + 1]
-        assert "db.hello()" in script
-        assert "h.setName === 'rs0'" in script
-        assert "h.isWritablePrimary || h.secondary" in script
-        # Never initiates from a healthcheck (that would hide a failed init), never carries credentials.
         joined = " ".join(test)
         assert "initiate" not in joined
         assert not {"-u", "-p", "--username", "--password"} & set(test)
@@ -157,6 +166,15 @@ def test_start_order_waits_for_each_step(services: dict[str, Any]) -> None:
     assert services["smoke"]["depends_on"] == {"worker": {"condition": "service_healthy"}}
 
 
+def test_members_get_time_to_step_down_and_a_cheap_healthcheck(services: dict[str, Any]) -> None:
+    for name in ("mongo1", "mongo2", "mongo3"):
+        assert services[name]["stop_grace_period"] == "60s", name
+        healthcheck = services[name]["healthcheck"]
+        assert healthcheck["interval"] == "30s"
+        assert healthcheck["timeout"] == "20s"
+        assert healthcheck["retries"] >= 3
+
+
 def test_members_run_with_replset_keyfile_and_all_interfaces(services: dict[str, Any]) -> None:
     for name in ("mongo1", "mongo2", "mongo3"):
         command = services[name]["command"]
@@ -170,10 +188,14 @@ def test_members_run_with_replset_keyfile_and_all_interfaces(services: dict[str,
 
 
 def test_only_mongo1_bootstraps_the_root_user(services: dict[str, Any]) -> None:
-    assert set(_environment(services["mongo1"])) == {
-        "MONGO_INITDB_ROOT_USERNAME",
-        "MONGO_INITDB_ROOT_PASSWORD",
+    assert _environment(services["mongo1"]) == {
+        "MONGO_INITDB_ROOT_USERNAME": "${HAREL_MONGO_ROOT_USER:-root}",
+        "MONGO_INITDB_ROOT_PASSWORD_FILE": "/run/secrets/mongo_root_password",
     }
+    # The image's entrypoint reads the file as mongodb (uid 999) before it starts mongod.
+    assert services["mongo1"]["secrets"] == [
+        {"source": "mongo_root_password", "uid": "999", "gid": "999", "mode": OWNER_READ_ONLY}
+    ]
     # mongo2/mongo3 start empty and copy users by initial sync; root variables there would create a second
     # standalone root user before they join.
     assert "environment" not in services["mongo2"]
@@ -188,35 +210,61 @@ def test_one_variable_switches_to_a_single_member(services: dict[str, Any]) -> N
     assert command[command.index("--members") + 1] == "${HAREL_MEMBERS:-3}"
 
 
-def test_workers_run_as_the_app_user_with_configurable_replicas(services: dict[str, Any]) -> None:
+def test_mongo_init_reads_its_secrets_from_files_and_writes_the_url_file(services: dict[str, Any]) -> None:
+    init = services["mongo-init"]
+    assert init["image"] == services["worker"]["image"]
+    assert init["entrypoint"] == ["python", "/opt/harel/rs_init.py"]
+    command = init["command"]
+    assert command[command.index("--url-file") + 1] == "/run/harel/mongodb-url"
+    assert command[command.index("--root-user") + 1] == "${HAREL_MONGO_ROOT_USER:-root}"
+    environment = _environment(init)
+    assert environment == {
+        "HAREL_MONGO_ROOT_PASSWORD_FILE": "/run/secrets/mongo_root_password",
+        "HAREL_MONGO_PREVIOUS_ROOT_PASSWORD_FILE": "/run/secrets/mongo_previous_root_password",
+        "HAREL_APP_PASSWORD_FILE": "/run/secrets/app_password",
+    }
+    mounted = {secret["source"]: secret for secret in init["secrets"]}
+    assert set(mounted) == {"mongo_root_password", "mongo_previous_root_password", "app_password"}
+    assert all(
+        (s["uid"], s["gid"], s["mode"]) == ("10001", "10001", OWNER_READ_ONLY) for s in mounted.values()
+    )
+    assert init["volumes"] == ["app-url:/run/harel", "tls:/tls:ro"]
+    assert command[command.index("--tls-mode") + 1] == "${HAREL_TLS_MODE:-disabled}"
+
+
+def test_workers_read_the_url_file_and_wait_for_the_database(services: dict[str, Any]) -> None:
     worker = services["worker"]
     assert worker["build"] == {"context": "..", "dockerfile": "compose/Dockerfile.worker", "target": "worker"}
     assert worker["deploy"]["replicas"] == "${HAREL_WORKERS:-2}"
     assert "command" not in worker  # the image's default: `harel worker`
-    url = _environment(worker)["HAREL_MONGO_URL"]
-    assert re.fullmatch(
-        r"mongodb://harel:\$\{HAREL_APP_PASSWORD:\?[^}]+\}@mongo1:27017,mongo2:27017,mongo3:27017/harel"
-        r"\?replicaSet=rs0&authSource=admin",
-        url,
-    )
+    assert _environment(worker) == {
+        "HAREL_MONGO_URL_FILE": "/run/harel/mongodb-url",
+        "HAREL_CONNECT_DEADLINE": "0",
+    }
+    assert worker["volumes"] == ["app-url:/run/harel:ro", "tls:/tls:ro"]
     assert services["smoke"]["command"] == ["smoke"]
     assert services["smoke"]["profiles"] == [SMOKE_PROFILE]
-    assert _environment(services["smoke"])["HAREL_MONGO_URL"] == url
+    assert _environment(services["smoke"]) == _environment(worker)
+    assert services["smoke"]["volumes"] == worker["volumes"]
 
 
-def test_no_secret_literal_in_the_compose_file(services: dict[str, Any]) -> None:
+def test_no_secret_in_an_environment_value_or_the_compose_file(
+    compose: dict[str, Any], services: dict[str, Any]
+) -> None:
     for name, service in services.items():
         for key, value in _environment(service).items():
             if SECRET_NAME.search(key):
-                assert REFERENCE.match(value), f"{name}.{key} must come from compose/.env"
-    url_passwords = [
-        password
-        for text in _strings(services)
-        for password in re.findall(r"://[^:/@\s]+:(\$\{[^}]*\}|[^@\s/]+)@", text)
-    ]
-    assert url_passwords, "the app URL's password was not found: this check would pass vacuously"
-    for password in url_passwords:
-        assert REFERENCE.match(password), f"a URL carries a literal password: {password}"
+                assert key.endswith("_FILE") and value.startswith(SECRET_FILES), (
+                    f"{name}.{key} must be a file"
+                )
+            assert "://" not in value, f"{name}.{key} carries a URL"
+    # No credential in any URL anywhere in the file, and the secrets come from compose/.env.
+    assert not [text for text in _strings(services) if re.search(r"://[^/@\s]+:[^@\s/]*@", text)]
+    assert dict(compose["secrets"].items()) == {
+        "mongo_root_password": {"environment": "HAREL_MONGO_ROOT_PASSWORD"},
+        "mongo_previous_root_password": {"environment": "HAREL_MONGO_PREVIOUS_ROOT_PASSWORD"},
+        "app_password": {"environment": "HAREL_APP_PASSWORD"},
+    }
     # The keyfile is generated at install time from the kernel's randomness, never written here.
     script = services["keyfile"]["command"][0]
     assert "/dev/urandom" in script
@@ -234,27 +282,38 @@ def test_published_ports_are_bound_to_loopback(services: dict[str, Any]) -> None
                 assert port.startswith("127.0.0.1:"), port
 
 
-def test_image_tags_are_pinned(services: dict[str, Any]) -> None:
+def test_image_tags_are_pinned_to_a_patch_release(services: dict[str, Any]) -> None:
     for name, service in services.items():
         image = service.get("image")
-        if image is None:
-            assert "build" in service, name
-            continue
+        assert image is not None, name
         repository, _, tag = image.rpartition(":")
         assert repository and tag and "/" not in tag, f"{name}: untagged image {image}"
         assert tag != "latest", f"{name}: {image}"
-        assert "$" not in image, f"{name}: image chosen by a variable"
     for name in ("keyfile", "mongo1", "mongo2", "mongo3"):
-        assert services[name]["image"] == "mongo:8.0"
+        # One variable, documented in .env.example, with a patch release as its default: every member alike.
+        assert services[name]["image"] == "mongo:${HAREL_MONGO_VERSION:-8.0.26}", name
+    for name in ("mongo-init", "worker", "smoke"):
+        assert services[name]["image"] == "harel/worker:local", name
     for line in DOCKERFILE.read_text(encoding="utf-8").splitlines():
         if line.startswith("ARG PYTHON_IMAGE="):
             assert line == "ARG PYTHON_IMAGE=python:3.11-slim"
 
 
 def test_data_and_keyfile_live_in_named_volumes(compose: dict[str, Any], services: dict[str, Any]) -> None:
-    assert set(compose["volumes"]) == {"keyfile", "mongo1-data", "mongo2-data", "mongo3-data"}
-    for service in services.values():
+    assert set(compose["volumes"]) == {
+        "app-url",
+        "keyfile",
+        "tls",
+        "mongo1-data",
+        "mongo2-data",
+        "mongo3-data",
+    }
+    for name, service in services.items():
         for volume in service.get("volumes", []):
+            if volume == "${HAREL_TLS_DIR:-./tls}:/tls-source:ro":
+                # The one bind mount: the operator's certificate folder, read by the `tls` one-shot only.
+                assert name == "tls"
+                continue
             source = volume.split(":", 1)[0]
             assert source in compose["volumes"], f"{volume}: bind mounts and anonymous volumes are not used"
 
@@ -267,8 +326,12 @@ def _compose_text() -> str:
 
 
 def test_env_example_documents_exactly_the_variables_the_compose_file_uses() -> None:
-    # HAREL_OBSERVABILITY is harel-stack's own: it chooses the profiles.
-    used = set(VARIABLE.findall(_compose_text())) | {"HAREL_OBSERVABILITY"}
+    text = _compose_text()
+    secrets = {
+        secret["environment"] for secret in yaml.safe_load(COMPOSE_FILE.read_text())["secrets"].values()
+    }
+    # $${...} is the shell's, not compose's. HAREL_OBSERVABILITY is harel-stack's own: it chooses the profiles.
+    used = set(VARIABLE.findall(text.replace("$${", ""))) | secrets | {"HAREL_OBSERVABILITY"}
     example = ENV_EXAMPLE.read_text(encoding="utf-8")
     documented = set(parse_env(example))
     assert used == documented
@@ -284,14 +347,18 @@ def test_env_example_documents_exactly_the_variables_the_compose_file_uses() -> 
 
 
 def test_env_example_defaults_match_the_compose_defaults() -> None:
-    text = _compose_text()
+    text = _compose_text().replace("$${", "")
     example = parse_env(ENV_EXAMPLE.read_text(encoding="utf-8"))
     defaults = dict(re.findall(r"\$\{([A-Z_][A-Z0-9_]*):-([^}]*)\}", text))
     for variable, default in defaults.items():
         assert example[variable] == default, variable
-    required = set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", text))
-    assert required == set(SECRET_VARIABLES)
-    for secret in SECRET_VARIABLES:
+    # The stack's own file takes secrets from its secrets section (files); the observability file still requires
+    # some as environment values, and only those compose/.env generates.
+    assert not re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", COMPOSE_FILE.read_text()), (
+        "secrets come from the secrets section"
+    )
+    assert set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", text)) <= set(SECRET_VARIABLES)
+    for secret in (*SECRET_VARIABLES, "HAREL_MONGO_PREVIOUS_ROOT_PASSWORD"):
         assert example[secret] == "", f"{secret} must be generated, not shipped"
 
 
@@ -311,11 +378,14 @@ def _keyfile_script(services: dict[str, Any]) -> str:
     return service["command"][0].replace("$$", "$")
 
 
-def _run_keyfile(script: str, keyfile: Path, bin_dir: Path) -> subprocess.CompletedProcess[str]:
+def _run_keyfile(
+    script: str, keyfile: Path, bin_dir: Path, rotation: str = ""
+) -> subprocess.CompletedProcess[str]:
     environment = {
         **os.environ,
         "KEYFILE": str(keyfile),
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "HAREL_KEYFILE_ROTATION": rotation,
     }
     return subprocess.run(
         ["/bin/sh", "-euc", script], env=environment, capture_output=True, text=True, check=False, timeout=30
@@ -354,30 +424,263 @@ def test_keyfile_is_generated_once_random_and_owned_by_mongodb(
     assert second_install.read_text(encoding="ascii") != key
 
 
+def test_keyfile_rotation_adds_a_second_key_then_keeps_the_new_one_alone(
+    services: dict[str, Any], tmp_path: Path
+) -> None:
+    script = _keyfile_script(services)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "chown").write_text("#!/bin/sh\n", encoding="utf-8")
+    (bin_dir / "chown").chmod(0o755)
+    keyfile = tmp_path / "mongo.key"
+    assert _run_keyfile(script, keyfile, bin_dir).returncode == 0
+    old = keyfile.read_text(encoding="ascii")
+
+    added = _run_keyfile(script, keyfile, bin_dir, "add")
+    assert added.returncode == 0, added.stderr
+    lines = keyfile.read_text(encoding="ascii").splitlines()
+    # MongoDB's keyfile YAML list: members accept every key listed, so old and new members still talk.
+    assert lines[0] == f"- {old}"
+    assert re.fullmatch(r"- [A-Za-z0-9+/]{1008}", lines[1]) and lines[1] != lines[0]
+    assert yaml.safe_load(keyfile.read_text(encoding="ascii")) == [old, lines[1][2:]]
+    assert stat.S_IMODE(keyfile.stat().st_mode) == 0o400
+    again = _run_keyfile(script, keyfile, bin_dir, "add")
+    assert again.returncode == 1 and "already under way" in again.stderr
+    # A plain `up` in the middle of a rotation keeps both keys.
+    assert _run_keyfile(script, keyfile, bin_dir).returncode == 0
+    assert keyfile.read_text(encoding="ascii").splitlines() == lines
+
+    finished = _run_keyfile(script, keyfile, bin_dir, "finish")
+    assert finished.returncode == 0, finished.stderr
+    assert keyfile.read_text(encoding="ascii") == lines[1][2:]
+    assert _run_keyfile(script, keyfile, bin_dir, "finish").returncode == 1
+    assert _run_keyfile(script, keyfile, bin_dir, "rotate").returncode == 1
+
+
 # --- the worker image ----------------------------------------------------------------------------------------
 
 
-def test_worker_image_installs_the_sdk_wheel_and_runs_harel_worker_as_10001() -> None:
+def test_worker_image_installs_the_sdk_wheel_and_the_init_and_runs_harel_worker_as_10001() -> None:
     text = DOCKERFILE.read_text(encoding="utf-8")
     stages = re.findall(r"^FROM (\S+) AS (\S+)$", text, flags=re.MULTILINE)
-    assert stages == [
-        ("${PYTHON_IMAGE}", "wheel"),
-        ("${PYTHON_IMAGE}", "runtime"),
-        ("runtime", "mongo-init"),
-        ("runtime", "worker"),
-    ]
+    assert stages == [("${PYTHON_IMAGE}", "wheel"), ("${PYTHON_IMAGE}", "runtime"), ("runtime", "worker")]
     assert "COPY sdk/ sdk/" in text
     assert "pip wheel --no-cache-dir --no-deps --wheel-dir /wheels ./sdk" in text
     assert "/wheels/*.whl" in text
     assert "useradd --uid 10001" in text
     assert "USER 10001:10001" in text
+    runtime = text[text.index("AS runtime") : text.index("AS worker")]
+    assert (
+        "COPY --chmod=0444 compose/mongo-init/rs_init.py compose/mongo-init/replica_set_plan.py /opt/harel/"
+        in runtime
+    )
+    assert "install -d -o 10001 -g 10001 -m 0700 /run/harel" in runtime
     worker = text[text.index("AS worker") :]
     assert 'ENTRYPOINT ["harel"]' in worker
     assert 'CMD ["worker"]' in worker
     assert "EXPOSE 8080" in worker
-    init = text[text.index("AS mongo-init") : text.index("AS worker")]
-    assert "compose/mongo-init/rs_init.py" in init
+    assert "http://127.0.0.1:8080/readyz" in worker.split("HEALTHCHECK", 1)[1]
     # The build context is the repository root: only what the COPY lines need may be sent.
     ignore = (COMPOSE_DIR / "Dockerfile.worker.dockerignore").read_text(encoding="utf-8").splitlines()
-    assert ignore[ignore.index("*") + 1 :][:2] == ["!sdk/", "!compose/mongo-init/rs_init.py"]
-    assert (REPOSITORY_ROOT / "compose" / "mongo-init" / "rs_init.py").is_file()
+    assert ignore[ignore.index("*") + 1 :][:3] == [
+        "!sdk/",
+        "!compose/mongo-init/rs_init.py",
+        "!compose/mongo-init/replica_set_plan.py",
+    ]
+    for name in ("rs_init.py", "replica_set_plan.py"):
+        assert (REPOSITORY_ROOT / "compose" / "mongo-init" / name).is_file()
+
+
+# --- TLS ---------------------------------------------------------------------------------------------------------
+
+
+def _env_file(directory: Path, **overrides: str) -> Path:
+    """compose/.env as `make up` writes it from the example (secrets filled), with `overrides`."""
+    lines = []
+    for example in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        key = example.split("=", 1)[0]
+        if key in overrides:
+            lines.append(f"{key}={overrides.pop(key)}")
+        elif key in SECRET_VARIABLES:
+            lines.append(f"{key}=secret-{key.lower()}")
+        else:
+            lines.append(example)
+    env_file = directory / ".env"
+    env_file.write_text(
+        "\n".join(lines + [f"{k}={v}" for k, v in overrides.items()]) + "\n", encoding="utf-8"
+    )
+    return env_file
+
+
+def _rendered(env_file: Path, *profiles: str) -> dict[str, Any]:
+    arguments = ["-f", str(COMPOSE_FILE), "--env-file", str(env_file), "-p", "harel"]
+    for profile in profiles:
+        arguments += ["--profile", profile]
+    result = docker_compose([*arguments, "config", "--format", "json"], cwd=REPOSITORY_ROOT)
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+@pytest.mark.parametrize("mode", ["disabled", "allowTLS", "preferTLS", "requireTLS"])
+def test_docker_compose_renders_every_tls_mode_from_env(tmp_path: Path, mode: str) -> None:
+    certificates = tmp_path / "certificates"
+    certificates.mkdir()
+    rendered = _rendered(
+        _env_file(tmp_path, HAREL_TLS_MODE=mode, HAREL_TLS_DIR=str(certificates)), THREE_MEMBERS_PROFILE
+    )
+    services = rendered["services"]
+
+    assert services["tls"]["environment"]["HAREL_TLS_MODE"] == mode
+    [source] = [volume for volume in services["tls"]["volumes"] if volume["target"] == "/tls-source"]
+    assert (source["type"], source["source"], source["read_only"]) == ("bind", str(certificates), True)
+    for member in ("mongo1", "mongo2", "mongo3"):
+        command = services[member]["command"]
+        assert command[command.index("--config") + 1] == "/tls/mongod.conf"
+        assert any(
+            (v["source"], v["target"], v.get("read_only")) == ("tls", "/tls", True)
+            for v in services[member]["volumes"]
+        )
+        assert services[member]["depends_on"]["tls"]["condition"] == "service_completed_successfully"
+    init = services["mongo-init"]["command"]
+    assert init[init.index("--tls-mode") + 1] == mode
+
+
+def test_docker_compose_refuses_a_file_that_breaks_the_specification(tmp_path: Path) -> None:
+    # The rendering above means something: compose itself fails on a value the specification does not allow.
+    broken = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+    broken["services"]["tls"]["restart_policy"] = "always"
+    path = tmp_path / "docker-compose.yml"
+    path.write_text(yaml.safe_dump(broken), encoding="utf-8")
+    shutil.copy(OPERATIONS_FILE, tmp_path / OPERATIONS_FILE.name)
+
+    result = docker_compose(
+        ["-f", str(path), "--env-file", str(_env_file(tmp_path)), "config", "--quiet"], cwd=REPOSITORY_ROOT
+    )
+
+    assert result.returncode != 0
+    assert "restart_policy" in result.stderr
+
+
+def _tls_script(services: dict[str, Any]) -> str:
+    service = services["tls"]
+    assert service["entrypoint"] == ["/bin/sh", "-euc"]
+    assert service["user"] == "0:0"
+    # Compose turns `$$` into `$` before the shell sees it.
+    return service["command"][0].replace("$$", "$")
+
+
+def _run_tls(
+    services: dict[str, Any], tmp_path: Path, mode: str, source: Path
+) -> tuple[subprocess.CompletedProcess[str], Path, str]:
+    """The `tls` one-shot's script, for real, with /tls and /tls-source moved under tmp_path and chown recorded."""
+    target = tmp_path / "tls-volume"
+    target.mkdir(exist_ok=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    calls = tmp_path / "chown-calls"
+    (bin_dir / "chown").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n', encoding="utf-8")
+    (bin_dir / "chown").chmod(0o755)
+    assert _environment(services["tls"]) == {
+        "HAREL_TLS_MODE": "${HAREL_TLS_MODE:-disabled}",
+        "TLS_SOURCE": "/tls-source",
+        "TLS_VOLUME": "/tls",
+    }
+    result = subprocess.run(
+        ["/bin/sh", "-euc", _tls_script(services)],
+        env={
+            **os.environ,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "HAREL_TLS_MODE": mode,
+            "TLS_SOURCE": str(source),
+            "TLS_VOLUME": str(target),
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    return result, target, calls.read_text(encoding="utf-8") if calls.exists() else ""
+
+
+def _certificates(directory: Path) -> Path:
+    directory.mkdir()
+    for name in ("ca.crt", "tls.crt", "tls.key"):
+        (directory / name).write_text(f"-----BEGIN {name}-----\n", encoding="ascii")
+    return directory
+
+
+@pytest.mark.parametrize("mode", ["allowTLS", "preferTLS", "requireTLS"])
+def test_tls_step_writes_the_members_settings_and_certificate(
+    services: dict[str, Any], tmp_path: Path, mode: str
+) -> None:
+    source = _certificates(tmp_path / "certificates")
+
+    result, volume, chowned = _run_tls(services, tmp_path, mode, source)
+
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load((volume / "mongod.conf").read_text()) == {
+        "net": {
+            "tls": {
+                "mode": mode,
+                "certificateKeyFile": "/tls/mongod.pem",
+                "CAFile": "/tls/ca.crt",
+                "allowConnectionsWithoutCertificates": True,
+            }
+        }
+    }
+    pem = volume / "mongod.pem"
+    assert pem.read_text() == "-----BEGIN tls.crt-----\n-----BEGIN tls.key-----\n"
+    assert stat.S_IMODE(pem.stat().st_mode) == 0o400
+    assert chowned.split() == ["999:999", str(pem)]
+    assert (volume / "ca.crt").read_text() == "-----BEGIN ca.crt-----\n"
+    assert stat.S_IMODE((volume / "ca.crt").stat().st_mode) == 0o644
+    expected_options = (
+        "&tls=true&tlsCAFile=/tls/ca.crt&tlsAllowInvalidHostnames=true" if mode == "requireTLS" else ""
+    )
+    assert (volume / "client-options").read_text() == expected_options
+
+
+def test_tls_step_turns_tls_off_and_refuses_a_mode_without_its_files(
+    services: dict[str, Any], tmp_path: Path
+) -> None:
+    source = _certificates(tmp_path / "certificates")
+    assert _run_tls(services, tmp_path, "preferTLS", source)[0].returncode == 0
+
+    off, volume, _ = _run_tls(services, tmp_path, "disabled", source)
+    assert off.returncode == 0, off.stderr
+    assert yaml.safe_load((volume / "mongod.conf").read_text()) == {"net": {"tls": {"mode": "disabled"}}}
+    assert not (volume / "mongod.pem").exists() and (volume / "client-options").read_text() == ""
+
+    (source / "tls.key").unlink()
+    missing, _, _ = _run_tls(services, tmp_path, "requireTLS", source)
+    assert missing.returncode == 1
+    assert "HAREL_TLS_MODE=requireTLS needs tls.key in HAREL_TLS_DIR" in missing.stderr
+    unknown, _, _ = _run_tls(services, tmp_path, "on", source)
+    assert unknown.returncode == 1 and "must be disabled, allowTLS, preferTLS or requireTLS" in unknown.stderr
+
+
+def test_member_healthcheck_runs_under_mongosh_against_the_fake_replica_set(
+    services: dict[str, Any], fake_rs: FakeDeployment, fake_secondary: FakeDeployment, tmp_path: Path
+) -> None:
+    """The members' healthcheck as compose runs it (exec, no shell), under the real mongosh, with the fake replica
+    set's port in place of 27017 and the `tls` step's client-options in a temporary file."""
+    options = tmp_path / "client-options"
+    options.write_text("")
+    test = services["mongo1"]["healthcheck"]["test"]
+    assert test[0] == "CMD"
+
+    def healthy(port: int) -> int:
+        arguments = [
+            argument.replace("/tls/client-options", str(options)).replace(
+                "127.0.0.1:27017", f"127.0.0.1:{port}"
+            )
+            for argument in test[1:]
+        ]
+        return mongosh(arguments, home=tmp_path / "home").returncode
+
+    primary, secondary = healthy(fake_rs.port), healthy(fake_secondary.port)
+    with FakeMongod(set_name="other") as other_set:
+        member_of_another_set = healthy(other_set.port)
+    fake_rs.server.set_initialized(False)
+
+    assert (primary, secondary, member_of_another_set, healthy(fake_rs.port)) == (0, 0, 1, 1)

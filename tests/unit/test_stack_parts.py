@@ -94,6 +94,37 @@ def test_host_url_is_a_direct_connection_to_the_published_port() -> None:
     assert "app-secret" not in repr(settings)
 
 
+@pytest.mark.parametrize(("mode", "tls"), [("allowTLS", False), ("preferTLS", True), ("requireTLS", True)])
+def test_host_url_uses_tls_with_the_ca_from_the_env_files_folder_once_clients_do(
+    tmp_path: Path, mode: str, tls: bool
+) -> None:
+    env_file = tmp_path / "compose" / ".env"
+    env_file.parent.mkdir()
+    env_file.write_text(
+        f"HAREL_MONGO_ROOT_PASSWORD=r\nHAREL_APP_PASSWORD=a\nHAREL_TLS_MODE={mode}\nHAREL_TLS_DIR=../certs\n"
+    )
+
+    settings = load_settings(env_file)
+
+    ca = tmp_path / "certs" / "ca.crt"
+    assert settings.tls_ca_file == (ca if tls else None)
+    assert settings.app_url.endswith(
+        f"&tls=true&tlsCAFile={ca}&tlsAllowInvalidHostnames=true" if tls else "authSource=admin"
+    )
+
+
+def test_an_unknown_tls_mode_is_refused(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("HAREL_MONGO_ROOT_PASSWORD=r\nHAREL_APP_PASSWORD=a\nHAREL_TLS_MODE=on\n")
+
+    with pytest.raises(EnvFileError) as failure:
+        load_settings(env_file)
+
+    assert "HAREL_TLS_MODE: Input should be 'disabled', 'allowTLS', 'preferTLS' or 'requireTLS'" in str(
+        failure.value
+    )
+
+
 # --- project and compose ------------------------------------------------------------------------------------
 
 

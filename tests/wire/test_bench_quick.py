@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench import end_to_end, interpreter_speed, round_trips, smoke_workload
-from bench.deployments import LATENCY_LABEL
+from bench.deployments import LATENCY_LABEL, SLOW_LATENCY_LABEL
 from bench.labels import CLIENT, Labelled, loop_of_current_thread
 from bench.report import render
 from bench.sizes import QUICK
@@ -94,7 +94,7 @@ def test_both_interpreters_complete_every_run(results: Results) -> None:
 
 def test_end_to_end_processes_every_event_for_each_worker_count_and_backend(results: Results) -> None:
     backends = {flow.backend for flow in results.end_to_end}
-    assert {end_to_end.EMBEDDED_LABEL, LATENCY_LABEL} <= backends
+    assert {end_to_end.EMBEDDED_LABEL, LATENCY_LABEL, SLOW_LATENCY_LABEL} <= backends
     assert len(backends) == len(results.targets)
     for backend in backends:
         counts = [flow.workers for flow in results.end_to_end if flow.backend == backend]

@@ -308,6 +308,10 @@ CLUSTER = (
     "needs a Kubernetes cluster (the chart is rendered, linted and validated in tests/infra/test_helm.py)"
 )
 HOSTS = "needs SSH hosts to provision (the roles are checked in tests/infra/test_ansible.py)"
+# The day-2 procedures of each deployment part: tests/infra/test_readme_commands.py checks every command in them.
+DAY_2_COMPOSE = DOCKER + " (test_readme_commands.py runs its edits and `docker compose config`)"
+DAY_2_CLUSTER = CLUSTER + " (test_readme_commands.py renders its helm commands and validates its manifests)"
+DAY_2_HOSTS = HOSTS + " (test_readme_commands.py runs its edits and syntax-checks its playbook commands)"
 CANNOT_RUN: dict[str, str] = {
     "make test": "is this test suite: it would run itself",
     "$ make up": DOCKER,
@@ -325,7 +329,7 @@ CANNOT_RUN: dict[str, str] = {
     "cd playbooks": "opens $EDITOR on the new inventory: an interactive step",
     "ansible-vault create inventories/prod/group_vars/all/vault.yml": "asks for a vault password and opens an editor",
     "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass": HOSTS,
-    "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass --tags workers,smoke": HOSTS,
+    "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass --tags firewall,workers,smoke": HOSTS,
     "HAREL_TEST_MONGO_URL='mongodb://USER:PASSWORD@HOST1:27017,HOST2:27017,HOST3:27017/?replicaSet=rs0&authSource=admin' .venv/bin/python -m pytest tests/conformance tests/wire -m \"wire or real\" -rs": "needs a real replica set (that is what the variable is for)",
     # "Metrics, alerts and backups": every command is checked in tests/infra/test_operations_readme.py (bash
     # syntax, make targets, chart values, the restore Pod's schema, Ansible tags), and the backup finding of
@@ -340,6 +344,36 @@ CANNOT_RUN: dict[str, str] = {
     "$ kubectl -n harel scale deployment harel-stack-worker --replicas=0": CLUSTER,
     "$ $EDITOR inventories/prod/group_vars/all/main.yml": "opens an editor on the inventory: an interactive step",
     '$ ansible workers -i inventories/prod/hosts.yml -b -m ansible.builtin.systemd_service -a "name=harel-worker state=stopped"': HOSTS,
+    # The day-2 procedures (add or remove a member, rotations, TLS, upgrades, reaching the set) of each part.
+    "# a new vault_harel_app_password": DAY_2_HOSTS,
+    "# vault_mongodb_keyfile: a list, the current key and a new one": DAY_2_HOSTS,
+    "# vault_mongodb_previous_root_password: the current root password; vault_mongodb_root_password: a new one": DAY_2_HOSTS,
+    "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass --tags firewall": DAY_2_HOSTS,
+    "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass --tags mongodb,workers": DAY_2_HOSTS,
+    "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass --tags mongodb_fcv": DAY_2_HOSTS,
+    "docker compose -f compose/docker-compose.yml --env-file compose/.env -p harel exec mongo1 mongosh --quiet --norc \"mongodb://127.0.0.1:27017/admin?directConnection=true\" --eval \"db.auth('root', require('fs').readFileSync('/run/secrets/mongo_root_password', 'utf8').trim()); printjson(db.adminCommand({ setFeatureCompatibilityVersion: '8.2', confirm: true }))\"": DAY_2_COMPOSE,
+    "docker compose -f compose/docker-compose.yml --env-file compose/.env -p harel run --rm -e HAREL_KEYFILE_ROTATION=add keyfile": DAY_2_COMPOSE,
+    "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set mongodb.image.tag=8.2.1 --wait --timeout 30m": DAY_2_CLUSTER,
+    "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set mongodb.members=3 --wait --timeout 30m": DAY_2_CLUSTER,
+    "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set mongodb.members=5 --wait --timeout 30m": DAY_2_CLUSTER,
+    "kubectl -n harel apply -f - <<'EOF'": DAY_2_CLUSTER,
+    "kubectl -n harel create secret generic harel-stack-mongodb-tls --from-file=tls.crt=./tls.crt --from-file=tls.key=./tls.key --from-file=ca.crt=./ca.crt": DAY_2_CLUSTER,
+    "kubectl -n harel create secret generic harel-stack-mongodb-tls --from-file=tls.crt=./tls.crt --from-file=tls.key=./tls.key --from-file=ca.crt=./ca.crt --dry-run=client -o yaml | kubectl apply -f -": DAY_2_CLUSTER,
+    "kubectl -n harel get secret harel-stack-mongodb-auth -o jsonpath='{.data.root-password}' | base64 -d | kubectl -n harel exec -i harel-stack-mongodb-0 -c mongod -- mongosh --quiet --norc \"mongodb://127.0.0.1:27017/admin?replicaSet=rs0\" --eval \"db.auth('root', require('fs').readFileSync(0, 'utf8').trim()); printjson(db.adminCommand({ setFeatureCompatibilityVersion: '8.2', confirm: true }))\"": DAY_2_CLUSTER,
+    'kubectl -n harel patch secret harel-stack-mongodb-auth --type merge -p "{\\"stringData\\":{\\"app-password\\":\\"$(openssl rand -hex 24)\\"}}"': DAY_2_CLUSTER,
+    'kubectl -n harel patch secret harel-stack-mongodb-auth --type merge -p "{\\"stringData\\":{\\"previous-root-password\\":\\"$(kubectl -n harel get secret harel-stack-mongodb-auth -o jsonpath=\'{.data.root-password}\' | base64 -d)\\",\\"root-password\\":\\"$(openssl rand -hex 24)\\"}}"': DAY_2_CLUSTER,
+    "kubectl -n harel port-forward pod/harel-stack-mongodb-0 27017:27017": DAY_2_CLUSTER,
+    'mongosh "mongodb://harel:<HAREL_APP_PASSWORD>@127.0.0.1:27017/harel?directConnection=true&authSource=admin&tls=true&tlsCAFile=compose/tls/ca.crt&tlsAllowInvalidHostnames=true"': DAY_2_COMPOSE,
+    "old_key=\"$(kubectl -n harel get secret harel-stack-mongodb-auth -o jsonpath='{.data.keyfile}' | base64 -d)\"": DAY_2_CLUSTER,
+    "printf 'firewall_extra_sources: [\"198.51.100.0/24\"]\\n' >> inventories/prod/group_vars/mongodb.yml": DAY_2_HOSTS,
+    "printf 'mongodb_version: \"8.2.1\"\\n' >> inventories/prod/group_vars/mongodb.yml": DAY_2_HOSTS,
+    'sed -i "s/^HAREL_APP_PASSWORD=.*/HAREL_APP_PASSWORD=$(openssl rand -hex 24)/" compose/.env': DAY_2_COMPOSE,
+    "sed -i 's/^HAREL_MEMBERS=.*/HAREL_MEMBERS=1/' compose/.env": DAY_2_COMPOSE,
+    "sed -i 's/^HAREL_MEMBERS=.*/HAREL_MEMBERS=3/' compose/.env": DAY_2_COMPOSE,
+    "sed -i 's/^HAREL_MONGO_VERSION=.*/HAREL_MONGO_VERSION=8.2.1/' compose/.env": DAY_2_COMPOSE,
+    "sed -i 's/^HAREL_TLS_MODE=.*/HAREL_TLS_MODE=allowTLS/' compose/.env": DAY_2_COMPOSE,
+    "sed -i 's/^harel_tls_mode: .*/harel_tls_mode: allowTLS/' inventories/prod/group_vars/all/main.yml": DAY_2_HOSTS,
+    'sed -i -e "s/^HAREL_MONGO_PREVIOUS_ROOT_PASSWORD=.*/HAREL_MONGO_PREVIOUS_ROOT_PASSWORD=$(sed -n \'s/^HAREL_MONGO_ROOT_PASSWORD=//p\' compose/.env)/" -e "s/^HAREL_MONGO_ROOT_PASSWORD=.*/HAREL_MONGO_ROOT_PASSWORD=$(openssl rand -hex 24)/" compose/.env': DAY_2_COMPOSE,
 }
 
 

@@ -125,6 +125,18 @@ The CA path inside worker, test and init pods when TLS is on.
 {{- end }}
 
 {{/*
+TLS switches, as "true" or "": the members have a certificate (any mode but disabled), and clients use TLS
+(preferTLS and requireTLS: by then every member accepts TLS, because allowTLS was rolled out before).
+*/}}
+{{- define "harel-stack.tls.on" -}}
+{{- if ne .Values.tls.mode "disabled" }}true{{ end }}
+{{- end }}
+
+{{- define "harel-stack.tls.clients" -}}
+{{- if has .Values.tls.mode (list "preferTLS" "requireTLS") }}true{{ end }}
+{{- end }}
+
+{{/*
 The application URL for the chart's replica set. Call with (dict "ctx" $ "password" "<plain>").
 The password is one the chart generated (alphanumeric) and the user name is restricted by the schema
 to URL-safe characters, so neither needs escaping.
@@ -132,14 +144,14 @@ to URL-safe characters, so neither needs escaping.
 {{- define "harel-stack.mongodb.appUrl" -}}
 {{- $ctx := .ctx }}
 {{- $query := printf "replicaSet=%s&authSource=admin" $ctx.Values.mongodb.replicaSetName }}
-{{- if $ctx.Values.tls.enabled }}
+{{- if include "harel-stack.tls.clients" $ctx }}
 {{- $query = printf "%s&tls=true&tlsCAFile=%s/ca.crt" $query (include "harel-stack.tls.caDir" $ctx) }}
 {{- end }}
 {{- printf "mongodb://%s:%s@%s/%s?%s" $ctx.Values.mongodb.auth.appUsername .password (include "harel-stack.mongodb.dataHosts" $ctx) $ctx.Values.mongodb.database $query }}
 {{- end }}
 
 {{/*
-Where the workers and the test pod read HAREL_MONGO_URL from: always a Secret.
+Where the workers and the test pod read their URL from: always a Secret, mounted as a file.
 */}}
 {{- define "harel-stack.urlSecretName" -}}
 {{- if .Values.mongodb.enabled }}
@@ -201,12 +213,23 @@ seccompProfile:
 {{- end }}
 
 {{/*
-mongosh options for a local probe: with TLS on, the member's certificate names its DNS name, not
-localhost, so host-name checking is off for this one loopback connection (the CA is still checked).
+The readiness check of a member: mongosh runs files/member-ready.js over loopback, no shell around it. Only
+under requireTLS must it use TLS; the member's certificate names its DNS name, not localhost, so host-name
+checking is off for this one loopback connection (the CA is still checked).
 */}}
-{{- define "harel-stack.mongodb.probeShell" -}}
-mongosh --quiet --norc --port {{ .Values.mongodb.service.port }}
-{{- if .Values.tls.enabled }} --tls --tlsCAFile /var/run/harel/tls-secret/ca.crt --tlsAllowInvalidHostnames{{ end }}
+{{- define "harel-stack.mongodb.readinessCommand" -}}
+- mongosh
+- --quiet
+- --norc
+- --port
+- {{ .Values.mongodb.service.port | quote }}
+{{- if eq .Values.tls.mode "requireTLS" }}
+- --tls
+- --tlsCAFile
+- /var/run/harel/tls-secret/ca.crt
+- --tlsAllowInvalidHostnames
+{{- end }}
+- /var/run/harel/scripts/member-ready.js
 {{- end }}
 
 {{/*
@@ -217,10 +240,31 @@ Checks that need two values at once (JSON Schema draft-07 cannot compare two num
 {{- if and $scaling.enabled (lt (int $scaling.maxReplicas) (int $scaling.minReplicas)) }}
 {{- fail (printf "worker.autoscaling.maxReplicas (%d) must be at least worker.autoscaling.minReplicas (%d)" (int $scaling.maxReplicas) (int $scaling.minReplicas)) }}
 {{- end }}
+{{- if .Values.mongodb.enabled }}
+{{- include "harel-stack.mongodb.checkScaleStep" . }}
+{{- end }}
 {{- end }}
 
 {{/*
-Settings of the init script (files/init-replica-set.js), as JSON.
+A shrink must leave running a majority of the voting members running now: the StatefulSet deletes the pods
+before the init Job can take them out of the replica-set configuration, and a set whose remaining members
+are no majority has no primary to reconfigure. JSON Schema cannot compare with what is deployed, so this
+reads the live StatefulSets (lookup; offline renders see none and cannot check: README, "Add or remove a member").
+*/}}
+{{- define "harel-stack.mongodb.checkScaleStep" -}}
+{{- $data := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "harel-stack.mongodb.fullname" .) }}
+{{- if $data }}
+{{- $arbiter := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "harel-stack.mongodb.arbiterName" .) }}
+{{- $now := add (int $data.spec.replicas) (ternary 1 0 (not (empty $arbiter))) }}
+{{- $kept := add (min (int $data.spec.replicas) (int .Values.mongodb.members)) (ternary 1 0 (and (not (empty $arbiter)) .Values.mongodb.arbiter.enabled)) }}
+{{- if le (mul $kept 2) $now }}
+{{- fail (printf "mongodb.members: going from %d to %d voting members at once would leave %d of %d running, no majority: the set would lose its primary before the init Job could remove the members. Shrink in steps that keep a majority (README, \"Remove a member\")" $now (add (int .Values.mongodb.members) (ternary 1 0 .Values.mongodb.arbiter.enabled)) $kept $now) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Settings of the init Job (rs_init.py in the worker image), as JSON: the wanted members, database and users.
 */}}
 {{- define "harel-stack.mongodb.initConfig" -}}
 {{- $config := dict
@@ -230,26 +274,28 @@ Settings of the init script (files/init-replica-set.js), as JSON.
   "database" .Values.mongodb.database
   "rootUsername" .Values.mongodb.auth.rootUsername
   "appUsername" .Values.mongodb.auth.appUsername
-  "tlsCAFile" (ternary "/var/run/harel/tls-secret/ca.crt" nil .Values.tls.enabled)
-  "deadlineSeconds" (int .Values.mongodb.init.deadlineSeconds)
+  "tlsCAFile" (ternary (printf "%s/ca.crt" (include "harel-stack.tls.caDir" .)) nil (not (empty (include "harel-stack.tls.clients" .))))
 }}
 {{- toPrettyJson $config }}
 {{- end }}
 
 {{/*
-HAREL_MONGO_URL, always from a Secret, and the CA volume the URL refers to when TLS is on.
-Shared by the workers and the helm test pod.
+The workers' and the test pod's URL: a file from the Secret (HAREL_MONGO_URL_FILE), never an environment
+value; and the CA the URL refers to when TLS is on. The workers wait for the database as long as it takes
+(HAREL_CONNECT_DEADLINE=0), not ready meanwhile, instead of exiting.
 */}}
 {{- define "harel-stack.worker.urlEnv" -}}
-- name: HAREL_MONGO_URL
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "harel-stack.urlSecretName" . }}
-      key: {{ include "harel-stack.urlSecretKey" . }}
+- name: HAREL_MONGO_URL_FILE
+  value: /etc/harel/mongodb/url
+- name: HAREL_CONNECT_DEADLINE
+  value: "0"
 {{- end }}
 
+{{/*
+The members' CA for a client pod (workers, test pod, exporter), mounted at tls.caDir when TLS is on.
+*/}}
 {{- define "harel-stack.worker.caVolumeMount" -}}
-{{- if .Values.tls.enabled }}
+{{- if include "harel-stack.tls.on" . }}
 - name: tls-ca
   mountPath: {{ include "harel-stack.tls.caDir" . }}
   readOnly: true
@@ -257,12 +303,113 @@ Shared by the workers and the helm test pod.
 {{- end }}
 
 {{- define "harel-stack.worker.caVolume" -}}
-{{- if .Values.tls.enabled }}
+{{- if include "harel-stack.tls.on" . }}
 - name: tls-ca
   secret:
     secretName: {{ .Values.tls.existingSecret }}
     items:
       - key: ca.crt
         path: ca.crt
+{{- end }}
+{{- end }}
+
+{{- define "harel-stack.worker.volumeMounts" -}}
+- name: mongodb-url
+  mountPath: /etc/harel/mongodb
+  readOnly: true
+{{- include "harel-stack.worker.caVolumeMount" . }}
+{{- end }}
+
+{{- define "harel-stack.worker.volumes" -}}
+- name: mongodb-url
+  secret:
+    secretName: {{ include "harel-stack.urlSecretName" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ include "harel-stack.urlSecretKey" . }}
+        path: url
+{{- include "harel-stack.worker.caVolume" . }}
+{{- end }}
+
+{{/*
+The credentials of the chart's MongoDB, as JSON, the same in every template of one render: the Secret
+already in the cluster (lookup), else, for the generated Secret, values generated once per render. Kept in
+the values tree under a key of its own (harelStackRender), because a template cannot hand values to another.
+Generated: keyfile, root-password, app-password (kept on upgrade), previous-root-password when the Secret
+holds one (a rotation), mongodb-url rebuilt from the app password. With mongodb.auth.existingSecret and an
+offline render, nothing can be looked up: empty.
+*/}}
+{{- define "harel-stack.mongodb.authData" -}}
+{{- if not (hasKey .Values "harelStackRender") }}
+{{- $name := include "harel-stack.mongodb.authSecretName" . }}
+{{- $existing := (lookup "v1" "Secret" .Release.Namespace $name).data | default dict }}
+{{- $data := dict }}
+{{- if .Values.mongodb.auth.existingSecret }}
+{{- $data = $existing }}
+{{- else }}
+{{- $_ := set $data "keyfile" (get $existing "keyfile" | default (randAlphaNum 756 | b64enc)) }}
+{{- $_ := set $data "root-password" (get $existing "root-password" | default (randAlphaNum 32 | b64enc)) }}
+{{- $_ := set $data "app-password" (get $existing "app-password" | default (randAlphaNum 32 | b64enc)) }}
+{{- with get $existing "previous-root-password" }}
+{{- $_ := set $data "previous-root-password" . }}
+{{- end }}
+{{- $_ := set $data "mongodb-url" (include "harel-stack.mongodb.appUrl" (dict "ctx" . "password" (b64dec (get $data "app-password"))) | b64enc) }}
+{{- end }}
+{{- $_ := set .Values "harelStackRender" (dict "auth" $data) }}
+{{- end }}
+{{- toJson .Values.harelStackRender.auth }}
+{{- end }}
+
+{{/*
+A checksum of some keys of the credentials: (dict "ctx" $ "keys" (list "keyfile")). A changed value changes
+the checksum, which rolls the pods (annotation) or starts a new init Job (its name).
+*/}}
+{{- define "harel-stack.mongodb.authChecksum" -}}
+{{- $data := include "harel-stack.mongodb.authData" .ctx | fromJson }}
+{{- $parts := list }}
+{{- range .keys }}
+{{- $parts = append $parts (printf "%s=%s" . (get $data . | default "")) }}
+{{- end }}
+{{- join "\n" $parts | sha256sum }}
+{{- end }}
+
+{{/*
+A checksum of a Secret in the cluster (lookup), e.g. the TLS certificate: "" offline.
+*/}}
+{{- define "harel-stack.secretChecksum" -}}
+{{- (lookup "v1" "Secret" .ctx.Release.Namespace .name).data | default dict | toJson | sha256sum }}
+{{- end }}
+
+{{/*
+NetworkPolicy egress rules. DNS: port 53 anywhere (the cluster's DNS service differs between distributions).
+MongoDB: the release's members, or with an external MongoDB networkPolicy.externalMongodbTo (any address when
+empty) on externalMongodb.port.
+*/}}
+{{- define "harel-stack.networkPolicy.dnsEgress" -}}
+- ports:
+    - protocol: UDP
+      port: 53
+    - protocol: TCP
+      port: 53
+{{- end }}
+
+{{- define "harel-stack.networkPolicy.mongodbEgress" -}}
+{{- if .Values.mongodb.enabled }}
+- to:
+    - podSelector:
+        matchLabels:
+          app.kubernetes.io/instance: {{ .Release.Name }}
+          {{- include "harel-stack.replicaSetMemberLabel" . | nindent 10 }}
+  ports:
+    - protocol: TCP
+      port: {{ .Values.mongodb.service.port }}
+{{- else }}
+- ports:
+    - protocol: TCP
+      port: {{ .Values.externalMongodb.port }}
+  {{- with .Values.networkPolicy.externalMongodbTo }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
 {{- end }}

@@ -44,7 +44,7 @@ Settings of ops-users.js (its HAREL_OPS_USERS), as JSON: which users to make, an
   "replicaSetName" .Values.mongodb.replicaSetName
   "rootUsername" .Values.mongodb.auth.rootUsername
   "database" .Values.mongodb.database
-  "tlsCAFile" (ternary "/var/run/harel/tls-secret/ca.crt" nil .Values.tls.enabled)
+  "tlsCAFile" (ternary "/var/run/harel/tls-secret/ca.crt" nil (not (empty (include "harel-stack.tls.clients" .))))
   "deadlineSeconds" (int .Values.mongodb.init.deadlineSeconds)
   "monitor" (ternary (dict "username" .Values.mongodbExporter.username) nil .Values.mongodbExporter.enabled)
   "backup" (ternary (dict "username" .Values.backup.username) nil .Values.backup.enabled)
@@ -58,7 +58,7 @@ member's own state), comma-separated as --mongodb.uri takes them.
 */}}
 {{- define "harel-stack.exporter.uris" -}}
 {{- $query := "" }}
-{{- if .Values.tls.enabled }}
+{{- if include "harel-stack.tls.clients" . }}
 {{- $query = printf "?tls=true&tlsCAFile=%s/ca.crt" (include "harel-stack.tls.caDir" .) }}
 {{- end }}
 {{- $uris := list }}
@@ -91,7 +91,7 @@ HAREL_BACKUP_DIR=/backups
 HAREL_BACKUP_KEEP={{ .Values.backup.keep }}
 HAREL_BACKUP_JOB={{ printf "helm/%s/%s" .Release.Namespace .Release.Name | quote }}
 HAREL_BACKUP_TARGET={{ include "harel-stack.backup.target" . | quote }}
-HAREL_BACKUP_TLS_CA={{ ternary "/var/run/harel/tls-secret/ca.crt" "" .Values.tls.enabled | quote }}
+HAREL_BACKUP_TLS_CA={{ ternary "/var/run/harel/tls-secret/ca.crt" "" (not (empty (include "harel-stack.tls.clients" .))) | quote }}
 {{- if eq .Values.backup.target "s3" }}
 HAREL_BACKUP_S3_BUCKET={{ .Values.backup.s3.bucket | quote }}
 HAREL_BACKUP_S3_PREFIX={{ .Values.backup.s3.prefix | quote }}
@@ -123,7 +123,7 @@ What every step of the backup pod shares: its settings file, the backup user's p
 - name: ops-auth
   mountPath: /var/run/harel/ops-auth
   readOnly: true
-{{- if .Values.tls.enabled }}
+{{- if include "harel-stack.tls.on" . }}
 - name: tls-secret
   mountPath: /var/run/harel/tls-secret
   readOnly: true

@@ -105,6 +105,8 @@ class MongoProbe:
             "serverSelectionTimeoutMS": PROBE_TIMEOUT_MS,
             "connectTimeoutMS": PROBE_TIMEOUT_MS,
         }
+        if settings.tls_ca_file:
+            common.update(tls=True, tlsCAFile=str(settings.tls_ca_file), tlsAllowInvalidHostnames=True)
         self._root: MongoClient[dict[str, Any]] = MongoClient(
             username=settings.root_user, password=settings.root_password.get_secret_value(), **common
         )

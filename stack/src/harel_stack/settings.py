@@ -6,7 +6,8 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
@@ -26,6 +27,9 @@ ASSIGNMENT = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
 APP_USER = "harel"
 APP_DB = "harel"
 MEMBER_COUNTS = (1, 3)
+# mongod's --tlsMode values; clients use TLS from preferTLS on (compose/docker-compose.yml, service `tls`).
+TlsMode = Literal["disabled", "allowTLS", "preferTLS", "requireTLS"]
+CLIENT_TLS_MODES = ("preferTLS", "requireTLS")
 
 
 def new_secret() -> str:
@@ -103,6 +107,10 @@ class StackSettings(BaseModel):
     root_user: str = Field("root", min_length=1, alias="HAREL_MONGO_ROOT_USER")
     root_password: Secret = Field(alias="HAREL_MONGO_ROOT_PASSWORD")
     app_password: Secret = Field(alias="HAREL_APP_PASSWORD")
+    tls_mode: TlsMode = Field("disabled", alias="HAREL_TLS_MODE")
+    tls_dir: str = Field("./tls", min_length=1, alias="HAREL_TLS_DIR")
+    # compose/, which HAREL_TLS_DIR is relative to; load_settings sets it from where compose/.env is.
+    compose_dir: Path = Path("compose")
 
     @field_validator("members")
     @classmethod
@@ -119,11 +127,24 @@ class StackSettings(BaseModel):
             raise ValueError("only URL-safe characters are allowed: A-Z a-z 0-9 - . _ ~")
         return value
 
+    @property
+    def tls_ca_file(self) -> Path | None:
+        """The members' CA on the host, once clients use TLS."""
+        if self.tls_mode not in CLIENT_TLS_MODES:
+            return None
+        return (self.compose_dir / self.tls_dir / "ca.crt").resolve()
+
     def host_url(self, user: str, password: str, database: str) -> str:
-        # directConnection to mongo1, published on the host's loopback only (see compose/docker-compose.yml).
+        # directConnection to mongo1, published on the host's loopback only (see compose/docker-compose.yml). The
+        # members' certificate names mongo1..3, not 127.0.0.1: the CA is checked, the host name is not.
+        tls = (
+            f"&tls=true&tlsCAFile={quote(str(self.tls_ca_file))}&tlsAllowInvalidHostnames=true"
+            if self.tls_ca_file
+            else ""
+        )
         return (
             f"mongodb://{user}:{password}@127.0.0.1:{self.mongo_port}/{database}"
-            "?directConnection=true&authSource=admin"
+            f"?directConnection=true&authSource=admin{tls}"
         )
 
     def backups_path(self, project: Project) -> Path:
@@ -144,7 +165,7 @@ def load_settings(env_file: Path) -> StackSettings:
         raise EnvFileError(str(env_file), ["missing: `make up` writes it (with new random secrets)"])
     values = {key: value for key, value in parse_env(env_file.read_text(encoding="utf-8")).items() if value}
     try:
-        return StackSettings.model_validate(values)
+        return StackSettings.model_validate(values | {"compose_dir": env_file.parent})
     except ValidationError as exc:
         # Only the variable and the problem: pydantic's own message would repeat the (secret) value.
         raise EnvFileError(

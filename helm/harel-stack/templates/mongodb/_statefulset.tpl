@@ -18,13 +18,19 @@ metadata:
   namespace: {{ $.Release.Namespace }}
   labels:
     {{- include "harel-stack.labels" (dict "ctx" $ "component" $component) | nindent 4 }}
+  {{- if and $.Values.tls.reloader (include "harel-stack.tls.on" $) }}
+  annotations:
+    # Stakater Reloader restarts the members (one at a time: RollingUpdate) when the certificate is renewed.
+    secret.reloader.stakater.com/reload: {{ $.Values.tls.existingSecret | quote }}
+  {{- end }}
 spec:
   serviceName: {{ include "harel-stack.mongodb.headlessName" $ }}
   replicas: {{ ternary 1 (int $.Values.mongodb.members) $arbiter }}
-  # Parallel: every member must be up before the set can be initiated, and a member is only ready
-  # once it is primary or secondary; ordered start-up would wait forever for member 0. Rolling
-  # updates still replace one member at a time and wait for it to be ready again.
-  podManagementPolicy: Parallel
+  # OrderedReady: one member at a time, each only once the one before is primary or secondary. The init Job
+  # initiates the set with member 0, then adds each member as it starts (without a vote until it has caught
+  # up), so a new member never counts towards the majority before it holds the data. Shrinking removes the
+  # highest ordinals first, one at a time; the chart refuses a shrink that would leave no majority running.
+  podManagementPolicy: OrderedReady
   updateStrategy:
     type: RollingUpdate
   {{- if not $arbiter }}
@@ -40,11 +46,14 @@ spec:
       labels:
         {{- include "harel-stack.labels" (dict "ctx" $ "component" $component) | nindent 8 }}
         {{- include "harel-stack.replicaSetMemberLabel" $ | nindent 8 }}
-      {{- if not $arbiter }}
       annotations:
-        # A changed bootstrap script rolls the members, one at a time (the init Job's script does not).
-        checksum/bootstrap: {{ print ($.Files.Get "files/bootstrap-root.sh") ($.Files.Get "files/bootstrap-root.js") | sha256sum }}
-      {{- end }}
+        # Each checksum rolls the members, one at a time, when what it covers changes: the bootstrap and
+        # readiness scripts, the keyfile (a rotation), and the TLS certificate (a renewal).
+        checksum/scripts: {{ print ($.Files.Get "files/bootstrap-root.sh") ($.Files.Get "files/bootstrap-root.js") ($.Files.Get "files/member-ready.js") | sha256sum }}
+        checksum/keyfile: {{ include "harel-stack.mongodb.authChecksum" (dict "ctx" $ "keys" (list "keyfile")) }}
+        {{- if include "harel-stack.tls.on" $ }}
+        checksum/tls: {{ include "harel-stack.secretChecksum" (dict "ctx" $ "name" $.Values.tls.existingSecret) }}
+        {{- end }}
     spec:
       serviceAccountName: {{ include "harel-stack.serviceAccountName" $ }}
       automountServiceAccountToken: false
@@ -107,7 +116,7 @@ spec:
             - -ec
             - |
               install -m 0400 /var/run/harel/auth-secret/keyfile /var/run/harel/auth/keyfile
-              {{- if $.Values.tls.enabled }}
+              {{- if include "harel-stack.tls.on" $ }}
               umask 0377
               cat /var/run/harel/tls-secret/tls.crt /var/run/harel/tls-secret/tls.key > /var/run/harel/auth/mongod.pem
               {{- end }}
@@ -121,7 +130,7 @@ spec:
               readOnly: true
             - name: auth
               mountPath: /var/run/harel/auth
-            {{- if $.Values.tls.enabled }}
+            {{- if include "harel-stack.tls.on" $ }}
             - name: tls-secret
               mountPath: /var/run/harel/tls-secret
               readOnly: true
@@ -138,11 +147,8 @@ spec:
               value: {{ $port | quote }}
             - name: HAREL_MONGO_ROOT_USERNAME
               value: {{ $.Values.mongodb.auth.rootUsername | quote }}
-            - name: HAREL_MONGO_ROOT_PASSWORD
-              valueFrom:
-                secretKeyRef:
-                  name: {{ include "harel-stack.mongodb.authSecretName" $ }}
-                  key: root-password
+            - name: HAREL_MONGO_ROOT_PASSWORD_FILE
+              value: /var/run/harel/root/root-password
             - name: HOME
               value: /tmp
           securityContext:
@@ -154,6 +160,9 @@ spec:
               mountPath: /data/db
             - name: scripts
               mountPath: /var/run/harel/scripts
+              readOnly: true
+            - name: root-password
+              mountPath: /var/run/harel/root
               readOnly: true
             - name: tmp
               mountPath: /tmp
@@ -175,9 +184,9 @@ spec:
             - {{ $port | quote }}
             - --dbpath
             - /data/db
-            {{- if $.Values.tls.enabled }}
+            {{- if include "harel-stack.tls.on" $ }}
             - --tlsMode
-            - requireTLS
+            - {{ $.Values.tls.mode }}
             - --tlsCertificateKeyFile
             - /var/run/harel/auth/mongod.pem
             - --tlsCAFile
@@ -192,30 +201,31 @@ spec:
           ports:
             - name: mongodb
               containerPort: {{ $port }}
+          # Startup and liveness: is mongod listening. A TCP connect costs nothing; mongosh costs about a CPU-second
+          # and 128 MB a run, and a liveness check that restarts a member for being slow does more harm than one
+          # that waits: readiness already takes a struggling member out of rotation.
           # Up to 10 minutes to recover after a crash (WiredTiger replays its journal) before liveness applies.
           startupProbe:
-            exec:
-              command: ["/bin/sh", "-c", {{ printf "%s --eval 'db.adminCommand({ping: 1})'" (include "harel-stack.mongodb.probeShell" $) | quote }}]
+            tcpSocket:
+              port: mongodb
             periodSeconds: 10
-            timeoutSeconds: 10
+            timeoutSeconds: 5
             failureThreshold: 60
           livenessProbe:
-            exec:
-              command: ["/bin/sh", "-c", {{ printf "%s --eval 'db.adminCommand({ping: 1})'" (include "harel-stack.mongodb.probeShell" $) | quote }}]
+            tcpSocket:
+              port: mongodb
             periodSeconds: 20
             timeoutSeconds: 10
             failureThreshold: 6
-          # Ready only as {{ ternary "the arbiter of the set" "primary or secondary" $arbiter }}: a member that is still starting,
-          # syncing or recovering holds rolling updates back and is counted as disrupted by the PDB.
+          # Ready only as primary, secondary or arbiter (files/member-ready.js): a member that is still starting,
+          # syncing or recovering holds rolling updates and the next member back, and counts as disrupted for
+          # the PDB. Every 30 s with a 20 s timeout and three misses: a slow member does not flap.
           readinessProbe:
             exec:
-              {{- if $arbiter }}
-              command: ["/bin/sh", "-c", {{ printf "%s --eval 'if (!db.adminCommand({hello: 1}).arbiterOnly) { quit(1) }'" (include "harel-stack.mongodb.probeShell" $) | quote }}]
-              {{- else }}
-              command: ["/bin/sh", "-c", {{ printf "%s --eval 'const h = db.adminCommand({hello: 1}); if (!(h.isWritablePrimary || h.secondary)) { quit(1) }'" (include "harel-stack.mongodb.probeShell" $) | quote }}]
-              {{- end }}
-            periodSeconds: 10
-            timeoutSeconds: 10
+              command:
+                {{- include "harel-stack.mongodb.readinessCommand" $ | nindent 16 }}
+            periodSeconds: 30
+            timeoutSeconds: 20
             failureThreshold: 3
           securityContext:
             {{- include "harel-stack.containerSecurityContext" 999 | nindent 12 }}
@@ -229,7 +239,10 @@ spec:
               readOnly: true
             - name: tmp
               mountPath: /tmp
-            {{- if $.Values.tls.enabled }}
+            - name: scripts
+              mountPath: /var/run/harel/scripts
+              readOnly: true
+            {{- if include "harel-stack.tls.on" $ }}
             - name: tls-secret
               mountPath: /var/run/harel/tls-secret
               readOnly: true
@@ -249,13 +262,20 @@ spec:
         - name: tmp
           emptyDir:
             sizeLimit: 256Mi
-        {{- if not $arbiter }}
         - name: scripts
           configMap:
             name: {{ include "harel-stack.mongodb.scriptsName" $ }}
             defaultMode: 0555
+        {{- if not $arbiter }}
+        - name: root-password
+          secret:
+            secretName: {{ include "harel-stack.mongodb.authSecretName" $ }}
+            items:
+              - key: root-password
+                path: root-password
+            defaultMode: 0440
         {{- end }}
-        {{- if $.Values.tls.enabled }}
+        {{- if include "harel-stack.tls.on" $ }}
         - name: tls-secret
           secret:
             secretName: {{ $.Values.tls.existingSecret }}

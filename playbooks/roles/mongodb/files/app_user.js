@@ -1,9 +1,11 @@
 // Makes the application user exactly what the deployment expects: in the admin database, with readWrite on the
 // application database and no other role, and with the given password. Authenticates as the user
-// administrator. Reads {port, root: {user, password}, app: {user, password, database}} from stdin so no password
-// is on a command line. Prints {"changed": bool, "actions": [...]}.
+// administrator. Reads {port, root: {user, password}, app: {user, password, database}, tls, tlsCAFile} from
+// stdin so no password is on a command line; tls: whether the password check connects with TLS (the member's
+// certificate names the member, not 127.0.0.1, so host names are not checked on that loopback connection).
+// Prints {"changed": bool, "actions": [...]}.
 const AUTHENTICATION_FAILED = 18;
-const { port, root, app } = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+const { port, root, app, tls, tlsCAFile } = JSON.parse(require('fs').readFileSync(0, 'utf8'));
 const admin = db.getSiblingDB('admin');
 admin.auth(root.user, root.password);
 
@@ -14,7 +16,8 @@ const sameRoles = (roles) =>
 function passwordWorks() {
   const uri =
     `mongodb://${encodeURIComponent(app.user)}:${encodeURIComponent(app.password)}` +
-    `@127.0.0.1:${port}/admin?directConnection=true&authMechanism=SCRAM-SHA-256`;
+    `@127.0.0.1:${port}/admin?directConnection=true&authMechanism=SCRAM-SHA-256` +
+    (tls ? `&tls=true&tlsCAFile=${encodeURIComponent(tlsCAFile)}&tlsAllowInvalidHostnames=true` : '');
   try {
     connect(uri).getMongo().close();
     return true;

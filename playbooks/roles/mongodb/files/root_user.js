@@ -1,25 +1,35 @@
-// Makes sure the user administrator exists; run on the primary, over localhost. Reads {user, password} from
-// stdin so the password is never on a command line. Prints "present" when it can authenticate as that user,
-// "created" when it created the user through the localhost exception (possible only while no user exists).
+// Makes sure the user administrator exists with the given password; run on the primary, over localhost. Reads
+// {user, password, previousPassword} from stdin so no password is on a command line. Prints "present" when it
+// can authenticate with the password; "rotated" when only previousPassword (a rotation under way) works, after it
+// set the new one; "created" when it created the user through the localhost exception (possible only while no
+// user exists).
 const AUTHENTICATION_FAILED = 18;
-const { user, password } = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+const { user, password, previousPassword } = JSON.parse(require('fs').readFileSync(0, 'utf8'));
 const admin = db.getSiblingDB('admin');
-let present = true;
-try {
-  admin.auth(user, password);
-} catch (error) {
-  if (error.code !== AUTHENTICATION_FAILED) throw error;
-  present = false;
+
+function authenticates(secret) {
+  try {
+    admin.auth(user, secret);
+    return true;
+  } catch (error) {
+    if (error.code !== AUTHENTICATION_FAILED) throw error;
+    return false;
+  }
 }
-if (present) {
+
+if (authenticates(password)) {
   print('present');
+} else if (previousPassword && authenticates(previousPassword)) {
+  admin.updateUser(user, { pwd: password, mechanisms: ['SCRAM-SHA-256'] }, { w: 'majority' });
+  print('rotated');
 } else {
   try {
     admin.createUser({ user, pwd: password, roles: [{ role: 'root', db: 'admin' }], mechanisms: ['SCRAM-SHA-256'] });
   } catch (error) {
     throw new Error(
       `cannot authenticate as ${user} and cannot create it (${error.codeName ?? error.message}): users exist ` +
-        'already, so the localhost exception is closed; mongodb_root_password must be the password of that user',
+        'already, so the localhost exception is closed; mongodb_root_password must be the password of that user ' +
+        '(or, during a rotation, mongodb_previous_root_password)',
     );
   }
   print('created');

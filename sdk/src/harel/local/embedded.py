@@ -21,7 +21,7 @@ from pymongo import UpdateMany, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 from pymongo.results import BulkWriteResult
 
-from harel.local import expressions
+from harel.local import expressions, lookup
 from harel.local.now import Clock, bind_filter, bind_pipeline, bind_update, server_now
 
 _CHAINED = {"sort", "skip", "limit", "batch_size", "max_time_ms", "hint", "collation"}
@@ -175,6 +175,7 @@ class EmbeddedClient:
 
     def __init__(self, clock: Clock = time.time) -> None:
         expressions.install()
+        lookup.install()
         self._client = mongomock.MongoClient()
         self._lock = threading.RLock()
         self.clock = clock

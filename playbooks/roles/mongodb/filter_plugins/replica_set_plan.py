@@ -1,0 +1,1 @@
+../../../../compose/mongo-init/replica_set_plan.py
