@@ -80,7 +80,6 @@ CRASH_WINDOWS = "tests/wire/test_crash_windows.py"
 FAULTS = "tests/wire/test_faults.py"
 INTERPRETER_CHECKS = "tests/unit/test_interpreter.py"
 REGION_CHECKS = "tests/unit/test_regions.py"
-SMOKE_CHECKS = UNIT_WORKER
 
 
 def _on(module: str, *tests: str, ids: tuple[str, ...] = ("",)) -> tuple[str, ...]:
@@ -96,7 +95,13 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "cas-without-version-mongo",
         "a commit's CAS filter matches `_id` alone, not `{_id, version}`",
-        (Edit(DOCUMENTS, '"version": parts.expected}', "}"),),
+        (
+            Edit(
+                DOCUMENTS,
+                'cas = {"_id": parts.execution_id, "version": parts.expected}',
+                'cas = {"_id": parts.execution_id}',
+            ),
+        ),
         _on(
             STORE_CHECKS,
             "test_stale_commit_conflicts_and_changes_nothing",
@@ -114,7 +119,13 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "cas-without-version-memory",
         "a commit is applied whatever version the store holds",
-        (Edit(MEMORY_STORE, 'or current.get("version") != parts.expected:', ":"),),
+        (
+            Edit(
+                MEMORY_STORE,
+                'if current is None or current.get("version") != parts.expected:',
+                "if current is None:",
+            ),
+        ),
         _on(
             STORE_CHECKS,
             "test_stale_commit_conflicts_and_changes_nothing",
@@ -307,7 +318,7 @@ MUTANTS: tuple[Mutant, ...] = (
         + _on(
             REGION_CHECKS, "test_each_done_records_the_region_result_before_the_join_guards_and_actions_run"
         )
-        + _on(SMOKE_CHECKS, "test_smoke_workflow_passes_with_three_workers", ids=("memory://",)),
+        + _on(UNIT_WORKER, "test_smoke_workflow_passes_with_three_workers", ids=("memory://",)),
     ),
     Mutant(
         "region-result-dropped",
