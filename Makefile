@@ -19,7 +19,7 @@ COMPOSE_STAMP := $(COMPOSE_DIR)/.installed
 TEST_TOOLS := $(CHECKOV_STAMP) $(COMPOSE_STAMP)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv up down status logs smoke demo test chaos lint bench backup restore
+.PHONY: help venv up down status logs smoke demo test mutate chaos lint bench backup restore
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -102,7 +102,10 @@ demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one pr
 	@$(BIN)/harel demo
 
 test: $(STAMP) $(MONGOSH_STAMP) $(TEST_TOOLS) ## the whole test suite (what CI runs); installs mongosh, checkov and compose first
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --junitxml=.pytest_cache/last-run.xml
+
+mutate: $(STAMP) ## plant each bug of tests/mutants/catalog.py in a scratch copy of the SDK; fail if a test run misses one (MUTATE_ARGS=--help)
+	$(BIN)/python -m tests.mutants $(MUTATE_ARGS)
 
 chaos: $(STAMP) ## worker processes killed, stopped and stalled under fork/join load, verified from the store (CHAOS_ARGS=--help)
 	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytest_plugins = ["tests.fake_mongod.fixtures"]
 
 REAL_MONGO_URL = os.environ.get("HAREL_TEST_MONGO_URL")
+# Set by the mutation run (tests/mutants/runner.py): the scratch copy of the SDK, with a bug planted, that
+# this run must import instead of the working tree's.
+MUTANT_SDK = os.environ.get("HAREL_MUTANT_SDK")
 
 # The test environment's own commands first, for the tests and every process they start: node and npm from
 # PyPI (see the Makefile), ansible-playbook, harel.
@@ -19,3 +24,35 @@ os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.envir
 requires_real_mongo = pytest.mark.skipif(
     not REAL_MONGO_URL, reason="HAREL_TEST_MONGO_URL is not set: no real replica set to run against"
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if MUTANT_SDK:
+        import harel
+
+        imported = Path(harel.__file__).resolve().parent
+        if imported != Path(MUTANT_SDK).resolve():
+            pytest.exit(
+                f"the mutation run imported harel from {imported}, not the planted copy {MUTANT_SDK}", 3
+            )
+
+
+# What a skip outside the real-server tier means: a tool the tests run for real is missing.
+MISSING_TOOL_HINT = (
+    "a skip outside the real-server tier fails the run (tests/README.md, 'No silent skips'): install what it "
+    "names. `.ci/run` installs the system tools with apt-get (graphviz, prometheus, faketime, systemd); "
+    "`make test` installs the pinned ones (Node.js from PyPI, mongosh, checkov, docker compose: tests/tools/)"
+)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """Only the real-server tier (marker `real`, run when HAREL_TEST_MONGO_URL is set) may be skipped: any
+    other skip is reported as a failure saying why, so a missing tool can never pass unnoticed."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if not report.skipped or hasattr(report, "wasxfail") or item.get_closest_marker("real") is not None:
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = f"skipped: {reason}\n{MISSING_TOOL_HINT}"

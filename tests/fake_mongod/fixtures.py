@@ -7,8 +7,9 @@ asks for them:
   fake_secondary   a replica-set secondary (reached with directConnection=true)
   fake_mongos      a mongos
   fake_rs_auth     a primary requiring authentication, with a root user (per test; passwords made per run)
-  mongo_rs         the replica set under test: the fake primary, or the deployment given by
-                   HAREL_TEST_MONGO_URL; tests written against it run unchanged on both
+  mongo_rs         the replica set under test: every test asking for it runs on the fake primary (`fake-rs`)
+                   and, as a second variant (`real-rs`, marker `real`), on the deployment given by
+                   HAREL_TEST_MONGO_URL, reported as skipped when that variable is unset
 Processes (for CLI and worker-process tests):
   fake_mongod_process  a factory: `fake_mongod_process("--standalone")` starts `python -m tests.fake_mongod`
   fake_rs_process      a primary in its own process, killed after the test
@@ -16,7 +17,6 @@ Processes (for CLI and worker-process tests):
 
 from __future__ import annotations
 
-import os
 import secrets
 import select
 import socket
@@ -31,6 +31,8 @@ from urllib.parse import quote_plus
 
 import pytest
 from pymongo import MongoClient
+
+from tests.conftest import REAL_MONGO_URL, requires_real_mongo
 
 from .server import FakeMongod
 from .topology import Role
@@ -212,18 +214,23 @@ def fake_rs_auth() -> Iterator[AuthenticatedFake]:
     fake.server.stop()
 
 
-@pytest.fixture
+@pytest.fixture(
+    params=[
+        pytest.param("fake", id="fake-rs"),
+        pytest.param("real", id="real-rs", marks=(pytest.mark.real, requires_real_mongo)),
+    ]
+)
 def mongo_rs(request: pytest.FixtureRequest) -> Iterator[Deployment]:
+    """The replica set under test, with a fresh database name (dropped afterwards on a real one)."""
     db_name = f"harel_test_{uuid.uuid4().hex[:12]}"
-    real_url = os.environ.get(REAL_MONGO_URL_VARIABLE)
-    if real_url:
-        deployment = Deployment(real_url, db_name, fake=None)
-    else:
+    if request.param == "fake":
         server = request.getfixturevalue("_fake_servers").fresh(Role.PRIMARY)
-        deployment = Deployment(server.url, db_name, fake=server)
+        yield Deployment(server.url, db_name, fake=server)
+        return
+    assert REAL_MONGO_URL is not None
+    deployment = Deployment(REAL_MONGO_URL, db_name, fake=None)
     yield deployment
-    if deployment.is_real:
-        deployment.reset()
+    deployment.reset()
 
 
 @pytest.fixture

@@ -273,13 +273,12 @@ def test_strict_lint_reports_a_broken_configuration(values: dict[str, Any], fiel
     assert any(f"'{field}'" in finding.message for finding in result.findings), result.findings
 
 
-@pytest.mark.parametrize("configuration", CONFIGURATIONS)
-def test_every_manifest_validates_against_kubernetes(chart: helm_python.Chart, configuration: str) -> None:
-    # The newest Kubernetes the schemas know, and the oldest the chart declares (Chart.yaml kubeVersion).
+def validated(chart: helm_python.Chart, manifests: list[Manifest]) -> set[str]:
+    """Validate every manifest, strictly: against the newest Kubernetes the schemas know and the oldest the
+    chart declares (Chart.yaml kubeVersion), or against its CRD's schema. The kinds validated."""
     floor = re.fullmatch(r">=(\d+\.\d+)\.0-0", chart.metadata["kubeVersion"])
     assert floor, chart.metadata["kubeVersion"]
-    manifests = render(chart, CONFIGURATIONS[configuration])
-    validated = set()
+    kinds = set()
     for manifest in manifests:
         api_kind = f"{manifest.doc['apiVersion']}/{manifest.kind}"
         if api_kind in CRD_SCHEMAS:
@@ -287,23 +286,48 @@ def test_every_manifest_validates_against_kubernetes(chart: helm_python.Chart, c
         else:
             for version in (kube_version(), floor.group(1)):
                 kubernetes_validate.validate(manifest.doc, version, strict=True)
-        validated.add(api_kind)
-    assert {"apps/v1/Deployment", "v1/Service", "v1/Pod", "v1/ServiceAccount"} <= validated
+        kinds.add(api_kind)
+    return kinds
 
 
-def test_crd_schema_catches_a_bad_service_monitor(chart: helm_python.Chart) -> None:
-    manifests = render(chart, CONFIGURATIONS["autoscaling + ServiceMonitor"])
-    monitor = copy.deepcopy(only(manifests, "ServiceMonitor", f"{FULLNAME}-worker").doc)
-    monitor["spec"]["endpoints"][0]["interval"] = "soon"
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(monitor, CRD_SCHEMAS["monitoring.coreos.com/v1/ServiceMonitor"])
+@pytest.mark.parametrize("configuration", CONFIGURATIONS)
+def test_every_manifest_validates_against_kubernetes(chart: helm_python.Chart, configuration: str) -> None:
+    validated_kinds = validated(chart, render(chart, CONFIGURATIONS[configuration]))
+    assert {"apps/v1/Deployment", "v1/Service", "v1/Pod", "v1/ServiceAccount"} <= validated_kinds
 
 
-def test_kubernetes_validation_is_strict(chart: helm_python.Chart) -> None:
-    deployment = copy.deepcopy(only(render(chart), "Deployment", f"{FULLNAME}-worker").doc)
-    deployment["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
-    with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(deployment, kube_version(), strict=True)
+def planted(tmp_path: Path, template: str, anchor: str, replacement: str) -> Path:
+    """A copy of the chart with one template edit: a bug the validation must catch."""
+    copy = tmp_path / CHART_DIR.name
+    shutil.copytree(CHART_DIR, copy)
+    path = copy / "templates" / template
+    text = path.read_text(encoding="utf-8")
+    assert text.count(anchor) == 1, (
+        f"the planted edit no longer applies: {anchor!r} is not once in {template}"
+    )
+    path.write_text(text.replace(anchor, replacement), encoding="utf-8")
+    return copy
+
+
+def test_a_service_monitor_template_with_a_key_its_crd_lacks_fails_the_validation(tmp_path: Path) -> None:
+    """The CRD check above catches a chart bug: the worker's ServiceMonitor with `interval` misnamed."""
+    broken = planted(tmp_path, "worker/servicemonitor.yaml", "      interval: {{", "      scrapeInterval: {{")
+    with helm_python.Chart.load(broken) as chart:
+        manifests = render(chart, CONFIGURATIONS["autoscaling + ServiceMonitor"])
+        with pytest.raises(jsonschema.ValidationError, match="scrapeInterval"):
+            validated(chart, manifests)
+
+
+def test_a_worker_template_with_a_misspelt_probe_fails_the_validation(tmp_path: Path) -> None:
+    """The strict Kubernetes validation above catches a chart bug: the worker's readiness probe misspelt
+    (Kubernetes would drop the unknown field and run the worker unprobed)."""
+    broken = planted(
+        tmp_path, "worker/deployment.yaml", "          readinessProbe:", "          readinesProbe:"
+    )
+    with helm_python.Chart.load(broken) as chart:
+        manifests = render(chart)
+        with pytest.raises(kubernetes_validate.ValidationError, match="readinesProbe"):
+            validated(chart, manifests)
 
 
 # --- the schema refuses bad values, naming the field ------------------------------------------------

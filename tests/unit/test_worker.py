@@ -20,7 +20,7 @@ from harel.heartbeat import MongoHeartbeats
 from harel.local.embedded import EmbeddedClient
 from harel.model import TIMER_EVENT, Event, Execution, ExecutionStatus, timer_event
 from harel.servertime import ServerClock
-from harel.smoke import REGIONS, check, gather, register_smoke, run_smoke
+from harel.smoke import FORK, REGIONS, check, gather, register_smoke, run_smoke
 from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
 from harel.transport.base import SendOutcome
@@ -377,11 +377,53 @@ def test_a_failure_mid_batch_commits_what_came_before(backend: Deployment) -> No
     assert backend.store.document("m1")["attempts"] == 2
 
 
+class _ClaimsRefused:
+    """A transport that notes a claim coming back empty while `execution_id` is leased, with events waiting,
+    to a worker inside an action (`stepping`): another consumer wanted it, and the lease kept it out."""
+
+    def __init__(self, transport: Any, store: Any, execution_id: str) -> None:
+        self._transport = transport
+        self._store = store
+        self._execution_id = execution_id
+        self.stepping = threading.Event()
+        self.refused = threading.Event()
+        self.sent = threading.Event()  # the test sent more events while the execution was leased
+        self.tried_since = threading.Event()  # and a claim started after that came back
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def claim(self, charts: Any, lease: float, bound: float) -> Any:
+        after_sending = self.sent.is_set()
+        found = self._transport.claim(charts, lease, bound)
+        if after_sending:
+            self.tried_since.set()
+        if found is None and self.stepping.is_set():
+            document = self._store.document(self._execution_id) or {}
+            if document.get("lease") is not None and document.get("inbox"):
+                self.refused.set()
+        return found
+
+
 def test_two_workers_racing_never_step_one_execution_at_once(backend: Deployment) -> None:
     """Four consumers on two workers, 40 bumps sent to one execution: every bump applied once, in the
-    order sent, no version conflict (one stepper at a time), one step per version."""
+    order sent, no version conflict (one stepper at a time), one step per version. The race is forced: the
+    first bump's action returns only once a rival's claim was refused while the execution was leased, the
+    last 20 bumps were sent meanwhile, and a rival claimed again (a send must not make a leased execution
+    claimable)."""
     app = make_app()
+    bump_action = app.registry.actions["bump"]
+    claims = _ClaimsRefused(backend.transport, backend.store, "r1")
+
+    def bump_after_a_refusal(ctx: ActionContext) -> ActionResult:
+        claims.stepping.set()
+        claims.refused.wait(10)
+        claims.tried_since.wait(10)
+        return bump_action(ctx)
+
+    app.registry.actions["bump"] = bump_after_a_refusal
     w1, w2 = backend.worker(app), backend.worker(app)
+    w1.transport = w2.transport = claims  # type: ignore[assignment]
     start_execution(backend.store, backend.transport, app, "loop", execution_id="r1")
     barrier = threading.Barrier(4)
 
@@ -395,8 +437,13 @@ def test_two_workers_racing_never_step_one_execution_at_once(backend: Deployment
     threads = [threading.Thread(target=run, args=(w,)) for w in (w1, w2, w1, w2)]
     for t in threads:
         t.start()
-    for n in range(40):
+    for n in range(20):
         send(backend, "r1", f"b{n:02}", "bump")
+    assert claims.refused.wait(10), "no consumer ever found the execution leased: there was no race"
+    for n in range(20, 40):
+        send(backend, "r1", f"b{n:02}", "bump")
+    claims.sent.set()
+    assert claims.tried_since.wait(10), "no rival claimed after the sends"
     for t in threads:
         t.join(30)
     exe = backend.store.load("r1")
@@ -461,19 +508,40 @@ def test_an_unknown_commit_outcome_is_resolved(backend: Deployment, applied: boo
     assert w.metrics.unknown_outcomes._value.get() == 1
 
 
+class _HeldAfterTheFork:
+    """A store that holds the consumer which committed `root_id`'s fork until the test is about to stop the
+    worker: the stop comes right after the fork, however fast or slow the machine."""
+
+    def __init__(self, store: Any, root_id: str) -> None:
+        self._store = store
+        self._root_id = root_id
+        self.forked = threading.Event()
+        self.stopping = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def commit_claim(self, claim: Any, exe: Execution, *args: Any, **kwargs: Any) -> Any:
+        parts = self._store.commit_claim(claim, exe, *args, **kwargs)
+        if exe.id == self._root_id and exe.configuration == [FORK]:
+            self.forked.set()
+            self.stopping.wait(10)
+        return parts
+
+
 def test_stop_after_the_fork_loses_nothing_and_a_new_worker_finishes(live_backend: Backend) -> None:
+    """The worker is stopped right after the root's fork committed (its children not yet done): the stop
+    drains without losing anything, and a new worker finishes the workflow."""
     app = make_app()
-    w = Worker(
-        live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=2, drain_seconds=2)
-    )
+    store = _HeldAfterTheFork(live_backend.store, "s1")
+    w = Worker(store, live_backend.transport, app, config=WorkerConfig(concurrency=2, drain_seconds=2))
     w.start()
     start_execution(live_backend.store, live_backend.transport, app, "harel.smoke-50-50", execution_id="s1")
-    deadline = time.time() + 10
-    while (root := live_backend.store.load("s1")).configuration != ["fork"] and time.time() < deadline:
-        time.sleep(0.002)
+    assert store.forked.wait(10), "the root never forked"
+    store.stopping.set()
     w.stop()
     root = live_backend.store.load("s1")
-    assert root.configuration == ["fork"] and root.children, "stopped after the fork committed"
+    assert root.configuration == [FORK] and len(root.children) == len(REGIONS), "stopped after the fork"
     assert root.status is ExecutionStatus.RUNNING and not all(c.done for c in root.children.values())
     w2 = Worker(live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=2))
     w2.start()

@@ -239,7 +239,8 @@ def _role() -> str:
 
 class Phased:
     """Runs each method of a store or transport under the accounting phase `<role>.<method>` and counts
-    every call, the ones that raised included (`.raised`), and claims that found nothing (`.empty`)."""
+    every call, the ones that raised included (`.raised`, and `.raised.<exception class>`), and claims that
+    found nothing (`.empty`)."""
 
     def __init__(self, target: Any, calls: Counter[str]) -> None:
         self._target = target
@@ -253,20 +254,18 @@ class Phased:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             label = f"{_role()}.{name}"
-            outcome = label
+            outcomes = [label]
             try:
                 with CommandAccounting.phase(label):
                     result = attribute(*args, **kwargs)
                 if name == "claim" and result is None:
-                    outcome = f"{label}.empty"
+                    outcomes.append(f"{label}.empty")
                 return result
-            except Exception:
-                outcome = f"{label}.raised"
+            except Exception as exc:
+                outcomes += [f"{label}.raised", f"{label}.raised.{type(exc).__name__}"]
                 raise
             finally:
                 with self._lock:
-                    self._calls[label] += 1
-                    if outcome != label:
-                        self._calls[outcome] += 1
+                    self._calls.update(outcomes)
 
         return call

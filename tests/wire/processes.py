@@ -168,7 +168,9 @@ def skewed_clock(offset: float) -> dict[str, str]:
         "LD_PRELOAD": str(FAKETIME_LIBRARY),
         "FAKETIME": f"{offset:+g}s",
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        "PYTHONPATH": str(SKEWED_SITE),  # its sitecustomize makes time.sleep work under libfaketime
+        # its sitecustomize makes time.sleep work under libfaketime; what was on the path stays (the mutation
+        # run puts its scratch copy of the SDK there)
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(SKEWED_SITE), os.environ.get("PYTHONPATH")])),
     }
 
 

@@ -188,6 +188,7 @@ COMMITTER_WINDOWS = [
     Crash("transport", "claim"),  # leased, nothing stepped
     Crash("store", "commit_claim", applied=False),  # stepped, the commit never sent
     Crash("store", "commit_claim"),  # committed: two spawns and three pings wait for their relay
+    Crash("store", "create_children", applied=False),  # about to create the children: nothing relayed yet
     Crash("store", "create_children"),  # children created, no ping sent
     Crash("transport", "send", 1),
     Crash("transport", "send", 2),
@@ -207,6 +208,7 @@ def test_the_committing_worker_dying_between_round_trips(seams: Seams, crash: Cr
 
 RELAY_WINDOWS = [
     Crash("store", "take_relay_work"),  # the work held for the relay's lease, nothing done
+    Crash("store", "create_children", applied=False),
     Crash("store", "create_children"),
     Crash("transport", "send", 1),
     Crash("transport", "send", 2),

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -22,6 +23,7 @@ from pymongo import MongoClient
 from harel.model import ExecutionStatus
 from harel.smoke import REGIONS, check, gather, run_smoke
 from harel.store.mongo import MongoStore
+from harel.transport.base import Claim
 from tests.accounting import CommandAccounting
 from tests.fake_mongod.fixtures import Deployment
 from tests.wire.in_process import SMOKE_TIMEOUT, Phased, Seams, running, smoke_app
@@ -97,21 +99,48 @@ def test_three_worker_processes_and_the_smoke_cli(
 # --- command accounting ----------------------------------------------------------------------------------
 
 
+class RivalFirst:
+    """A store whose first commit of an execution that already took a step finds a rival's commit ahead of
+    it (made on a client of its own, outside the accounting): one lost CAS, forced, in every run."""
+
+    def __init__(self, store: MongoStore, rival: MongoStore, done: threading.Event) -> None:
+        self._store = store
+        self._rival = rival
+        self._done = done
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def commit_claim(self, claim: Claim, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            first = claim.execution.version > 0 and not self._done.is_set()
+            if first:
+                self._done.set()
+        if first:
+            ahead = self._rival.load(claim.execution_id)
+            assert ahead is not None
+            self._rival.commit(ahead, processed_event_id="rival-commit")
+        return self._store.commit_claim(claim, *args, **kwargs)
+
+
 def test_hot_path_commands_per_processed_event(
     replica_set: Deployment, seams: Seams, request: pytest.FixtureRequest
 ) -> None:
     """Per claim: one findAndModify that leases the execution and returns it with its pending events, and
     one update that commits every step and settles the mailbox. A refused commit (a lost lease or version)
-    adds exactly its one version read. Nothing else runs on the consumer's path but the relay of what it
-    committed: children in one bulk write, each outbox event in one send, one acknowledgement."""
+    adds exactly its one version read; one is forced (a rival commits ahead of one claim) and counted.
+    Nothing else runs on the consumer's path but the relay of what it committed: children in one bulk
+    write, each outbox event in one send, one acknowledgement."""
     accounting = CommandAccounting()
     calls: Counter[str] = Counter()
     app, chart_id = smoke_app()
     opened = [seams.open(f"accounted-{n}", listeners=(accounting,)) for n in range(WORKERS)]
+    rival, rival_done = seams.open("rival").store, threading.Event()
     workers = []
     for seam in opened:
         worker = seam.worker(app)
-        worker.store = Phased(seam.store, calls)  # type: ignore[assignment]
+        worker.store = Phased(RivalFirst(seam.store, rival, rival_done), calls)  # type: ignore[assignment]
         worker.transport = Phased(seam.transport, calls)  # type: ignore[assignment]
         workers.append(worker)
     client = opened[0]
@@ -125,7 +154,11 @@ def test_hot_path_commands_per_processed_event(
     # The root: start, one done per region, the final timer; each region: start, greeting, its timer.
     assert handled == 2 + 4 * len(REGIONS)
     claims = calls["consumer.claim"] - calls["consumer.claim.empty"] - calls["consumer.claim.raised"]
-    assert 0 < claims <= handled
+    commits, refused = calls["consumer.commit_claim"], calls["consumer.commit_claim.raised"]
+    assert rival_done.is_set() and refused >= 1, "the rival's commit did not cost a claim its CAS"
+    assert refused == run.counter("conflicts"), "each refused commit is a lost CAS the workers counted"
+    # At most one claim per event, and one more per refused commit: its events are claimed again.
+    assert 0 < claims <= handled + refused
 
     consumer_calls = {label.split(".")[1] for label in calls if label.startswith("consumer.")}
     assert consumer_calls <= {
@@ -149,15 +182,18 @@ def test_hot_path_commands_per_processed_event(
         == calls["consumer.claim"]
     )
     # commit: one update per call; a refused one adds its version read, counted apart.
-    commits, refused = calls["consumer.commit_claim"], calls["consumer.commit_claim.raised"]
     assert phase(phase="consumer.commit_claim", command="update").commands == commits
     assert phase(phase="consumer.commit_claim", command="find").commands == refused
     assert phase(phase="consumer.commit_claim").commands == commits + refused
-    assert commits == claims - calls["consumer.release"] - calls["consumer.fail"]
+    # A claim ends in a commit, in a release or a failure with nothing applied, or in a refused commit,
+    # followed by a release unless it was the lease that was lost.
+    lease_lost = calls["consumer.commit_claim.raised.LeaseLost"]
+    assert commits == claims - (calls["consumer.release"] - (refused - lease_lost)) - calls["consumer.fail"]
 
-    # The hot path: two commands per claim, and at most one claim per event.
+    # The hot path: two commands per claim and at most one claim per event; a refused commit costs its
+    # claim, its update and its version read.
     hot_path = claims + commits + refused
-    assert hot_path <= 2 * handled + refused
+    assert hot_path <= 2 * handled + 3 * refused
     # The relay of what was committed: one update per send, one bulk update for the children, one ack.
     for method in ("send", "create_children", "ack_relay"):
         assert phase(phase=f"consumer.{method}", command="update").commands == calls[f"consumer.{method}"]
@@ -167,4 +203,5 @@ def test_hot_path_commands_per_processed_event(
         ("events_processed", handled),
         ("claims", claims),
         ("hot_path_commands_per_event", round(hot_path / handled, 2)),
+        ("lost_cas", refused),
     ]

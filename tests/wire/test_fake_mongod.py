@@ -1,5 +1,10 @@
 """The fake server itself: what it says it is in each role, its test controls, its process form, and that
-it refuses what it does not model instead of answering wrongly."""
+it refuses what it does not model instead of answering wrongly.
+
+Marked `fake_server`: these tests prove the test replica set (and, where HAREL_TEST_MONGO_URL is set, that a
+real deployment agrees with it), not harel; harel's own behaviour over the same sockets is in the unmarked
+wire tests and the conformance suite.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from tests.fake_mongod import FakeMongod
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeDeployment, FakeProcess
 from tests.fake_mongod.raw_client import RawConnection
 
-pytestmark = pytest.mark.wire
+pytestmark = [pytest.mark.wire, pytest.mark.fake_server]
 
 NOT_IMPLEMENTED = 238
 

@@ -1,6 +1,11 @@
 """Replica-set administration on the test replica set (`tests/fake_mongod/replset.py`) with real PyMongo:
 initiation with a configuration, `replSetGetConfig`, reconfiguration with mongod's rules, `replSetGetStatus`
-over simulated members, step-down and the `hello` fields that follow from the configuration."""
+over simulated members, step-down and the `hello` fields that follow from the configuration.
+
+Marked `fake_server`: these tests prove the test replica set (and, where HAREL_TEST_MONGO_URL is set, that a
+real deployment agrees with it), not harel; harel's own behaviour over the same sockets is in the unmarked
+wire tests and the conformance suite.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from harel.local.server import LocalServer
 from tests.fake_mongod import FakeMongod
 from tests.fake_mongod.fixtures import FakeDeployment
 
-pytestmark = pytest.mark.wire
+pytestmark = [pytest.mark.wire, pytest.mark.fake_server]
 
 SELECTION = {"serverSelectionTimeoutMS": 10_000}
 

@@ -30,10 +30,10 @@ from pymongo import MongoClient
 from pymongo.errors import AutoReconnect, OperationFailure
 
 from harel.aio_store import AsyncMongoStore
-from harel.app import App
+from harel.app import ActionContext, ActionResult, App
 from harel.client import start_execution
 from harel.connection import connect_async
-from harel.errors import StoreConflict
+from harel.errors import LeaseLost, StoreConflict
 from harel.model import START_EVENT, Execution, ExecutionStatus, timer_event_id
 from harel.smoke import REGIONS, SMOKE_CHART_ID, check, gather, register_smoke, run_smoke
 from harel.store.mongo import MongoStore
@@ -304,30 +304,75 @@ def test_not_writable_primary_outlasting_the_attempts_leaves_the_event_waiting(
 
 
 def test_a_lease_expiring_during_a_slow_action_cannot_double_the_event(seams: Seams) -> None:
-    """Nothing doubled: the slow worker's lease ran out while its action ran, so a second worker claimed
-    the execution, ran the action and committed. The action ran twice (delivery is at least once), the
-    bump took effect once: the slow worker's late commit was refused (its lease and version were gone)
-    and wrote nothing."""
-    tally = tally_app(slow_first_call=1.5)
+    """Nothing doubled: the slow worker's lease ran out while its action ran, and a second worker claimed the
+    execution. The slow worker's commit arrives while the second one is still stepping, at the version both
+    read: it is refused for the lease it no longer holds (LeaseLost, naming the new holder) and writes
+    nothing; the second worker's commit lands. The action ran twice (delivery is at least once), the bump
+    took effect once. The order is forced by events: the slow action returns once the fast worker is in its
+    own action, which returns once the slow worker's commit was answered."""
+    tally = tally_app()
     fast_seam, slow_seam = seams.open("lease-fast"), seams.open("lease-slow")
     fast = fast_seam.worker(tally.app)
     slow = slow_seam.worker(tally.app, lease_seconds=0.3)
     execution_id = start_tally(fast_seam, tally, fast)
     bump(fast_seam, tally, execution_id, BUMP)
+    slow_in_action, taken_over, slow_answered = threading.Event(), threading.Event(), threading.Event()
 
-    slow_run = threading.Thread(target=slow.process_one)
+    def bump_in_turn(ctx: ActionContext) -> ActionResult:
+        if not slow_in_action.is_set():  # the slow worker: on until its lease was taken over
+            slow_in_action.set()
+            taken_over.wait(REDELIVERY_TIMEOUT)
+        else:  # the new holder: on until the slow worker's commit was answered
+            taken_over.set()
+            slow_answered.wait(REDELIVERY_TIMEOUT)
+        return tally.bump(ctx)
+
+    tally.app.registry.actions["tally.bump"] = bump_in_turn
+    refusals: list[StoreConflict] = []
+    holders: list[str] = []
+    slow_commit, fast_claim = slow_seam.store.commit_claim, fast_seam.transport.claim
+
+    def recorded_commit(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return slow_commit(*args, **kwargs)
+        except StoreConflict as refused:
+            refusals.append(refused)
+            raise
+
+    def recorded_claim(*args: Any, **kwargs: Any) -> Any:
+        found = fast_claim(*args, **kwargs)
+        if found is not None:
+            holders.append(found.owner)
+        return found
+
+    slow_seam.store.commit_claim = recorded_commit  # type: ignore[method-assign]
+    fast_seam.transport.claim = recorded_claim  # type: ignore[method-assign]
+
+    def run_slow() -> None:
+        try:
+            slow.process_one()
+        finally:
+            slow_answered.set()
+
+    slow_run = threading.Thread(target=run_slow)
     slow_run.start()
     try:
-        wait_until(lambda: len(tally.calls) == 1, 10.0, "the slow worker to enter the action")
+        assert slow_in_action.wait(REDELIVERY_TIMEOUT), "the slow worker never entered the action"
         process_until(fast, REDELIVERY_TIMEOUT, "the execution whose lease expired")
     finally:
+        taken_over.set()
         slow_run.join()
 
-    assert tally.calls == [BUMP, BUMP]
+    assert tally.calls == [BUMP, BUMP], "the action ran on both workers"
+    [refused] = refusals
+    assert isinstance(refused, LeaseLost), (
+        f"the late commit was refused for its version, not its lease: {refused}"
+    )
+    assert refused.holder == holders[-1], "the refusal names the worker that took the lease over"
+    assert slow.counters == {"processed": 0, "conflicts": 1, "redeliveries": 0, "dead_lettered": 0}
+    assert fast.counters["conflicts"] == 0 and fast.metrics.lease_steals._value.get() == 1
     assert loaded(fast_seam, execution_id).context["count"] == 1
     assert handled_events(fast_seam, execution_id).count(BUMP) == 1
-    assert fast.metrics.lease_steals._value.get() == 1, "the fast worker took over an expired lease"
-    assert slow.counters == {"processed": 0, "conflicts": 1, "redeliveries": 0, "dead_lettered": 0}
     document = fast_seam.store.document(execution_id)
     assert document is not None and document["lease"] is None and document["inbox"] == []
 

@@ -1,7 +1,12 @@
 """The real mongosh (npm, pinned in tests/tools) against the test replica set, as deployment scripts run it:
 connecting with and without authentication, `rs.initiate()`, `rs.status()`, `rs.conf()`, `rs.reconfig()`,
 `db.createUser()`, and `db.auth()` with a wrong password. Passwords are generated per run and reach mongosh
-through its environment, never its command line."""
+through its environment, never its command line.
+
+Marked `fake_server`: these tests prove the test replica set (and, where HAREL_TEST_MONGO_URL is set, that a
+real deployment agrees with it), not harel; harel's own behaviour over the same sockets is in the unmarked
+wire tests and the conformance suite.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from tests.fake_mongod.fixtures import AuthenticatedFake, start_authenticated_fa
 from tests.tools.mongosh import TOOLS, mongosh_path, mongosh_version
 from tests.wire.processes import run_harel
 
-pytestmark = pytest.mark.wire
+pytestmark = [pytest.mark.wire, pytest.mark.fake_server]
 
 MONGOSH_TIMEOUT = 90
 

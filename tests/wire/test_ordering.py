@@ -29,6 +29,7 @@ pytestmark = pytest.mark.wire
 WORKERS = 3
 RUNS = 100
 FINISH_TIMEOUT = 120.0
+CREATED_VERSION = 1  # an execution is created at version 1; each step adds one
 
 
 def seams(admin: MongoClient[Any]) -> tuple[MongoStore, MongoTransport]:
@@ -78,7 +79,12 @@ def test_a_later_event_never_overtakes_a_slow_earlier_one(
         start_execution(store, transport, app, "ordering.sequence", execution_id=execution_id)
         send_event(store, transport, app, execution_id, "e1")
         send_event(store, transport, app, execution_id, "e2")
-    wait_until(lambda: finished(store, ids), FINISH_TIMEOUT, "every run to finish", poll=0.2)
+    # Until every run took its three steps (start, e1, e2), in whatever order: a run that applied e2 first
+    # would wait in S1 forever, and the assertions below name it at once.
+    stepped = {"_id": {"$in": ids}, "version": {"$gte": CREATED_VERSION + 3}, "inbox": []}
+    wait_until(
+        lambda: admin.harel.executions.count_documents(stepped) == RUNS, FINISH_TIMEOUT, "every run's steps"
+    )
 
     for execution_id in ids:
         exe = store.load(execution_id)

@@ -3,6 +3,10 @@
 Each writer reads the version and then tries `update_one({_id, version: v}, {version: v + 1, push (v, me)})`.
 If the server ever let two updates match the same version, the pushed history would hold that version twice.
 mongomock called in one process cannot show this; a server with concurrent connections can.
+
+Marked `fake_server`: these tests prove the test replica set (and, where HAREL_TEST_MONGO_URL is set, that a
+real deployment agrees with it), not harel; harel's own behaviour over the same sockets is in the unmarked
+wire tests and the conformance suite.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pymongo import AsyncMongoClient, MongoClient
 
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, Deployment
 
-pytestmark = pytest.mark.wire
+pytestmark = [pytest.mark.wire, pytest.mark.fake_server]
 
 WRITERS = 6
 ATTEMPTS = 40

@@ -1,5 +1,10 @@
 """Real drivers over sockets: CRUD, cursors, aggregation, indexes and collections on the replica set under
-test (the fake primary, or HAREL_TEST_MONGO_URL)."""
+test (the fake primary, or HAREL_TEST_MONGO_URL).
+
+Marked `fake_server`: these tests prove the test replica set (and, where HAREL_TEST_MONGO_URL is set, that a
+real deployment agrees with it), not harel; harel's own behaviour over the same sockets is in the unmarked
+wire tests and the conformance suite.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 from tests.accounting import CommandAccounting
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, Deployment
 
-pytestmark = pytest.mark.wire
+pytestmark = [pytest.mark.wire, pytest.mark.fake_server]
 
 # The store's dedupe probe: one round trip answers "which data, and was this event already processed?".
 SEEN_PIPELINE: list[dict[str, Any]] = [

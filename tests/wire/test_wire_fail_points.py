@@ -2,6 +2,10 @@
 
 Each test confines the fail point to its own client by appName, so the test's checking client and any other
 client of the deployment are never caught.
+
+Marked `fake_server`: these tests prove the test replica set (and, where HAREL_TEST_MONGO_URL is set, that a
+real deployment agrees with it), not harel; harel's own behaviour over the same sockets is in the unmarked
+wire tests and the conformance suite.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from tests.accounting import CommandAccounting
 from tests.fake_mongod.fail_command import fail_command
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, Deployment
 
-pytestmark = pytest.mark.wire
+pytestmark = [pytest.mark.wire, pytest.mark.fake_server]
 
 RETRYABLE = ["RetryableWriteError"]
 NOT_WRITABLE_PRIMARY = 10107

@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 from pymongo import MongoClient
 
-from harel.model import ExecutionStatus
-from harel.smoke import check, gather
+from harel.model import Execution, ExecutionStatus
+from harel.smoke import REGIONS, check, gather
 from harel.store.mongo import MongoStore
 from tests.fake_mongod.fixtures import FakeProcess
+from tests.wire.processes import wait_until
 
 pytestmark = pytest.mark.wire
 
@@ -125,6 +126,9 @@ def test_health_endpoints_and_structured_logs(
 
 
 def test_sigterm_mid_run_loses_nothing(fake_rs_process: FakeProcess, workers: list[WorkerProcess]) -> None:
+    """SIGTERM reaches the only worker once the smoke run's fork is stored (its three children exist), and
+    before the run could end (the regions' timers are 1 s, the root's another 1 s after the join): the
+    worker drains and exits 0 with the root still running; a new worker finishes the run, which passes."""
     first = WorkerProcess(fake_rs_process.url)
     workers.append(first)
     first.wait_ready()
@@ -136,11 +140,21 @@ def test_sigterm_mid_run_loses_nothing(fake_rs_process: FakeProcess, workers: li
     )
     try:
         with MongoClient(fake_rs_process.url) as client:
-            deadline = time.monotonic() + 20
-            while client.harel.executions.count_documents({}) < 4 and time.monotonic() < deadline:
-                time.sleep(0.05)  # stop the worker once the fork happened, mid-run
-        code, _ = first.terminate()
-        assert code == 0
+            store = MongoStore(client)
+
+            def forked_root() -> Execution | None:
+                found = client.harel.executions.find_one({"parent_id": None, "status": "running"}, {"_id": 1})
+                root = store.load(found["_id"]) if found else None
+                return root if root is not None and len(root.children) == len(REGIONS) else None
+
+            wait_until(lambda: forked_root() is not None, 30, "the smoke run's fork")
+            code, _ = first.terminate()
+            assert code == 0
+            root = forked_root()
+            assert root is not None and root.status is ExecutionStatus.RUNNING, (
+                "the signal came after the fork, and the run was not over when the worker exited"
+            )
+            assert client.harel.executions.count_documents({"parent_id": root.id}) == len(REGIONS)
         second = WorkerProcess(fake_rs_process.url)
         workers.append(second)
         out, err = smoke.communicate(timeout=90)
@@ -149,10 +163,11 @@ def test_sigterm_mid_run_loses_nothing(fake_rs_process: FakeProcess, workers: li
             smoke.kill()
     report = json.loads(out)
     assert smoke.returncode == 0, (report["failures"], err)
+    assert report["root_id"] == root.id
     store = MongoStore(MongoClient(fake_rs_process.url))
     try:
-        root = store.load(report["root_id"])
-        assert root is not None and root.status is ExecutionStatus.COMPLETED
+        finished = store.load(report["root_id"])
+        assert finished is not None and finished.status is ExecutionStatus.COMPLETED
         assert check(gather(store, report["root_id"], 60)).passed
     finally:
         store.close()

@@ -1,0 +1,385 @@
+"""The planted bugs: each a small edit of the SDK's source, the tests that must fail when it is planted, and
+where it lives. `python -m tests.mutants` (`make mutate`) plants them one at a time in a scratch copy of the
+SDK and runs their tests against it (tests/mutants/runner.py); the working tree is never edited.
+
+An edit is anchored on code, not on line numbers: its `anchor` must occur exactly once in its file, or the
+mutant no longer applies and says so (`MutantNoLongerApplies`; tests/mutants/test_catalog.py checks every
+mutant against the current source). A bug that can exist in both MongoStore/MongoTransport (the shared
+document builders, so the sync and the async twins) and in the in-memory backend is planted in each, as two
+mutants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+SDK_PACKAGE = Path(__file__).resolve().parents[2] / "sdk" / "src" / "harel"
+
+
+class MutantNoLongerApplies(Exception):
+    """A mutant's anchor is gone from its file (or is no longer unique): the catalog must be updated."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the one occurrence of `anchor` in `path` (relative to the `harel` package) by `replacement`."""
+
+    path: str
+    anchor: str
+    replacement: str
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    bug: str  # what the planted bug does, in one line
+    edits: tuple[Edit, ...]
+    killed_by: tuple[str, ...]  # pytest node ids, relative to the repository root
+
+    @property
+    def where(self) -> str:
+        return ", ".join(sorted({edit.path for edit in self.edits}))
+
+
+def mutated_sources(mutant: Mutant, read: Mapping[str, str]) -> dict[str, str]:
+    """The changed files' new text, from `read` (path -> current text); MutantNoLongerApplies when an
+    anchor is missing or ambiguous."""
+    changed: dict[str, str] = {}
+    for edit in mutant.edits:
+        text = changed.get(edit.path, read[edit.path])
+        found = text.count(edit.anchor)
+        if found != 1:
+            where = "is gone from" if found == 0 else f"occurs {found} times in"
+            raise MutantNoLongerApplies(
+                f"mutant {mutant.name} no longer applies: its anchor {edit.anchor.strip()!r} {where} "
+                f"sdk/src/harel/{edit.path}"
+            )
+        changed[edit.path] = text.replace(edit.anchor, edit.replacement)
+    return changed
+
+
+def current_sources(mutant: Mutant, package: Path = SDK_PACKAGE) -> dict[str, str]:
+    return {edit.path: (package / edit.path).read_text(encoding="utf-8") for edit in mutant.edits}
+
+
+WORKER = "worker.py"
+DOCUMENTS = "store/_documents.py"
+MAILBOX = "transport/_mailbox.py"
+MEMORY_STORE = "store/memory.py"
+MEMORY_TRANSPORT = "transport/memory.py"
+MONGO_STORE = "store/mongo.py"
+INTERPRETER = "interpreter.py"
+RULES = "connection/rules.py"
+
+STORE_CHECKS = "tests/conformance/test_store_conformance.py"
+MAILBOX_CHECKS = "tests/conformance/test_mailbox_conformance.py"
+UNIT_WORKER = "tests/unit/test_worker.py"
+CRASH_WINDOWS = "tests/wire/test_crash_windows.py"
+FAULTS = "tests/wire/test_faults.py"
+INTERPRETER_CHECKS = "tests/unit/test_interpreter.py"
+REGION_CHECKS = "tests/unit/test_regions.py"
+
+
+def _on(module: str, *tests: str, ids: tuple[str, ...] = ("",)) -> tuple[str, ...]:
+    """`module::test[id]` for each test and id ("" for a test without parameters)."""
+    return tuple(f"{module}::{test}" + (f"[{i}]" if i else "") for test in tests for i in ids)
+
+
+MONGO = ("mongomock",)
+MEMORY = ("memory",)
+FAKE_RS = ("fake-rs",)
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "cas-without-version-mongo",
+        "a commit's CAS filter matches `_id` alone, not `{_id, version}`",
+        (
+            Edit(
+                DOCUMENTS,
+                'cas = {"_id": parts.execution_id, "version": parts.expected}',
+                'cas = {"_id": parts.execution_id}',
+            ),
+        ),
+        _on(
+            STORE_CHECKS,
+            "test_stale_commit_conflicts_and_changes_nothing",
+            "test_one_writer_per_version",
+            ids=MONGO,
+        )
+        + _on(UNIT_WORKER, "test_a_rival_commit_loses_nothing", ids=MONGO)
+        + _on(
+            FAULTS,
+            "test_concurrent_commits_over_the_wire_have_one_winner_per_version",
+            "test_concurrent_async_commits_have_one_winner_per_version",
+            ids=FAKE_RS,
+        ),
+    ),
+    Mutant(
+        "cas-without-version-memory",
+        "a commit is applied whatever version the store holds",
+        (
+            Edit(
+                MEMORY_STORE,
+                'if current is None or current.get("version") != parts.expected:',
+                "if current is None:",
+            ),
+        ),
+        _on(
+            STORE_CHECKS,
+            "test_stale_commit_conflicts_and_changes_nothing",
+            "test_one_writer_per_version",
+            ids=MEMORY,
+        )
+        + _on(UNIT_WORKER, "test_a_rival_commit_loses_nothing", ids=MEMORY),
+    ),
+    Mutant(
+        "commit-ignores-lease-owner-mongo",
+        "a claim's commit is not fenced by the lease's owner token",
+        (Edit(DOCUMENTS, 'cas["lease.owner"] = claim.owner', "pass"),),
+        _on(MAILBOX_CHECKS, "test_a_lost_lease_cannot_commit", ids=MONGO)
+        + _on(FAULTS, "test_a_lease_expiring_during_a_slow_action_cannot_double_the_event", ids=FAKE_RS),
+    ),
+    Mutant(
+        "commit-ignores-lease-owner-memory",
+        "a claim's commit is not fenced by the lease's owner token",
+        (
+            Edit(
+                MEMORY_STORE,
+                'if owner is not None and (current.get("lease") or {}).get("owner") != owner:',
+                "if False:",
+            ),
+        ),
+        _on(MAILBOX_CHECKS, "test_a_lost_lease_cannot_commit", ids=MEMORY),
+    ),
+    Mutant(
+        "send-cuts-the-lease-short-mongo",
+        "a send to a leased execution makes it claimable at once",
+        (Edit(MAILBOX, '{"$ifNull": ["$inbox_at", NOW]},', "NOW,"),),
+        _on(UNIT_WORKER, "test_two_workers_racing_never_step_one_execution_at_once", ids=MONGO),
+    ),
+    Mutant(
+        "send-cuts-the-lease-short-memory",
+        "a send to a leased execution makes it claimable at once",
+        (Edit(MEMORY_STORE, "return now if current is None else current", "return now"),),
+        _on(UNIT_WORKER, "test_two_workers_racing_never_step_one_execution_at_once", ids=MEMORY),
+    ),
+    Mutant(
+        "dedupe-hit-ignored-mongo",
+        "a send of an event id already processed is queued again",
+        (Edit(MAILBOX, '"processed": {"$ne": new["id"]},', ""),),
+        _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MONGO)
+        + _on(UNIT_WORKER, "test_an_expired_lease_is_taken_over_and_the_late_commit_refused", ids=MONGO)
+        + _on(FAULTS, "test_relay_stopping_between_send_and_ack_resends_and_dedupe_absorbs_it", ids=FAKE_RS),
+    ),
+    Mutant(
+        "dedupe-hit-ignored-memory",
+        "a send of an event id already processed is queued again",
+        (Edit(MEMORY_TRANSPORT, 'if event.id in document.get("processed", []) or any(', "if any("),),
+        _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MEMORY)
+        + _on(UNIT_WORKER, "test_an_expired_lease_is_taken_over_and_the_late_commit_refused", ids=MEMORY),
+    ),
+    Mutant(
+        "dedupe-window-unbounded-mongo",
+        "the processed ids are appended without the window's bound",
+        (
+            Edit(
+                DOCUMENTS,
+                '_appended("processed", parts.processed, dedupe_window)',
+                '_appended("processed", parts.processed)',
+            ),
+        ),
+        _on(STORE_CHECKS, "test_dedupe_window_keeps_the_latest_ids", ids=MONGO),
+    ),
+    Mutant(
+        "dedupe-window-unbounded-memory",
+        "the processed ids are appended without the window's bound",
+        (Edit(MEMORY_STORE, "*parts.processed][-dedupe_window:]", "*parts.processed]"),),
+        _on(STORE_CHECKS, "test_dedupe_window_keeps_the_latest_ids", ids=MEMORY),
+    ),
+    Mutant(
+        "sweep-early-mongo",
+        "the sweep finds and fires timers by the worker's estimate (its bound), not the server's `$$NOW`",
+        (
+            Edit(DOCUMENTS, ', "$expr": {"$lte": ["$next_fire_at", NOW]}}', "}"),
+            Edit(MAILBOX, ', "$expr": {"$lte": [literal(due_from), NOW]}}', "}"),
+        ),
+        _on(
+            STORE_CHECKS,
+            "test_due_timers_are_due_on_the_servers_clock",
+            "test_a_timer_not_yet_due_is_not_fired",
+            ids=MONGO,
+        )
+        + _on(UNIT_WORKER, "test_a_timer_event_is_never_early_on_the_deployments_clock", ids=MONGO),
+    ),
+    Mutant(
+        "sweep-early-memory",
+        "the sweep finds and fires timers by the worker's estimate (its bound), not the deployment's clock",
+        (
+            Edit(MEMORY_STORE, "now = min(self._now(), bound)", "now = bound"),
+            Edit(MEMORY_STORE, "                or doc.due_from(due.fire_at) > self._now()\n", ""),
+        ),
+        _on(
+            STORE_CHECKS,
+            "test_due_timers_are_due_on_the_servers_clock",
+            "test_a_timer_not_yet_due_is_not_fired",
+            ids=MEMORY,
+        )
+        + _on(UNIT_WORKER, "test_a_timer_event_is_never_early_on_the_deployments_clock", ids=MEMORY),
+    ),
+    Mutant(
+        "sweep-takes-timer-before-delivery",
+        "the sweep moves `next_fire_at` past a timer in one update and queues its event in a second",
+        (
+            Edit(
+                MONGO_STORE,
+                "        return self._executions.update_one(write.filter, write.update).matched_count == 1\n",
+                "        [deliver, size] = write.update\n"
+                '        taken = {"next_fire_at": deliver["$set"]["next_fire_at"]}\n'
+                '        if self._executions.update_one(write.filter, [{"$set": taken}]).matched_count != 1:\n'
+                "            return False\n"
+                '        event = {k: v for k, v in deliver["$set"].items() if k != "next_fire_at"}\n'
+                '        self._executions.update_one({"_id": due.execution_id}, [{"$set": event}, size])\n'
+                "        return True\n",
+            ),
+        ),
+        _on(
+            CRASH_WINDOWS,
+            "test_the_sweep_dying_between_round_trips",
+            ids=("fake-rs-after-collection.update_one#1",),
+        ),
+    ),
+    Mutant(
+        "relay-ack-before-send",
+        "the relay acknowledges the outbox before it sends the events",
+        (
+            Edit(
+                WORKER,
+                "        for entry in work.outbox:\n",
+                "        self.store.ack_relay(work.execution_id, [e.seq for e in work.outbox], [], retry_in=1.0)\n"
+                "        for entry in work.outbox:\n",
+            ),
+        ),
+        _on(
+            CRASH_WINDOWS,
+            "test_the_committing_worker_dying_between_round_trips",
+            ids=("fake-rs-after-transport.send#1",),
+        )
+        + _on(
+            CRASH_WINDOWS,
+            "test_the_background_relay_dying_between_round_trips",
+            ids=("fake-rs-after-transport.send#1",),
+        ),
+    ),
+    Mutant(
+        "spawn-ack-before-create",
+        "the relay acknowledges the spawns before it creates the children",
+        (
+            Edit(
+                WORKER,
+                "            self._check_existing(work, self.store.create_children(work.spawns, now=now))\n",
+                "            self.store.ack_relay(work.execution_id, [], [s.seq for s in work.spawns], retry_in=1.0)\n"
+                "            self._check_existing(work, self.store.create_children(work.spawns, now=now))\n",
+            ),
+        ),
+        _on(
+            CRASH_WINDOWS,
+            "test_the_committing_worker_dying_between_round_trips",
+            ids=("fake-rs-before-store.create_children#1",),
+        )
+        + _on(
+            CRASH_WINDOWS,
+            "test_the_background_relay_dying_between_round_trips",
+            ids=("fake-rs-before-store.create_children#1",),
+        ),
+    ),
+    Mutant(
+        "unknown-outcome-assumed-applied",
+        "a commit whose reply was lost is taken as applied without reading its outcome",
+        (Edit(WORKER, "if self.store.is_processed(claim.execution_id, last_event_id):", "if True:"),),
+        _on(
+            UNIT_WORKER,
+            "test_an_unknown_commit_outcome_is_resolved",
+            ids=("memory-lost-before-applying", "mongomock-lost-before-applying"),
+        )
+        + _on(
+            FAULTS,
+            "test_both_attempts_failing_are_read_back_and_the_commit_sent_again",
+            "test_not_writable_primary_on_both_attempts_is_resolved_by_the_dedupe_mark",
+            ids=FAKE_RS,
+        ),
+    ),
+    Mutant(
+        "join-after-the-first-region",
+        "the join (`on_done`) fires when the first region is done",
+        (Edit(INTERPRETER, "if other.fork == ref.fork and not other.done:", "if False:"),),
+        _on(INTERPRETER_CHECKS, "test_the_join_fires_once_when_every_region_is_done")
+        + _on(
+            REGION_CHECKS, "test_each_done_records_the_region_result_before_the_join_guards_and_actions_run"
+        )
+        + _on(UNIT_WORKER, "test_smoke_workflow_passes_with_three_workers", ids=("memory://",)),
+    ),
+    Mutant(
+        "region-result-dropped",
+        "a region's result replaces the results recorded before it",
+        (Edit(INTERPRETER, "merged = dict(results) if isinstance(results, Mapping) else {}", "merged = {}"),),
+        _on(
+            REGION_CHECKS,
+            "test_each_done_records_the_region_result_before_the_join_guards_and_actions_run",
+            "test_region_results_are_listed_in_the_chart_order_whatever_order_the_dones_arrive_in",
+        ),
+    ),
+    Mutant(
+        "check-accepts-w1",
+        "`harel check` accepts a write concern of w=1",
+        (Edit(RULES, 'if w == "majority" and j is True:', 'if w in ("majority", 1) and j is True:'),),
+        _on("tests/unit/test_connection.py", "test_a_weak_url_reports_all_four_violations_in_one_run")
+        + _on(
+            "tests/wire/test_check_over_wire.py",
+            "test_check_fails_on_weak_client_options_over_the_replica_set",
+        ),
+    ),
+    Mutant(
+        "lease-on-the-callers-clock-mongo",
+        "a claim takes what is due by the worker's estimate (its bound), not the server's `$$NOW`",
+        (Edit(MAILBOX, '            "$expr": {"$lte": ["$inbox_at", NOW]},\n', ""),),
+        _on(MAILBOX_CHECKS, "test_leases_run_on_the_servers_clock", ids=MONGO)
+        + _on(
+            "tests/wire/test_clock_skew.py",
+            "test_a_skewed_worker_takes_a_lease_over_only_once_it_expired",
+            ids=("fake-rs-ahead-takes-over-from-behind",),
+        ),
+    ),
+    Mutant(
+        "lease-on-the-callers-clock-memory",
+        "a claim takes what is due by the worker's estimate (its bound), not the deployment's clock",
+        (Edit(MEMORY_TRANSPORT, 'and d["inbox_at"] <= min(now, bound)', 'and d["inbox_at"] <= bound'),),
+        _on(MAILBOX_CHECKS, "test_leases_run_on_the_servers_clock", ids=MEMORY),
+    ),
+    Mutant(
+        "mailbox-out-of-order-mongo",
+        "a send puts its event at the head of the mailbox",
+        (
+            Edit(
+                MAILBOX,
+                '"inbox": {"$concatArrays": [_array("inbox"), literal([dict(new)])]},',
+                '"inbox": {"$concatArrays": [literal([dict(new)]), _array("inbox")]},',
+            ),
+        ),
+        _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MONGO)
+        + _on(UNIT_WORKER, "test_events_to_one_execution_apply_in_the_order_sent", ids=MONGO)
+        + _on(
+            "tests/wire/test_ordering.py",
+            "test_a_later_event_never_overtakes_a_slow_earlier_one",
+            ids=FAKE_RS,
+        ),
+    ),
+    Mutant(
+        "mailbox-out-of-order-memory",
+        "a send puts its event at the head of the mailbox",
+        (Edit(MEMORY_TRANSPORT, "inbox.append(new)", "inbox.insert(0, new)"),),
+        _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MEMORY)
+        + _on(UNIT_WORKER, "test_events_to_one_execution_apply_in_the_order_sent", ids=MEMORY),
+    ),
+)
