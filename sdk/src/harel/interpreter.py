@@ -257,20 +257,23 @@ class _Run:
         self.status = ExecutionStatus.FAILED
         self.ended_because = reason
         self.disposition = "handled"
-        if self.exe.parent_id is not None:
-            self._emit(
-                self.exe.parent_id,
-                DONE_EVENT,
-                {
-                    "child_id": self.exe.id,
-                    "root_path": self.scope,
-                    "state": None,
-                    "status": str(self.status),
-                    "result": None,
-                    "context": self.context,
-                    "reason": reason,
-                },
-            )
+        self._tell_parent_done(state=None, result=None, reason=reason)
+
+    def _tell_parent_done(self, *, state: str | None, result: Any, reason: str | None = None) -> None:
+        """A region's end reaches its parent as `harel.done`: where it ended, how, and its data."""
+        if self.exe.parent_id is None:
+            return
+        done: dict[str, Any] = {
+            "child_id": self.exe.id,
+            "root_path": self.scope,
+            "state": state,
+            "status": str(self.status),
+            "result": result,
+            "context": self.context,
+        }
+        if reason is not None:
+            done["reason"] = reason
+        self._emit(self.exe.parent_id, DONE_EVENT, done)
 
     def _leave_everything(self) -> None:
         if self.leaf is not None:
@@ -503,19 +506,7 @@ class _Run:
         if final.exit:
             self._run_actions(final.exit, final.path)
         self.status = final.final_status or ExecutionStatus.COMPLETED
-        if self.exe.parent_id is not None:
-            self._emit(
-                self.exe.parent_id,
-                DONE_EVENT,
-                {
-                    "child_id": self.exe.id,
-                    "root_path": self.scope,
-                    "state": final.name,
-                    "status": str(self.status),
-                    "result": final.result,
-                    "context": self.context,
-                },
-            )
+        self._tell_parent_done(state=final.name, result=final.result)
 
     def _complete(self, state: Node) -> None:
         """A compound state reached a final child, or every region of a parallel state is done."""
