@@ -4,6 +4,7 @@ comes from, and how long a worker waits for it. Failures as processes: tests/wir
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from harel.cli.options import load_application, worker_config
 from harel.cli.settings import DEFAULT_DEADLINE, resolve, resolve_url
 from harel.errors import InvalidArgument
 
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENT = (
     "HAREL_MONGO_URL",
     "HAREL_MONGO_URL_FILE",
@@ -56,6 +58,18 @@ def test_help_lists_the_exit_codes_and_the_environment(capsys: pytest.CaptureFix
     for name in ENVIRONMENT:
         assert name in out
     assert 'eval "$(harel --completion bash)"' in out
+
+
+def test_the_readme_lists_the_exit_codes_as_help_does() -> None:
+    readme = " ".join((REPOSITORY_ROOT / "README.md").read_text(encoding="utf-8").split())
+    found = re.search(r"Exit codes: (.*?)\. A failure is one line", readme)
+    assert found is not None, "the README's list of exit codes"
+    listed = {}
+    for item in found.group(1).replace("`", "").split(" · "):
+        code, _, meaning = item.partition(" ")
+        listed[int(code)] = meaning
+
+    assert listed == {int(code): meaning.replace("`", "") for code, meaning in MEANING.items()}
 
 
 COMMAND_LINES = sorted(
