@@ -15,11 +15,13 @@ from pymongo.errors import AutoReconnect, DocumentTooLarge
 
 from harel.app import App
 from harel.backend import open_backend
+from harel.chart import load_chart
 from harel.cli import main, observe, settings, worker
 from harel.cli.exits import MEANING
 from harel.cli.main import harel
 from harel.cli.options import load_application, worker_config
 from harel.cli.settings import DEFAULT_DEADLINE, resolve, resolve_url
+from harel.diagram import render_mermaid
 from harel.errors import InvalidArgument
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
@@ -279,6 +281,27 @@ def test_a_failure_mid_command_is_one_line(
     assert (result, out) == (code, "")
     assert err.strip() == said
     assert "hunter2" not in err
+
+
+def test_chart_show_prefers_a_published_chart_to_the_built_in_of_that_short_name(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = load_chart(
+        {
+            "id": "smoke",
+            "version": 1,
+            "initial": "a",
+            "states": {"a": {"on": {"go": "b"}}, "b": {"final": True}},
+        }
+    )
+    deployment = open_backend("mongomock://")
+    deployment.catalog.publish([mine])
+    monkeypatch.setattr(settings, "open_backend", lambda *_, **__: deployment)
+
+    code, out, err = run(capsys, "chart", "show", "smoke", "--url", "mongodb://db.example/harel")
+
+    assert (code, err) == (0, "")
+    assert out == render_mermaid(mine), "a chart a worker published under that name, not harel.smoke"
 
 
 def test_demo_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
