@@ -228,6 +228,36 @@ def test_app_is_imported_from_the_current_folder(tmp_path: Path, monkeypatch: py
     assert app.get_chart("harel.smoke").id == "harel.smoke", "the smoke chart comes with every App"
 
 
+@pytest.mark.parametrize(
+    ("command", "flag", "arguments"),
+    [
+        ("status", "--watch", ["t-1"]),
+        ("trace", "--follow", ["t-1"]),
+        ("start", "--wait", ["ticket"]),
+        ("send", "--wait", ["t-1", "assign"]),
+    ],
+)
+def test_watch_and_follow_take_a_timeout_as_wait_does(
+    capsys: pytest.CaptureFixture[str], command: str, flag: str, arguments: list[str]
+) -> None:
+    code, out, _ = run(capsys, command, "--help")
+
+    assert code == 0
+    assert (
+        f"--timeout SECONDS with {flag}: give up after this long (exit 6); the execution goes on "
+        "[default: no limit]"
+    ) in " ".join(out.split())
+    assert "\n    6   gave up waiting after --timeout; what it waited for goes on\n" in out
+
+    code, out, err = run(capsys, command, *arguments, "--timeout", "1")
+
+    assert (code, out) == (2, "")
+    assert err == (
+        f"harel {command}: --timeout bounds {flag}: give {flag} too, or leave --timeout out "
+        f"(see `harel {command} --help`)\n"
+    )
+
+
 def test_a_usage_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "status")
 
