@@ -4,6 +4,7 @@ comes from, and how long a worker waits for it. Failures as processes: tests/wir
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,13 +15,16 @@ from pymongo.errors import AutoReconnect, DocumentTooLarge
 
 from harel.app import App
 from harel.backend import open_backend
+from harel.chart import load_chart
 from harel.cli import main, observe, settings, worker
 from harel.cli.exits import MEANING
 from harel.cli.main import harel
 from harel.cli.options import load_application, worker_config
 from harel.cli.settings import DEFAULT_DEADLINE, resolve, resolve_url
+from harel.diagram import render_mermaid
 from harel.errors import InvalidArgument
 
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENT = (
     "HAREL_MONGO_URL",
     "HAREL_MONGO_URL_FILE",
@@ -56,6 +60,18 @@ def test_help_lists_the_exit_codes_and_the_environment(capsys: pytest.CaptureFix
     for name in ENVIRONMENT:
         assert name in out
     assert 'eval "$(harel --completion bash)"' in out
+
+
+def test_the_readme_lists_the_exit_codes_as_help_does() -> None:
+    readme = " ".join((REPOSITORY_ROOT / "README.md").read_text(encoding="utf-8").split())
+    found = re.search(r"Exit codes: (.*?)\. A failure is one line", readme)
+    assert found is not None, "the README's list of exit codes"
+    listed = {}
+    for item in found.group(1).replace("`", "").split(" · "):
+        code, _, meaning = item.partition(" ")
+        listed[int(code)] = meaning
+
+    assert listed == {int(code): meaning.replace("`", "") for code, meaning in MEANING.items()}
 
 
 COMMAND_LINES = sorted(
@@ -212,6 +228,36 @@ def test_app_is_imported_from_the_current_folder(tmp_path: Path, monkeypatch: py
     assert app.get_chart("harel.smoke").id == "harel.smoke", "the smoke chart comes with every App"
 
 
+@pytest.mark.parametrize(
+    ("command", "flag", "arguments"),
+    [
+        ("status", "--watch", ["t-1"]),
+        ("trace", "--follow", ["t-1"]),
+        ("start", "--wait", ["ticket"]),
+        ("send", "--wait", ["t-1", "assign"]),
+    ],
+)
+def test_watch_and_follow_take_a_timeout_as_wait_does(
+    capsys: pytest.CaptureFixture[str], command: str, flag: str, arguments: list[str]
+) -> None:
+    code, out, _ = run(capsys, command, "--help")
+
+    assert code == 0
+    assert (
+        f"--timeout SECONDS with {flag}: give up after this long (exit 6); the execution goes on "
+        "[default: no limit]"
+    ) in " ".join(out.split())
+    assert "\n    6   gave up waiting after --timeout; what it waited for goes on\n" in out
+
+    code, out, err = run(capsys, command, *arguments, "--timeout", "1")
+
+    assert (code, out) == (2, "")
+    assert err == (
+        f"harel {command}: --timeout bounds {flag}: give {flag} too, or leave --timeout out "
+        f"(see `harel {command} --help`)\n"
+    )
+
+
 def test_a_usage_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "status")
 
@@ -265,6 +311,27 @@ def test_a_failure_mid_command_is_one_line(
     assert (result, out) == (code, "")
     assert err.strip() == said
     assert "hunter2" not in err
+
+
+def test_chart_show_prefers_a_published_chart_to_the_built_in_of_that_short_name(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = load_chart(
+        {
+            "id": "smoke",
+            "version": 1,
+            "initial": "a",
+            "states": {"a": {"on": {"go": "b"}}, "b": {"final": True}},
+        }
+    )
+    deployment = open_backend("mongomock://")
+    deployment.catalog.publish([mine])
+    monkeypatch.setattr(settings, "open_backend", lambda *_, **__: deployment)
+
+    code, out, err = run(capsys, "chart", "show", "smoke", "--url", "mongodb://db.example/harel")
+
+    assert (code, err) == (0, "")
+    assert out == render_mermaid(mine), "a chart a worker published under that name, not harel.smoke"
 
 
 def test_demo_prints_json(capsys: pytest.CaptureFixture[str]) -> None:

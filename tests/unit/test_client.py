@@ -1,18 +1,27 @@
 """The sync client (`harel.client`): start, send, cancel, status and wait on one deployment, and the waiting
-it shares with its async twin `harel.aio` (tested over the wire in tests/wire/test_aio_over_wire.py)."""
+it shares with its async twin `harel.aio` (tested over the wire in tests/wire/test_aio_over_wire.py; here only
+its refusal of the in-process stores, which needs no server)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from harel import _client
+from harel import _client, aio
 from harel.app import App
 from harel.backend import open_backend
 from harel.client import Client
-from harel.errors import ExecutionFinished, UnknownChart, UnknownEvent, UnknownExecution, WaitTimedOut
+from harel.errors import (
+    ExecutionFinished,
+    InvalidURL,
+    UnknownChart,
+    UnknownEvent,
+    UnknownExecution,
+    WaitTimedOut,
+)
 from harel.metrics import Metrics
 from harel.model import ExecutionStatus
 from harel.serve import start_worker
@@ -47,6 +56,19 @@ def test_connect_gives_a_client_of_the_deployment() -> None:
         assert client.start("ticket", execution_id="c-1").definition_id == "ticket"
     with Client.connect("mongomock://") as bare, pytest.raises(UnknownChart):
         bare.start("ticket")  # nothing registered, and nothing published in this new store
+
+
+@pytest.mark.parametrize("url", ["mongomock://", "memory://"])
+def test_the_async_client_refuses_an_in_process_store_and_says_what_to_use(url: str) -> None:
+    with pytest.raises(InvalidURL) as refused:
+        asyncio.run(aio.Client.connect(url, tickets(), deadline=1))
+
+    assert refused.value.url == url
+    assert str(refused.value) == (
+        f"invalid store URL {url}: harel.aio needs a deployment, and {url} is a synchronous in-process "
+        "store; give a mongodb:// or mongodb+srv:// URL (`harel dev` serves one on this machine), or use the "
+        "sync harel.client.Client, which runs on it"
+    )
 
 
 def test_start_send_wait(client: Client) -> None:

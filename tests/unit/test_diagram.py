@@ -1,12 +1,16 @@
 """Diagrams: the dot output is laid out by the real Graphviz `dot` (Debian package `graphviz`) and read back
-from its JSON output; the Mermaid output is checked line by line."""
+from its JSON output, and what `harel chart show --format dot` prints is drawn by it as SVG; the Mermaid
+output is checked line by line."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +28,26 @@ SMOKE = load_chart(smoke_chart())
 ORDER = load_chart(ORDER_YAML)
 
 
-def graphviz(dot_source: str) -> dict[str, Any]:
-    """Graphviz's own reading of the source (`dot -Tjson`); fails on any error or warning."""
+HAREL = str(Path(sys.executable).with_name("harel"))
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def run_dot(dot_source: str, output_format: str) -> str:
+    """What Graphviz's `dot -T<format>` makes of the source; fails on any error or warning."""
     binary = shutil.which("dot")
     if binary is None:
         pytest.fail("Graphviz `dot` is not installed: apt-get install graphviz")
-    done = subprocess.run([binary, "-Tjson"], input=dot_source, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [binary, f"-T{output_format}"], input=dot_source, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr == "", done.stderr
-    layout: dict[str, Any] = json.loads(done.stdout)
+    return done.stdout
+
+
+def graphviz(dot_source: str) -> dict[str, Any]:
+    """Graphviz's own reading of the source (`dot -Tjson`)."""
+    layout: dict[str, Any] = json.loads(run_dot(dot_source, "json"))
     return layout
 
 
@@ -65,6 +80,40 @@ def test_the_smoke_chart_renders_with_graphviz() -> None:
     assert edge_labels(layout).count("greeting") == 3
     assert edge_labels(layout).count("after 1s") == 4
     assert "done" in edge_labels(layout)
+
+
+@pytest.mark.parametrize("name", ["smoke", "harel.smoke"])
+def test_chart_show_of_the_smoke_chart_is_drawn_by_graphviz_with_no_deployment(
+    tmp_path: Path, name: str
+) -> None:
+    # A fresh install: no HAREL_* variable and no `harel dev` in the folder, so the URL is the in-process default.
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("HAREL_")}
+    shown = subprocess.run(
+        [HAREL, "chart", "show", name, "--format", "dot"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (shown.returncode, shown.stderr) == (0, "")
+    assert shown.stdout == render_dot(SMOKE)
+
+    svg = ET.fromstring(run_dot(shown.stdout, "svg"))
+    drawn: dict[str, set[str]] = {}  # Graphviz draws each cluster, node and edge as a <g> with a <title>
+    for group in svg.iter(f"{SVG}g"):
+        title = group.find(f"{SVG}title")
+        if title is not None and title.text:
+            drawn.setdefault(group.get("class", ""), set()).add(title.text)
+    assert drawn["cluster"] == {
+        "cluster_fork",
+        "cluster_fork.alpha",
+        "cluster_fork.beta",
+        "cluster_fork.gamma",
+    }
+    assert {"fork.alpha.working", "fork.gamma.finished", "cooling", "completed"} <= drawn["node"]
+    assert len(drawn["edge"]) > 8
 
 
 def test_nested_states_guards_timers_and_actions_are_labelled() -> None:

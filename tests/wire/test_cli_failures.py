@@ -296,6 +296,14 @@ CASES = [
         "--charts DIR or --app MODULE:APP",
     ),
     Case(
+        "diagram of an unknown chart with no deployment",
+        ("chart", "show", "nothing"),
+        USAGE,
+        "harel chart: CHART: no chart 'nothing' is registered, and mongomock:// (the default, an in-process "
+        "store) has no catalog of published charts; give it with --charts DIR or --app MODULE:APP, or the "
+        "deployment's URL with --url, HAREL_MONGO_URL or HAREL_MONGO_URL_FILE; built in: smoke (harel.smoke)",
+    ),
+    Case(
         "diagram in a format there is none of",
         ("status", "t-open", "--diagram", "svg", *ON),
         USAGE,

@@ -1,7 +1,8 @@
 """The `harel` commands that wait, watch, follow and operate, as processes over sockets against the fake replica
 set: `start --wait` (the exit code says how the execution ended), `send --wait` (handled, ignored,
-dead-lettered), `status --watch` and `trace --follow` on a pipe and on a terminal, the mailbox in `harel
-status`, `harel dead list | retry | drop`, and the diagrams (`harel chart show`, `harel status --diagram`).
+dead-lettered), `status --watch` and `trace --follow` on a pipe and on a terminal and with `--timeout`, the
+mailbox in `harel status`, `harel dead list | retry | drop`, and the diagrams (`harel chart show`, `harel status
+--diagram`).
 
 The worker runs in the test process (a real Worker over real PyMongo clients) with two attempts per event,
 so an event is dead-lettered in about a second; its `flaky` action raises while the test says so.
@@ -379,6 +380,34 @@ def test_trace_follow_exits_1_when_the_execution_is_cancelled(running: Running) 
 
     assert code == 1
     assert out.splitlines()[-1].split()[2:4] == ["harel.cancel", "open"]
+
+
+def test_status_watch_gives_up_after_its_timeout(running: Running) -> None:
+    started(running, "t-wt")
+
+    result = harel(running, "status", "t-wt", "--watch", "--timeout", "1")
+
+    assert result.returncode == 6
+    assert "active     open" in result.stdout, "it showed the execution until it gave up"
+    assert result.stderr.strip() == (
+        "harel status: execution 't-wt' is still running after 1s; it goes on without this wait"
+    )
+    assert document(running, "t-wt")["status"] == "running", "the execution goes on"
+
+
+def test_trace_follow_gives_up_after_its_timeout(running: Running) -> None:
+    started(running, "t-ft")
+
+    result = harel(running, "trace", "t-ft", "--follow", "--timeout", "1", "--json")
+
+    assert result.returncode == 6
+    assert [json.loads(line)["event"] for line in result.stdout.splitlines()] == ["harel.start"]
+    assert json.loads(result.stderr) == {
+        "error": "WaitTimedOut",
+        "message": "execution 't-ft' is still running after 1s; it goes on without this wait",
+        "exit_code": 6,
+    }
+    assert harel(running, "send", "t-ft", "assign", "--wait").returncode == 0, "the execution goes on"
 
 
 def test_status_watch_on_a_terminal_redraws_in_place(running: Running) -> None:

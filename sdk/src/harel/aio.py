@@ -25,7 +25,7 @@ from harel.aio_store.mongo import AsyncMongoStore
 from harel.app import App
 from harel.catalog import AsyncMongoCatalog
 from harel.chart import Chart
-from harel.connection import check_async, connect_async, embedded_backend
+from harel.connection import check_async, connect_async, embedded_backend, redact
 from harel.errors import InvalidURL
 from harel.model import Event, Execution
 from harel.transport.mongo import AsyncMongoTransport
@@ -58,10 +58,16 @@ class Client:
         allow_standalone: bool = False,
     ) -> Client:
         """Connect (waiting up to `deadline` seconds for the deployment; None: indefinitely) and run the
-        start-up checks: DeploymentRefused on errors, as for every harel client."""
-        if embedded_backend(url) is not None:
+        start-up checks: DeploymentRefused on errors, as for every harel client. InvalidURL for mongomock://
+        and memory://, which only the sync client runs on."""
+        kind = embedded_backend(url)
+        if kind is not None:
+            # The async store and transport speak to a server; the embedded stores have only synchronous twins.
             raise InvalidURL(
-                url, "harel.aio needs a deployment (mongodb://): an in-process store is synchronous"
+                redact(url),
+                f"harel.aio needs a deployment, and {kind}:// is a synchronous in-process store; give a "
+                "mongodb:// or mongodb+srv:// URL (`harel dev` serves one on this machine), or use the sync "
+                "harel.client.Client, which runs on it",
             )
         mongo = await connect_async(url, deadline=deadline)
         try:

@@ -12,11 +12,14 @@ from harel.chart import Chart
 from harel.cli.exits import Exit, epilog
 from harel.cli.options import app_options, connection_options, json_option
 from harel.cli.output import Output
-from harel.cli.settings import Connection
+from harel.cli.settings import URL_FILE_VARIABLE, URL_VARIABLE, Connection
 from harel.diagram import render_dot, render_mermaid
 from harel.errors import InvalidArgument, UnknownChart
+from harel.smoke import SMOKE_CHART_ID
 
 RENDERERS = {"mermaid": render_mermaid, "dot": render_dot}
+# The charts every App comes with (`harel.serve.build_app`), by the short name `harel chart show` takes too.
+BUILT_IN = {"smoke": SMOKE_CHART_ID}
 
 
 def draw(chart: Chart, diagram_format: str, active: frozenset[str] = frozenset()) -> str:
@@ -51,7 +54,8 @@ format_option = click.option(
 
 @click.group(short_help="charts: draw one as a diagram")
 def chart() -> None:
-    """The charts workers run (published to the deployment's catalog) or --charts/--app give."""
+    """The charts workers run (published to the deployment's catalog), --charts/--app give, or harel has
+    built in."""
 
 
 @chart.command("show", epilog=epilog(Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED))
@@ -64,20 +68,41 @@ def chart() -> None:
 def show(
     chart_id: str, version: int | None, diagram_format: str, app: App, connection: Connection, out: Output
 ) -> int:
-    """Draw CHART (from --charts/--app, else from the catalog the workers publish to) as a diagram: states,
-    regions, and transitions labelled `event [guard] / actions`."""
+    """Draw CHART as a diagram: states, regions, and transitions labelled `event [guard] / actions`.
+
+    CHART is the first found of: the chart of that id in --charts/--app or built in (harel.smoke); the
+    chart of that id the deployment's workers published (looked up only when a deployment is given: --url,
+    HAREL_MONGO_URL, HAREL_MONGO_URL_FILE or a running `harel dev`; the in-process default has no catalog);
+    the built-in chart of that short name (smoke for harel.smoke), so `harel chart show smoke` works on a
+    fresh install, with no deployment."""
     found = app.registered_chart(chart_id, version)
-    if found is None:
+    if found is None and not connection.embedded:
         with closing(connection.open_shared("chart show")) as backend:
             found = backend.catalog.get(chart_id, version)
+    if found is None and chart_id in BUILT_IN:
+        found = app.registered_chart(BUILT_IN[chart_id], version)
     if found is None:
-        raise InvalidArgument(
-            "CHART",
-            f"{UnknownChart(chart_id, version)}, and no worker published it; give it with --charts DIR or "
-            "--app MODULE:APP, or start a worker that serves it",
-        )
+        raise unknown(UnknownChart(chart_id, version), connection)
     show_drawing(out, found, diagram_format, draw(found, diagram_format))
     return Exit.OK
+
+
+def unknown(error: UnknownChart, connection: Connection) -> InvalidArgument:
+    """The chart is nowhere `show` looked: say where it looked, and how to give it."""
+    if connection.embedded:
+        given = "the default, " if connection.source == "default" else ""
+        where = (
+            f"{connection.url} ({given}an in-process store) has no catalog of published charts; give it with "
+            f"--charts DIR or --app MODULE:APP, or the deployment's URL with --url, {URL_VARIABLE} or "
+            f"{URL_FILE_VARIABLE}"
+        )
+    else:
+        where = (
+            "no worker published it; give it with --charts DIR or --app MODULE:APP, or start a worker that "
+            "serves it"
+        )
+    built_in = ", ".join(f"{short} ({full})" for short, full in BUILT_IN.items())
+    return InvalidArgument("CHART", f"{error}, and {where}; built in: {built_in}")
 
 
 COMMANDS = (chart,)

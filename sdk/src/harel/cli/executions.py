@@ -17,10 +17,11 @@ from harel.cli.observe import served_charts
 from harel.cli.options import (
     JSON_OBJECT,
     NON_EMPTY,
-    POSITIVE_SECONDS,
     app_options,
     connection_options,
     json_option,
+    refuse_lone_timeout,
+    timeout_option,
 )
 from harel.cli.output import Output, styled, table
 from harel.cli.settings import Connection
@@ -53,12 +54,7 @@ def wait_options(what: str) -> Any:
     """`--wait` and `--timeout`, handed to the command as `wait: bool` and `timeout: float | None`."""
 
     def decorate(command: Any) -> Any:
-        command = click.option(
-            "--timeout",
-            type=POSITIVE_SECONDS,
-            metavar="SECONDS",
-            help="with --wait: give up after this long (exit 6); the execution goes on [default: no limit]",
-        )(command)
+        command = timeout_option("--wait")(command)
         return click.option("--wait", is_flag=True, help=f"wait until {what}")(command)
 
     return decorate
@@ -108,6 +104,8 @@ def start(
 ) -> int:
     """Start an execution of CHART: its newest version from --charts/--app, else the newest version a
     worker published. With --wait, wait until it finishes."""
+    if not wait:
+        refuse_lone_timeout(timeout, "--wait")
     with closing(connection.open_shared("start")) as backend:
         app.use_catalog(backend.catalog)
         try:
@@ -182,6 +180,8 @@ def send(
 ) -> int:
     """Send EVENT to the execution ID. The event name is checked against the chart the execution pinned.
     With --wait, wait until a worker applied it and say what it did."""
+    if not wait:
+        refuse_lone_timeout(timeout, "--wait")
     with closing(connection.open_shared("send")) as backend:
         app.use_catalog(backend.catalog)
         try:

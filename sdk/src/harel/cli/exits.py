@@ -44,7 +44,8 @@ MEANING: dict[Exit, str] = {
     Exit.OK: "ok",
     Exit.FAILED: "the operation ran and failed (smoke or check failed; what --wait, --watch or --follow "
     "waited for failed, was cancelled, ignored or dead-lettered)",
-    Exit.USAGE: "bad input: a bad option, URL, JSON, chart, app or event, a finished execution",
+    Exit.USAGE: "bad input: a bad option, URL, JSON, chart, app or event; an execution that has finished; a "
+    "port in use",
     Exit.UNREACHABLE: "the deployment did not answer before the deadline, or stopped answering",
     Exit.REFUSED: "refused by the start-up checks (`harel check` shows why), or the deployment rejected the "
     "client (authentication, TLS)",

@@ -1,6 +1,6 @@
 """`harel status | trace`: what an execution is (its states, children, timers and mailbox; or its chart with the
 active states marked, `--diagram`) and what it did, once or as it goes (`status --watch`, `trace --follow`,
-until it finishes)."""
+until it finishes or `--timeout` passes)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from typing import Any
 import click
 from rich.live import Live
 
+from harel._client import Waiting, still_running
 from harel.backend import Backend
 from harel.cli.charts import RENDERERS, draw, show_drawing
 from harel.cli.exits import Exit, epilog
-from harel.cli.options import connection_options, json_option
+from harel.cli.options import connection_options, json_option, refuse_lone_timeout, timeout_option
 from harel.cli.output import Output
 from harel.cli.settings import Connection
 from harel.cli.views import finished_well, fixed_widths, mailbox_document, status_view, trace_table
@@ -28,9 +29,8 @@ from harel.inspection import Mailbox, mailbox_of
 from harel.model import TERMINAL_STATUSES, Execution
 from harel.worker import WorkerConfig
 
-# How often --watch and --follow look again.
-POLL_SECONDS = 0.5
 LOOKS = (Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED, Exit.NOT_FOUND)
+FOLLOWS = (Exit.FAILED, Exit.TIMED_OUT)
 
 
 @dataclass(frozen=True)
@@ -82,14 +82,16 @@ def finish_code(snapshot: Snapshot) -> int:
     return Exit.OK if finished_well(snapshot.execution) else Exit.FAILED
 
 
-def watching(backend: Backend, execution_id: str) -> Iterator[Snapshot]:
-    """A look now, then one every POLL_SECONDS, until (and including) the look that finds it finished."""
+def watching(backend: Backend, execution_id: str, timeout: float | None) -> Iterator[Snapshot]:
+    """A look now, then again after the pauses `start --wait` makes, until (and including) the look that finds
+    it finished; WaitTimedOut once `timeout` seconds have passed without that (None: no limit)."""
+    waiting = Waiting(timeout)
     while True:
         snapshot = look(backend, execution_id)
         yield snapshot
         if snapshot.finished:
             return
-        time.sleep(POLL_SECONDS)
+        time.sleep(waiting.next_pause(still_running(execution_id)))
 
 
 @contextmanager
@@ -104,7 +106,7 @@ def live_view(out: Output) -> Iterator[Live | None]:
 
 @click.command(
     short_help="show an execution: status, active states, children, timers, mailbox",
-    epilog=epilog(*LOOKS, Exit.FAILED),
+    epilog=epilog(*LOOKS, *FOLLOWS),
 )
 @click.argument("execution_id", metavar="ID")
 @click.option("--document", is_flag=True, help="print the stored MongoDB document as it is (JSON)")
@@ -124,6 +126,7 @@ def live_view(out: Output) -> Iterator[Live | None]:
     "(one JSON line each with --json); the exit code then says how it ended (0 completed, 1 failed or "
     "cancelled)",
 )
+@timeout_option("--watch")
 @connection_options
 @json_option
 def status(
@@ -131,6 +134,7 @@ def status(
     document: bool,
     diagram_format: str | None,
     watch: bool,
+    timeout: float | None,
     connection: Connection,
     out: Output,
 ) -> int:
@@ -139,6 +143,8 @@ def status(
     serves its chart."""
     if sum((document, diagram_format is not None, watch)) > 1:
         raise click.UsageError("--document, --diagram and --watch each show it their own way: give one")
+    if not watch:
+        refuse_lone_timeout(timeout, "--watch")
     with closing(connection.open_shared("status")) as backend:
         if document:
             load_document(backend, execution_id, out)
@@ -149,7 +155,7 @@ def status(
         if not watch:
             show_status(out, look(backend, execution_id))
             return Exit.OK
-        return watch_status(backend, execution_id, out)
+        return watch_status(backend, execution_id, out, timeout)
 
 
 def load_document(backend: Backend, execution_id: str, out: Output) -> None:
@@ -179,11 +185,11 @@ def show_status(out: Output, snapshot: Snapshot) -> None:
         out.show(status_view(snapshot.execution, snapshot.mailbox, snapshot.served, snapshot.at))
 
 
-def watch_status(backend: Backend, execution_id: str, out: Output) -> int:
+def watch_status(backend: Backend, execution_id: str, out: Output, timeout: float | None) -> int:
     last: Hashable = None
     snapshot = None
     with live_view(out) as live:
-        for snapshot in watching(backend, execution_id):
+        for snapshot in watching(backend, execution_id, timeout):
             view = status_view(snapshot.execution, snapshot.mailbox, snapshot.served, snapshot.at)
             if live is not None:
                 live.update(view, refresh=True)
@@ -207,7 +213,7 @@ def print_line(out: Output, value: Any) -> None:
 
 @click.command(
     short_help="show the steps an execution recorded",
-    epilog=epilog(*LOOKS, Exit.FAILED),
+    epilog=epilog(*LOOKS, *FOLLOWS),
 )
 @click.argument("execution_id", metavar="ID")
 @click.option(
@@ -216,11 +222,14 @@ def print_line(out: Output, value: Any) -> None:
     help="then print each new step as it is recorded, until the execution finishes (one JSON line a step "
     "with --json); the exit code then says how it ended (0 completed, 1 failed or cancelled)",
 )
+@timeout_option("--follow")
 @connection_options
 @json_option
-def trace(execution_id: str, follow: bool, connection: Connection, out: Output) -> int:
+def trace(execution_id: str, follow: bool, timeout: float | None, connection: Connection, out: Output) -> int:
     """Show the steps the execution ID recorded: each event, the states before and after, and what became
     of events it did not handle itself (forwarded to its regions, or ignored and why)."""
+    if not follow:
+        refuse_lone_timeout(timeout, "--follow")
     with closing(connection.open_shared("trace")) as backend:
         if not follow:
             steps = look(backend, execution_id).trace
@@ -229,13 +238,13 @@ def trace(execution_id: str, follow: bool, connection: Connection, out: Output) 
             else:
                 out.show(trace_table(steps))
             return Exit.OK
-        return follow_trace(backend, execution_id, out)
+        return follow_trace(backend, execution_id, out, timeout)
 
 
-def follow_trace(backend: Backend, execution_id: str, out: Output) -> int:
+def follow_trace(backend: Backend, execution_id: str, out: Output, timeout: float | None) -> int:
     shown = -1  # the index of the last step printed (the first step's is 0)
     snapshot = None
-    for n, snapshot in enumerate(watching(backend, execution_id)):
+    for n, snapshot in enumerate(watching(backend, execution_id, timeout)):
         new = [step for step in snapshot.trace if step["index"] > shown]
         if out.json:
             for step in new:

@@ -166,6 +166,23 @@ concurrency_option = click.option(
 )
 
 
+def timeout_option(flag: str) -> Callable[[F], F]:
+    """`--timeout SECONDS`, handed to the command as `timeout: float | None`, for a command that waits when
+    given `flag`: it gives up after that long with WaitTimedOut (exit 6)."""
+    return click.option(
+        "--timeout",
+        type=POSITIVE_SECONDS,
+        metavar="SECONDS",
+        help=f"with {flag}: give up after this long (exit 6); the execution goes on [default: no limit]",
+    )
+
+
+def refuse_lone_timeout(timeout: float | None, flag: str) -> None:
+    """--timeout given without the option that waits: it would bound nothing, so it is a mistake to say."""
+    if timeout is not None:
+        raise click.UsageError(f"--timeout bounds {flag}: give {flag} too, or leave --timeout out")
+
+
 def async_timeout_option(function: F) -> F:
     return click.option(
         "--async-timeout",
