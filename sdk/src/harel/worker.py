@@ -58,7 +58,13 @@ from harel.eventloop import PROCESS_LOOP
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
 from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
-from harel.store._documents import CommitParts, RelayWork, StepRecord, claim_commit_parts
+from harel.store._documents import (
+    CommitParts,
+    RelayWork,
+    StepRecord,
+    claim_commit_parts,
+    require_step_fits,
+)
 from harel.store.base import ExecutionStore
 from harel.transport._mailbox import chart_key
 from harel.transport.base import (
@@ -230,6 +236,8 @@ class Worker:
             started = time.monotonic()
             try:
                 step = interpreter.step(chart, exe, pending.event, now, registry=self.registry)
+                # refused here, as the step that it is, not later by the commit that would carry it
+                require_step_fits(exe.id, len(step.emits) + len(step.spawns))
             except Exception as exc:
                 batch.failure = self._failure(claim, pending, exc, first=not batch.applied)
                 break
