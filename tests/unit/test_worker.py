@@ -7,7 +7,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -577,33 +577,101 @@ def test_smoke_workflow_passes_with_three_workers(live_backend: Backend) -> None
     assert {row["lane"] for row in report.timeline} == {"root", "alpha", "beta", "gamma"}
 
 
-def test_a_slow_action_does_not_let_a_later_event_overtake_it(live_backend: Backend) -> None:
-    """Three workers x two consumers: e1's action takes 20 ms, e2 is sent right after; every run ends in
-    S2 (with a shared queue, e2 was stepped first and ignored, ending in S1)."""
-    app = make_app(slow=0.02)
+ORDERING_RUNS = 100
+CREATED_VERSION = 1  # an execution is created at version 1; each applied event, handled or not, adds one
+
+
+def running_workers(backend: Backend, *apps: App, count: int = 1) -> list[Worker]:
+    """`count` started workers for each app, two consumers each, polling briskly."""
     workers = [
-        Worker(live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=2))
-        for _ in range(3)
+        Worker(backend.store, backend.transport, app, config=WorkerConfig(concurrency=2, idle_poll_max=0.05))
+        for app in apps
+        for _ in range(count)
     ]
     for w in workers:
         w.start()
+    return workers
+
+
+def settle(backend: Backend, done: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Until `done()`, polled (the store is the only witness); AssertionError naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.mark.semantics("sem-order-per-sender")
+def test_a_slow_action_does_not_let_a_later_event_overtake_it(live_backend: Backend) -> None:
+    """Three workers x two consumers, 100 runs: e1's action takes 20 ms, e2 is sent right after; every
+    run ends in S2 (had e2 been stepped first, it would be ignored in S0 and the run end in S1)."""
+    app = make_app(slow=0.02)
+    workers = running_workers(live_backend, app, count=3)
+    ids = [f"o{run}" for run in range(ORDERING_RUNS)]
     try:
-        for run in range(20):
+        for execution_id in ids:
             start_execution(
-                live_backend.store, live_backend.transport, app, "ordered", execution_id=f"o{run}"
+                live_backend.store, live_backend.transport, app, "ordered", execution_id=execution_id
             )
-            send_event(live_backend.store, live_backend.transport, app, f"o{run}", "e1")
-            send_event(live_backend.store, live_backend.transport, app, f"o{run}", "e2")
-        deadline = time.time() + 30
-        while time.time() < deadline and any(
-            live_backend.store.load(f"o{run}").configuration != ["S2"] for run in range(20)
-        ):
-            time.sleep(0.02)
+            send_event(live_backend.store, live_backend.transport, app, execution_id, "e1")
+            send_event(live_backend.store, live_backend.transport, app, execution_id, "e2")
+        settle(
+            live_backend,
+            lambda: all(live_backend.store.load(i).version == CREATED_VERSION + 3 for i in ids),
+            "every run's three events",
+        )
     finally:
         for w in workers:
             w.stop()
-    ends = [live_backend.store.load(f"o{run}").configuration for run in range(20)]
-    assert ends == [["S2"]] * 20
+    ends = [live_backend.store.load(i).configuration for i in ids]
+    assert ends == [["S2"]] * ORDERING_RUNS, f"{sum(e != ['S2'] for e in ends)} of {ORDERING_RUNS} overtaken"
+
+
+def ticket_app(name: str) -> App:
+    """An app of its own chart `<name>`: open --close--> closed (final)."""
+    app = App(name)
+    app.chart(
+        {
+            "id": name,
+            "version": 1,
+            "initial": "open",
+            "states": {"open": {"on": {"close": "closed"}}, "closed": {"final": True}},
+        }
+    )
+    return app
+
+
+def test_two_apps_on_one_database_each_run_their_own_50_executions_without_a_failed_attempt(
+    live_backend: Backend,
+) -> None:
+    """A worker of `orders` and a worker of `billing` (two consumers each) on one database, 50 executions
+    each: every one completes with no failed attempt, and each worker processed exactly its own events."""
+    apps = {name: ticket_app(name) for name in ("orders", "billing")}
+    workers = dict(zip(apps, running_workers(live_backend, *apps.values()), strict=True))
+    every: list[str] = []
+    try:
+        for n in range(50):
+            for name, app in apps.items():
+                exe, _ = start_execution(
+                    live_backend.store, live_backend.transport, app, name, execution_id=f"{name}-{n:02d}"
+                )
+                send_event(live_backend.store, live_backend.transport, app, exe.id, "close")
+                every.append(exe.id)
+        settle(
+            live_backend,
+            lambda: all(live_backend.store.load(i).status is ExecutionStatus.COMPLETED for i in every),
+            "both apps' executions to complete",
+        )
+    finally:
+        for w in workers.values():
+            w.stop()
+    for execution_id in every:
+        document = live_backend.store.document(execution_id)
+        assert document["attempts"] == 0 and document.get("last_error") is None, execution_id
+    for name, w in workers.items():
+        assert w.counters["processed"] == 50 * 2, f"{name}: its own starts and closes, no more"
+        assert w.metrics.registry.get_sample_value("harel_event_failures_total") == 0
 
 
 def test_a_worker_claims_only_its_own_charts(backend: Deployment) -> None:
