@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from harel.errors import LeaseLost, StoreConflict
+from harel.errors import LeaseLost, StepTooLarge, StoreConflict
 from harel.model import Event, Execution
-from harel.store._documents import StepRecord
+from harel.store._documents import SEQ_STRIDE, StepRecord
 from harel.transport._mailbox import INBOX_LIMIT_BYTES
 from harel.transport.base import Claim, Failure, SendOutcome
 from tests.conformance.backends import Harness
@@ -92,6 +92,36 @@ def test_a_full_mailbox_refuses_sends_until_it_drains(harness: Harness) -> None:
     commit(harness, claimed(harness), 1)
     assert transport.send("a", event("big-3", blob=bulky)) is SendOutcome.QUEUED
     assert transport.pending_count() == 2
+
+
+def test_a_step_with_more_entries_than_it_may_number_is_refused_with_nothing_written(
+    harness: Harness,
+) -> None:
+    """A commit whose step emits and spawns more than SEQ_STRIDE entries raises StepTooLarge (its execution,
+    the count and the limit) before anything is written: the events stay in the mailbox, the lease holds,
+    and the same claim commits once its step fits. Exactly SEQ_STRIDE entries fit."""
+    started(harness, "a")
+    assert harness.transport.send("a", event("fan")) is SendOutcome.QUEUED
+    taken = claimed(harness)
+    before = harness.raw("a")
+    emits = [("b", event(f"ping-{n}", "ping")) for n in range(SEQ_STRIDE + 1)]
+    refused = raises(
+        StepTooLarge,
+        harness.store.commit_claim,
+        taken,
+        taken.execution,
+        [StepRecord(p.id, emits=emits if p.id == "fan" else ()) for p in taken.pending],
+        applied=list(taken.pending),
+        timers_changed=False,
+    )
+    assert (refused.execution_id, refused.count, refused.limit) == ("a", SEQ_STRIDE + 1, SEQ_STRIDE)
+    assert harness.raw("a") == before, "nothing of the step was written"
+    records = [StepRecord(p.id, emits=emits[:SEQ_STRIDE] if p.id == "fan" else ()) for p in taken.pending]
+    harness.store.commit_claim(
+        taken, taken.execution, records, applied=list(taken.pending), timers_changed=False
+    )
+    after = harness.raw("a")
+    assert after is not None and len(after["outbox"]) == SEQ_STRIDE and not after["inbox"]
 
 
 def test_dollar_prefixed_event_ids_are_deduplicated(harness: Harness) -> None:

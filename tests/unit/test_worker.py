@@ -3,19 +3,21 @@ is the tests' fake clock (so leases and timers are decided on a clock the test m
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import bson
 import pytest
 
 from harel.app import ActionContext, ActionResult, App, Send
 from harel.backend import Backend, open_backend
 from harel.client import cancel_execution, send_event, start_execution
-from harel.errors import StoreConflict
+from harel.errors import MailboxFull, StoreConflict
 from harel.heartbeat import MongoHeartbeats
 from harel.local.embedded import EmbeddedClient
 from harel.model import TIMER_EVENT, Event, Execution, ExecutionStatus, timer_event
@@ -23,10 +25,11 @@ from harel.servertime import ServerClock
 from harel.smoke import FORK, REGIONS, check, gather, register_smoke, run_smoke
 from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
+from harel.transport._mailbox import INBOX_LIMIT_BYTES
 from harel.transport.base import SendOutcome
 from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
-from harel.worker import Worker, WorkerConfig
+from harel.worker import RELAY_RETRY_SECONDS, Worker, WorkerConfig
 
 
 class Clock:
@@ -574,33 +577,101 @@ def test_smoke_workflow_passes_with_three_workers(live_backend: Backend) -> None
     assert {row["lane"] for row in report.timeline} == {"root", "alpha", "beta", "gamma"}
 
 
-def test_a_slow_action_does_not_let_a_later_event_overtake_it(live_backend: Backend) -> None:
-    """Three workers x two consumers: e1's action takes 20 ms, e2 is sent right after; every run ends in
-    S2 (with a shared queue, e2 was stepped first and ignored, ending in S1)."""
-    app = make_app(slow=0.02)
+ORDERING_RUNS = 100
+CREATED_VERSION = 1  # an execution is created at version 1; each applied event, handled or not, adds one
+
+
+def running_workers(backend: Backend, *apps: App, count: int = 1) -> list[Worker]:
+    """`count` started workers for each app, two consumers each, polling briskly."""
     workers = [
-        Worker(live_backend.store, live_backend.transport, app, config=WorkerConfig(concurrency=2))
-        for _ in range(3)
+        Worker(backend.store, backend.transport, app, config=WorkerConfig(concurrency=2, idle_poll_max=0.05))
+        for app in apps
+        for _ in range(count)
     ]
     for w in workers:
         w.start()
+    return workers
+
+
+def settle(backend: Backend, done: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Until `done()`, polled (the store is the only witness); AssertionError naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.mark.semantics("sem-order-per-sender")
+def test_a_slow_action_does_not_let_a_later_event_overtake_it(live_backend: Backend) -> None:
+    """Three workers x two consumers, 100 runs: e1's action takes 20 ms, e2 is sent right after; every
+    run ends in S2 (had e2 been stepped first, it would be ignored in S0 and the run end in S1)."""
+    app = make_app(slow=0.02)
+    workers = running_workers(live_backend, app, count=3)
+    ids = [f"o{run}" for run in range(ORDERING_RUNS)]
     try:
-        for run in range(20):
+        for execution_id in ids:
             start_execution(
-                live_backend.store, live_backend.transport, app, "ordered", execution_id=f"o{run}"
+                live_backend.store, live_backend.transport, app, "ordered", execution_id=execution_id
             )
-            send_event(live_backend.store, live_backend.transport, app, f"o{run}", "e1")
-            send_event(live_backend.store, live_backend.transport, app, f"o{run}", "e2")
-        deadline = time.time() + 30
-        while time.time() < deadline and any(
-            live_backend.store.load(f"o{run}").configuration != ["S2"] for run in range(20)
-        ):
-            time.sleep(0.02)
+            send_event(live_backend.store, live_backend.transport, app, execution_id, "e1")
+            send_event(live_backend.store, live_backend.transport, app, execution_id, "e2")
+        settle(
+            live_backend,
+            lambda: all(live_backend.store.load(i).version == CREATED_VERSION + 3 for i in ids),
+            "every run's three events",
+        )
     finally:
         for w in workers:
             w.stop()
-    ends = [live_backend.store.load(f"o{run}").configuration for run in range(20)]
-    assert ends == [["S2"]] * 20
+    ends = [live_backend.store.load(i).configuration for i in ids]
+    assert ends == [["S2"]] * ORDERING_RUNS, f"{sum(e != ['S2'] for e in ends)} of {ORDERING_RUNS} overtaken"
+
+
+def ticket_app(name: str) -> App:
+    """An app of its own chart `<name>`: open --close--> closed (final)."""
+    app = App(name)
+    app.chart(
+        {
+            "id": name,
+            "version": 1,
+            "initial": "open",
+            "states": {"open": {"on": {"close": "closed"}}, "closed": {"final": True}},
+        }
+    )
+    return app
+
+
+def test_two_apps_on_one_database_each_run_their_own_50_executions_without_a_failed_attempt(
+    live_backend: Backend,
+) -> None:
+    """A worker of `orders` and a worker of `billing` (two consumers each) on one database, 50 executions
+    each: every one completes with no failed attempt, and each worker processed exactly its own events."""
+    apps = {name: ticket_app(name) for name in ("orders", "billing")}
+    workers = dict(zip(apps, running_workers(live_backend, *apps.values()), strict=True))
+    every: list[str] = []
+    try:
+        for n in range(50):
+            for name, app in apps.items():
+                exe, _ = start_execution(
+                    live_backend.store, live_backend.transport, app, name, execution_id=f"{name}-{n:02d}"
+                )
+                send_event(live_backend.store, live_backend.transport, app, exe.id, "close")
+                every.append(exe.id)
+        settle(
+            live_backend,
+            lambda: all(live_backend.store.load(i).status is ExecutionStatus.COMPLETED for i in every),
+            "both apps' executions to complete",
+        )
+    finally:
+        for w in workers.values():
+            w.stop()
+    for execution_id in every:
+        document = live_backend.store.document(execution_id)
+        assert document["attempts"] == 0 and document.get("last_error") is None, execution_id
+    for name, w in workers.items():
+        assert w.counters["processed"] == 50 * 2, f"{name}: its own starts and closes, no more"
+        assert w.metrics.registry.get_sample_value("harel_event_failures_total") == 0
 
 
 def test_a_worker_claims_only_its_own_charts(backend: Deployment) -> None:
@@ -930,3 +1001,147 @@ def test_the_sweep_looks_for_the_timers_it_armed_when_they_are_due_not_before() 
     assert first == 0, "the pass at start finds nothing: no run yet"
     assert later and all(found > 0 for found in later), f"passes that found nothing: {store.found}"
     assert sum(later) == 1 + len(REGIONS)
+
+
+FAN = {
+    "id": "fan",
+    "version": 1,
+    "initial": "a",
+    "states": {
+        "a": {"on": {"go": {"target": "b", "actions": ["flood"]}, "note": {"actions": ["note"]}}},
+        "b": {"on": {"note": {"actions": ["note"]}}},
+    },
+}
+
+
+def fan_app() -> App:
+    """`go` sends as many `bump`s to the execution `sink` as its data says, in one step; `note` counts."""
+    app = make_app()
+    app.chart(FAN)
+    app.action("flood")(
+        lambda ctx: ActionResult(send=[Send("bump", to="sink") for _ in range(ctx.event.data["count"])])
+    )
+    app.action("note")(lambda ctx: ActionResult(context={"notes": ctx.context.get("notes", 0) + 1}))
+    return app
+
+
+@pytest.mark.semantics("sem-sends-limit")
+def test_a_step_sending_more_than_a_step_may_parks_its_event_with_nothing_of_it_applied(
+    backend: Deployment,
+) -> None:
+    """`go` would send 1001 events: the step is refused as StepTooLarge (naming the count and the limit)
+    and the execution is parked at once on it — the event before it in the batch committed, nothing of the
+    refused step written or sent, the event behind it waiting; dropped, the execution carries on."""
+    from harel.store._documents import SEQ_STRIDE
+
+    app = fan_app()
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="sink")
+    start_execution(backend.store, backend.transport, app, "fan", execution_id="f")
+    pump(w)
+    send(backend, "f", "n1", "note")
+    send(backend, "f", "go", "go", count=SEQ_STRIDE + 1)
+    send(backend, "f", "n2", "note")
+    pump(w)
+    [parked] = backend.transport.parked()
+    assert (parked.execution_id, parked.event_id, parked.attempts, parked.waiting) == ("f", "go", 1, 1)
+    assert parked.error.startswith("StepTooLarge: ") and f"{SEQ_STRIDE + 1} entries" in parked.error
+    assert f"more than the {SEQ_STRIDE}" in parked.error
+    fan = backend.store.load("f")
+    assert fan.configuration == ["a"] and fan.context == {"notes": 1}, "n1 committed, go not"
+    assert not backend.store.document("f").get("outbox"), "nothing of the refused step was written"
+    assert not backend.store.document("sink").get("inbox"), "nothing was sent"
+    assert backend.transport.pending_count() == 2, "go, parked, and n2 behind it"
+    assert backend.transport.drop("f", "go")
+    pump(w)
+    assert backend.store.load("f").context == {"notes": 2}, "the event behind it was applied"
+
+
+def test_a_step_sending_as_many_as_a_step_may_is_delivered(backend: Deployment) -> None:
+    from harel.store._documents import SEQ_STRIDE
+
+    app = fan_app()
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="sink")
+    start_execution(backend.store, backend.transport, app, "fan", execution_id="f")
+    pump(w)
+    send(backend, "f", "go", "go", count=SEQ_STRIDE)
+    pump(w, rounds=20)
+    assert backend.store.load("f").configuration == ["b"] and backend.transport.parked() == []
+    assert backend.store.load("sink").context["n"] == SEQ_STRIDE
+
+
+BLOB = "x" * (1024 * 1024)  # a quarter of a mailbox's budget, and a little more with its envelope
+
+
+@pytest.mark.semantics("sem-mailbox-full")
+def test_a_flood_is_refused_with_mailbox_full_below_the_document_limit_and_loses_nothing(
+    backend: Deployment,
+) -> None:
+    """Ten 1 MiB events sent to one execution as a client should: a send past the 4 MiB budget raises
+    MailboxFull (the execution and the limit) and queues nothing, so the document stays far below 16 MiB;
+    sent again once a worker caught up, every event is applied once, in order."""
+    app = make_app()
+    w = backend.worker(app)
+    start_execution(backend.store, backend.transport, app, "loop", execution_id="s")
+    pump(w)
+    refusals: list[tuple[str, MailboxFull, dict[str, Any]]] = []
+    for n in range(10):
+        while True:
+            try:
+                send_event(
+                    backend.store, backend.transport, app, "s", "bump", data={"blob": BLOB}, event_id=f"b{n}"
+                )
+                break
+            except MailboxFull as full:
+                refusals.append((f"b{n}", full, backend.store.document("s")))
+                pump(w)
+    pump(w)
+    assert [event_id for event_id, _, _ in refusals] == ["b3", "b6", "b9"], "three fit in 4 MiB"
+    for event_id, full, document in refusals:
+        assert (full.execution_id, full.limit) == ("s", INBOX_LIMIT_BYTES)
+        assert event_id not in [entry["id"] for entry in document["inbox"]], "a refused send queues nothing"
+        assert document["inbox_bytes"] <= INBOX_LIMIT_BYTES
+        assert len(bson.encode(document)) < 16 * 1024 * 1024 // 3
+    assert backend.store.load("s").context["seen"] == [f"b{n}" for n in range(10)]
+
+
+def fill(backend: Deployment, execution_id: str) -> None:
+    """Fill a mailbox to the brim: events of shrinking size until not even an empty one fits."""
+    for n, size in enumerate([len(BLOB), 64 * 1024, 1024, 0]):
+        while (
+            backend.transport.send(
+                execution_id,
+                Event(id=f"fill-{n}-{time.monotonic_ns()}", name="bump", data={"blob": "x" * size}),
+            )
+            is SendOutcome.QUEUED
+        ):
+            pass
+
+
+@pytest.mark.semantics("sem-mailbox-full")
+def test_an_event_relayed_to_a_full_mailbox_waits_in_its_senders_outbox_in_order(
+    backend: Deployment,
+) -> None:
+    """`t` tells the sink `s` twice while s's mailbox is full (s's chart is served by another app's
+    worker, stopped meanwhile): both bumps stay in t's outbox, in order; once s drained, both arrive, in
+    the order t sent them."""
+    orders, billing = make_app(), App("billing")
+    billing.chart({**LOOP, "id": "billing"})
+    billing.registry.actions.update(orders.registry.actions)
+    start_execution(backend.store, backend.transport, billing, "billing", execution_id="s")
+    start_execution(backend.store, backend.transport, orders, "loop", execution_id="t")
+    sender, receiver = backend.worker(orders), backend.worker(billing)
+    pump(sender, receiver)
+    fill(backend, "s")
+    send(backend, "t", "tell-1", "tell", to="s")
+    send(backend, "t", "tell-2", "tell", to="s")
+    pump(sender)
+    waiting = [json.loads(entry["event"])["id"] for entry in backend.store.document("t")["outbox"]]
+    assert len(waiting) == 2 and backend.store.load("t").context == {}, "both told, both held back"
+    assert not set(waiting) & {e["id"] for e in backend.store.document("s")["inbox"]}
+    pump(receiver)
+    backend.clock.now += RELAY_RETRY_SECONDS
+    pump(sender, receiver)
+    assert not backend.store.document("t").get("outbox")
+    assert backend.store.load("s").context["seen"][-2:] == waiting

@@ -17,12 +17,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import bson
 import pytest
 from pymongo import MongoClient
 
 from harel.cli.devstate import DevState
-from harel.model import Execution, ExecutionStatus
+from harel.model import Event, Execution, ExecutionStatus
 from harel.store.mongo import MongoStore
+from harel.transport._mailbox import INBOX_LIMIT_BYTES
+from harel.transport.base import SendOutcome
+from harel.transport.mongo import MongoTransport
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeDeployment
 from tests.wire.processes import free_port, run_harel
 
@@ -59,7 +63,7 @@ class Case:
     folder: str = ""  # run in this subfolder of the workspace
 
 
-USAGE, UNREACHABLE, REFUSED, NOT_FOUND = 2, 3, 4, 5
+FAILED, USAGE, UNREACHABLE, REFUSED, NOT_FOUND = 1, 2, 3, 4, 5
 ON = ("--url", "{url}", "--deadline", "20")
 
 CASES = [
@@ -460,3 +464,36 @@ def test_with_json_the_failure_is_one_json_line(workspace: Workspace) -> None:
         "message": "no execution with id 'nobody'; `harel list` shows the executions there",
         "exit_code": NOT_FOUND,
     }
+
+
+def test_a_send_to_a_full_mailbox_fails_with_mailbox_full_and_queues_nothing(
+    workspace: Workspace, fake_rs: FakeDeployment
+) -> None:
+    """`harel send` to an execution whose mailbox is full to its 4 MiB budget (no worker drains it): MailboxFull,
+    naming the execution and the limit, exit FAILED; the mailbox holds what it held, far below 16 MiB."""
+    with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
+        MongoStore(client, "harel").commit(
+            Execution(id="t-full", definition_id="ticket", definition_version=1)
+        )
+        transport = MongoTransport(client, "harel", watch=False)
+        sent = 0
+        for size in (1024 * 1024, 64 * 1024, 1024, 0):  # to the brim: not even an empty event fits
+            while (
+                transport.send("t-full", Event(id=f"fill-{sent}", name="assign", data={"blob": "x" * size}))
+                is SendOutcome.QUEUED
+            ):
+                sent += 1
+        before = client.harel.executions.find_one({"_id": "t-full"})
+        result = run_harel(
+            "send", "t-full", "assign", "--charts", workspace.values["charts"], "--json", "--url", fake_rs.url
+        )
+        after = client.harel.executions.find_one({"_id": "t-full"})
+    assert "Traceback" not in result.stderr and result.returncode == FAILED, result.stderr
+    assert json.loads(result.stderr) == {
+        "error": "MailboxFull",
+        "message": f"execution 't-full': its mailbox holds {INBOX_LIMIT_BYTES} bytes of pending events, its "
+        "limit; send again once its workers have caught up",
+        "exit_code": FAILED,
+    }
+    assert after == before, "the refused send queued nothing"
+    assert after["inbox_bytes"] <= INBOX_LIMIT_BYTES and len(bson.encode(after)) < 16 * 1024 * 1024 // 3

@@ -18,15 +18,20 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pymongo import MongoClient
 
+from harel.client import send_event, start_execution
 from harel.model import Execution, ExecutionStatus
 from harel.smoke import REGIONS, check, gather
 from harel.store.mongo import MongoStore
-from tests.fake_mongod.fixtures import FakeProcess
-from tests.wire.processes import wait_until
+from harel.transport.mongo import MongoTransport
+from tests.fake_mongod.fail_command import fail_command
+from tests.fake_mongod.fixtures import Deployment, FakeProcess
+from tests.wire import shutdown_app
+from tests.wire.processes import WorkerProcesses, wait_until, with_app_name
 
 pytestmark = pytest.mark.wire
 
@@ -184,3 +189,53 @@ def test_worker_refuses_a_standalone_without_dev(fake_mongod_process: Callable[.
     )
     assert result.returncode == 4, result.stderr
     assert "StandaloneDeploymentError" in result.stderr or "standalone" in result.stderr.lower()
+
+
+BUSY_APP = "busy-relays"
+SEND_BLOCK_MS = 20  # each update of the worker's takes this long: 200 pings keep its relay busy for 4 s
+
+
+def test_sigterm_while_relays_are_busy_stops_every_thread_before_the_client_closes(
+    replica_set: Deployment, admin: MongoClient[Any], worker_processes: WorkerProcesses
+) -> None:
+    """SIGTERM reaches the worker while it relays a fan-out of 200 pings (each of its updates held 20 ms by
+    the fail point, so the relay outlasts the 1 s drain): its threads stop between sends before the client
+    closes, so it exits 0 without a word about a closed client, a traceback or a thread left behind; the
+    pings it had not sent are delivered by the next worker, each once, in order."""
+    store, transport = MongoStore(admin, "harel"), MongoTransport(admin, "harel", watch=False)
+    worker = worker_processes.harel_worker(
+        with_app_name(replica_set.url, BUSY_APP),
+        "--app",
+        "tests.wire.shutdown_app:fanout",
+        "--drain-seconds",
+        "1",
+    )
+    worker.wait_registered(admin)
+    app = shutdown_app.fanout
+    start_execution(store, transport, app, "shutdown.sink", execution_id="sink")
+    start_execution(store, transport, app, "shutdown.fanout", execution_id="fan")
+
+    def pings() -> list[int]:
+        sink = store.load("sink")
+        return list(sink.context.get("seen", [])) if sink is not None else []
+
+    with fail_command(
+        admin,
+        "alwaysOn",
+        failCommands=["update"],
+        blockConnection=True,
+        blockTimeMS=SEND_BLOCK_MS,
+        appName=BUSY_APP,
+    ):
+        send_event(store, transport, app, "fan", "go", data={"to": "sink"})
+        wait_until(lambda: len(pings()) >= 5, 60, "the first pings to arrive")
+        code = worker.terminate()
+    log = worker.log()
+    assert code == 0, log
+    assert len(pings()) < shutdown_app.PINGS, "the relay was still busy when the signal came"
+    assert "after close" not in log and "Traceback" not in log, log
+    levels = [json.loads(line)["level"] for line in log.splitlines() if line.startswith("{")]
+    assert not {"error", "critical"} & set(levels), log
+    worker_processes.harel_worker(replica_set.url, "--app", "tests.wire.shutdown_app:fanout")
+    wait_until(lambda: len(pings()) >= shutdown_app.PINGS, 60, "every ping to arrive")
+    assert pings() == list(range(shutdown_app.PINGS))

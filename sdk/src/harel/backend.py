@@ -47,8 +47,11 @@ class Backend:
         return is_embedded(self.url)
 
     def close(self) -> None:
+        """Close the seams, the transport first: it stops its change-stream watcher before the client
+        closes. Call it after `Worker.stop`, which ends the threads that use the client."""
+        self.transport.close()
         if self.client is not None:
-            self.client.close()
+            self.client.close()  # the transport's client already, for the embedded and replica-set seams
 
 
 def open_backend(

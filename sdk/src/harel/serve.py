@@ -130,8 +130,9 @@ def serve(
             )
         stop.wait()
         worker.stop()
-        backend.close()
     finally:
+        # /metrics reads the deployment: the endpoints stop before the client closes
         if health is not None:
             health.stop()
+    backend.close()
     return 0

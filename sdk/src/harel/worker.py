@@ -58,7 +58,13 @@ from harel.eventloop import PROCESS_LOOP
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
 from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
-from harel.store._documents import CommitParts, RelayWork, StepRecord, claim_commit_parts
+from harel.store._documents import (
+    CommitParts,
+    RelayWork,
+    StepRecord,
+    claim_commit_parts,
+    require_step_fits,
+)
 from harel.store.base import ExecutionStore
 from harel.transport._mailbox import chart_key
 from harel.transport.base import (
@@ -111,6 +117,11 @@ class WorkerConfig:
     # An async action or guard that runs longer fails the attempt. Keep it well under the lease: a step that
     # outlives its lease is stepped again by another worker.
     async_timeout_seconds: float = 10.0
+    # After the drain, how long the threads get to end their current command (the relay, sweep and heartbeat,
+    # and a consumer still relaying). They stop between commands; one still blocked then (or in a long action)
+    # is named in the log and left behind, so `stop` returns within drain + this (Helm's termination margin
+    # covers it).
+    stop_seconds: float = 5.0
 
 
 @dataclass
@@ -225,6 +236,8 @@ class Worker:
             started = time.monotonic()
             try:
                 step = interpreter.step(chart, exe, pending.event, now, registry=self.registry)
+                # refused here, as the step that it is, not later by the commit that would carry it
+                require_step_fits(exe.id, len(step.emits) + len(step.spawns))
             except Exception as exc:
                 batch.failure = self._failure(claim, pending, exc, first=not batch.applied)
                 break
@@ -322,6 +335,8 @@ class Worker:
             except (StoreConflict, ExecutionTooLarge):
                 raise
             except PyMongoError as exc:
+                if self._halt.is_set():
+                    raise  # stopped: the client may be closing; the lease runs out, the events stay
                 self._failing(exc)
                 self.metrics.unknown_outcomes.inc()
                 log.warning(
@@ -397,6 +412,8 @@ class Worker:
         delivered: list[int] = []
         blocked: set[str] = set()
         for entry in work.outbox:
+            if self._halt.is_set():
+                break  # stopping: what is left keeps its order and is due for the next relay after the retry
             if entry.target_id is None:
                 delivered.append(entry.seq)
                 continue
@@ -468,7 +485,7 @@ class Worker:
     def relay_once(self) -> int:
         """Take relay work left behind (a crashed or slow worker's) and deliver it. Returns entries moved."""
         moved = 0
-        while moved < self.config.batch:
+        while moved < self.config.batch and not self._halt.is_set():
             work = self.store.take_relay_work(self.config.lease_seconds, self.clock.bound())
             if work is None:
                 break
@@ -482,6 +499,8 @@ class Worker:
         started = self.clock.now()
         fired = 0
         for due in self.store.due_timers(self.clock.bound(), self.config.batch):
+            if self._halt.is_set():
+                return fired  # stopping: the rest stay due for the next sweep, of this worker or another
             if self.store.fire_timer(due, now=self.clock.now()):
                 fired += 1
                 self.metrics.timers_fired.inc()
@@ -552,14 +571,14 @@ class Worker:
         )
 
     def stop(self, drain_seconds: float | None = None) -> None:
-        """Stop claiming; let in-flight claims finish until the drain deadline; release what is left; stop
-        every thread before returning (the caller may then close the client)."""
+        """Stop claiming; let in-flight claims finish until the drain deadline; release what is left; then
+        halt every thread (relays stop between sends) and join them for up to `stop_seconds`. Returns once every
+        thread ended, or names in one log line those that did not (blocked in a command): they end
+        quietly whenever it returns, so the caller may close the client after this, and only after."""
         drain = self.config.drain_seconds if drain_seconds is None else drain_seconds
         self._stopping.set()
         self.transport.wake()
-        deadline = time.monotonic() + drain
-        for thread in self._consumers:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        _join(self._consumers, time.monotonic() + drain)
         with self._lock:
             unfinished = list(self._inflight.values())
         for claim in unfinished:
@@ -569,9 +588,8 @@ class Worker:
                 log.warning("could not release a claim; its lease will expire", extra={"error": str(exc)})
         self._halt.set()
         self._sweep_wake.set()
-        for thread in self._threads:
-            if thread not in self._consumers:
-                thread.join()
+        # a consumer still relaying what it committed stops between sends now, like the background relay
+        _join(self._threads, time.monotonic() + self.config.stop_seconds)
         if self._holds_loop:
             PROCESS_LOOP.release()
             self._holds_loop = False
@@ -580,6 +598,12 @@ class Worker:
                 self.heartbeats.remove(self.id)
             except PyMongoError as exc:
                 log.warning("could not remove the heartbeat; it expires", extra={"error": str(exc)})
+        left = [thread.name for thread in self._threads if thread.is_alive()]
+        if left:
+            log.error(
+                "threads did not stop in time; left behind, they end quietly when their command returns",
+                extra={"worker_id": self.id, "threads": left},
+            )
         log.info("worker stopped", extra={"worker_id": self.id, "released": len(unfinished), **self.counters})
 
     @property
@@ -614,6 +638,8 @@ class Worker:
             try:
                 worked = self.process_one()
             except PyMongoError as exc:
+                if self._halt.is_set():
+                    return  # left behind by `stop`: the client may be closed; stop names this thread
                 self._failing(exc)
                 worked = False
             except Exception:
@@ -632,6 +658,8 @@ class Worker:
             try:
                 self.relay_once()
             except PyMongoError as exc:
+                if self._halt.is_set():
+                    return  # stopping: the client may be closed; the work's hold expires for another relay
                 log.warning("relay failed, will retry", extra={"error": str(exc)})
             except Exception:
                 log.exception("relay failed on an entry it cannot read; will retry")
@@ -642,6 +670,8 @@ class Worker:
             try:
                 fired = self.sweep_once()
             except PyMongoError as exc:
+                if self._halt.is_set():
+                    return  # stopping: the client may be closed; the timers stay due
                 log.warning("timer sweep failed, will retry", extra={"error": str(exc)})
                 fired = 0
             except Exception:
@@ -662,6 +692,8 @@ class Worker:
             try:
                 server_time = self.heartbeats.beat(self.id, info, dict(self.counters))
             except PyMongoError as exc:
+                if self._halt.is_set():
+                    return  # stopping: the client may be closed; `stop` removes the heartbeat
                 log.warning("heartbeat failed", extra={"error": str(exc)})
             else:
                 if server_time is not None:  # the deployment's time, for the estimate's next anchor
@@ -671,6 +703,11 @@ class Worker:
     def _count(self, name: str) -> None:
         with self._lock:
             self.counters[name] += 1
+
+
+def _join(threads: list[threading.Thread], deadline: float) -> None:
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _undeliverable(entry: OutboxEntry, now: float) -> bool:

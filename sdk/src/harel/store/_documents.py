@@ -184,10 +184,14 @@ def promoted(exe: Execution) -> dict[str, Any]:
     }
 
 
+def require_step_fits(execution_id: str, entries: int) -> None:
+    """StepTooLarge when one step emitted and spawned more entries than a step's seqs number."""
+    if entries > SEQ_STRIDE:
+        raise StepTooLarge(execution_id, entries, SEQ_STRIDE)
+
+
 def _entries_of(version: int, record: StepRecord, source: Execution, at: float) -> tuple[list, list]:
-    count = len(record.emits) + len(record.spawns)
-    if count > SEQ_STRIDE:
-        raise StepTooLarge(source.id, count, SEQ_STRIDE)
+    require_step_fits(source.id, len(record.emits) + len(record.spawns))
     base = version * SEQ_STRIDE
     outbox = [
         {"seq": base + n, "target_id": target, "event": event.model_dump_json(), "at": at}

@@ -41,6 +41,10 @@ log = logging.getLogger("harel.transport")
 
 WATCH_RETRY_FIRST = 0.5
 WATCH_RETRY_MAX = 30.0
+# How long the watcher's stream takes to notice `close`: one awaited getMore (`max_await_time_ms`) and its
+# round trip. A watcher still inside one after this is named in the log and the client closes under it.
+WATCH_AWAIT_MS = 1000
+WATCH_STOP_SECONDS = 2.0
 # Replies that say the deployment has no change streams at all (a standalone, a test double): poll only.
 NO_CHANGE_STREAMS = frozenset({20, 40573, 115, 238})
 
@@ -172,12 +176,16 @@ class MongoTransport(_MailboxCollection):
         pause = WATCH_RETRY_FIRST
         while not self._closed.is_set():
             try:
-                with self._executions.watch(mailbox.WATCH_PIPELINE, max_await_time_ms=1000) as stream:
+                with self._executions.watch(
+                    mailbox.WATCH_PIPELINE, max_await_time_ms=WATCH_AWAIT_MS
+                ) as stream:
                     pause = WATCH_RETRY_FIRST
                     while not self._closed.is_set():
                         if stream.try_next() is not None:
                             self._wake.set()
             except (PyMongoError, NotImplementedError, AttributeError, TypeError) as exc:
+                if self._closed.is_set():
+                    return  # the client is closing under it: nothing to restart, nothing to report
                 if _unsupported(exc):
                     log.info("change streams unavailable, polling only", extra={"error": str(exc)})
                     return
@@ -190,9 +198,16 @@ class MongoTransport(_MailboxCollection):
             index.create_on(self._executions)
 
     def close(self) -> None:
+        """Stop the change-stream watcher, then close the client (shared with the store and heartbeats,
+        whose users — a worker's threads — must have stopped first: `Worker.stop`)."""
         self._closed.set()
         if self._watcher is not None:
-            self._watcher.join(timeout=2.0)
+            self._watcher.join(WATCH_STOP_SECONDS)
+            if self._watcher.is_alive():
+                log.warning(
+                    "threads did not stop in time; left behind, they end quietly when their command returns",
+                    extra={"threads": [self._watcher.name]},
+                )
         self._client.close()
 
 
