@@ -1420,7 +1420,8 @@ def test_replica_set_tasks_refuse_a_removal_that_costs_the_majority(
 
 
 def firewall_inventory(directory: Path, *, worker_facts: bool) -> Path:
-    """Two members with their addresses given, and this machine as a worker (local; allowed by its facts)."""
+    """Two members with their addresses given, this machine as a worker (local; allowed by its facts), and a
+    Prometheus host by its address."""
     inventory = directory / "inventory-firewall.yml"
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory.write_text(
@@ -1435,18 +1436,39 @@ def firewall_inventory(directory: Path, *, worker_facts: bool) -> Path:
                 "workers": {
                     "hosts": {"localhost": local | ({} if worker_facts else {"gather_facts": False})}
                 },
+                "monitoring": {
+                    "hosts": {"prometheus.harel.example": local | {"firewall_address": "203.0.113.9"}}
+                },
             }
         )
     )
     return inventory
 
 
-def test_firewall_allows_the_members_and_workers_addresses_only(ansible: Ansible, tmp_path: Path) -> None:
-    """The role's nftables ruleset and firewalld ipsets, rendered as the role renders them for an inventory."""
+@dataclass
+class FirewallFiles:
+    nft: str
+    ipsets: list[str]
+    worker_v4: list[str]
+
+    def rules(self) -> list[str]:
+        return [line.strip() for line in self.nft.splitlines() if line.strip().startswith("tcp dport")]
+
+    def sets(self) -> dict[str, list[str]]:
+        found = re.findall(r"set (\w+) \{.*?(?:elements = \{ (.*?) \}.*?)?\}", self.nft, re.DOTALL)
+        return {name: elements.split(", ") if elements else [] for name, elements in found}
+
+
+def render_firewall(ansible: Ansible, tmp_path: Path, host: str) -> FirewallFiles:
+    """The role's nftables ruleset and firewalld ipsets for `host`, rendered as the role renders them."""
     role = ROLES / "firewall"
     role_vars = yaml.safe_load((role / "defaults" / "main.yml").read_text()) | yaml.safe_load(
         (role / "vars" / "main.yml").read_text()
     )
+    extra = {
+        "firewall_extra_sources": ["198.51.100.0/24"],
+        "firewall_metrics_extra_sources": ["2001:db8:9::/64"],
+    }
     playbook = tmp_path / "firewall.yml"
     render = "{{ lookup('ansible.builtin.template', '%s') | b64encode }}"
     plays = [
@@ -1458,9 +1480,9 @@ def test_firewall_allows_the_members_and_workers_addresses_only(ansible: Ansible
         },
         {
             "name": "Render the firewall role's files",
-            "hosts": "mongo1.harel.example",
+            "hosts": host,
             "gather_facts": False,
-            "vars": role_vars | {"firewall_extra_sources": ["198.51.100.0/24"]},
+            "vars": role_vars | extra,
             "tasks": [
                 {
                     "name": "Render the nftables ruleset",
@@ -1487,33 +1509,82 @@ def test_firewall_allows_the_members_and_workers_addresses_only(ansible: Ansible
     run = ansible.playbook(playbook, firewall_inventory(tmp_path, worker_facts=True), {})
 
     assert run.returncode == 0, run.output
-    nft, ipset_v4, ipset_v6 = (
-        base64.b64decode(text).decode() for text in re.findall(r"msg: (\S+)", run.output)
-    )
+    nft, *ipsets = (base64.b64decode(text).decode() for text in re.findall(r"msg: (\S+)", run.output))
     [worker_addresses] = re.findall(r"all_ipv4_addresses \| to_json \| b64encode: (\S+)", run.output)
-    worker_v4 = json.loads(base64.b64decode(worker_addresses))
-    expected_v4 = sorted({"192.0.2.11", "192.0.2.12", "198.51.100.0/24", *worker_v4})
-    sets = dict(re.findall(r"set (allowed_v[46]) \{.*?elements = \{ (.*?) \}", nft, re.DOTALL))
-    assert sorted(sets["allowed_v4"].split(", ")) == expected_v4
-    allowed_v6 = sets["allowed_v6"].split(", ")
-    assert "2001:db8::12" in allowed_v6
-    assert not any(address.lower().startswith("fe80:") for address in allowed_v6)
-    rules = [line.strip() for line in nft.splitlines() if line.strip().startswith("tcp dport")]
-    assert rules == [
-        "tcp dport 27017 iif lo accept",
-        "tcp dport 27017 ip saddr @allowed_v4 accept",
-        "tcp dport 27017 ip6 saddr @allowed_v6 accept",
-        "tcp dport 27017 counter drop",
-    ]
-    # Loading the file replaces the table in one transaction.
-    statements = [line for line in nft.splitlines() if line and not line.startswith("#")]
-    assert statements[:2] == ["table inet harel_mongodb", "delete table inet harel_mongodb"]
-    for xml, family, entries in ((ipset_v4, "inet", expected_v4), (ipset_v6, "inet6", sorted(allowed_v6))):
+    return FirewallFiles(nft, ipsets, json.loads(base64.b64decode(worker_addresses)))
+
+
+def check_ipsets(files: FirewallFiles, expected: dict[str, tuple[str, list[str]]]) -> None:
+    """Each ipset by name: its family and entries."""
+    found = {}
+    for xml in files.ipsets:
         root = ElementTree.fromstring(xml.split("\n", 1)[1])
         assert root.attrib == {"type": "hash:net"}
         option = root.find("option")
-        assert option is not None and option.attrib == {"name": "family", "value": family}
-        assert sorted(str(entry.text) for entry in root.findall("entry")) == entries
+        assert option is not None and option.attrib["name"] == "family"
+        found[str(root.findtext("short"))] = (
+            option.attrib["value"],
+            sorted(str(e.text) for e in root.findall("entry")),
+        )
+    assert found == expected
+
+
+def test_firewall_allows_mongodb_to_the_members_and_workers_and_the_exporter_to_prometheus(
+    ansible: Ansible, tmp_path: Path
+) -> None:
+    """On a member: mongod's port from the members, the workers and the extra network; the exporter's port from the
+    Prometheus host and the metrics sources only; both over loopback, and dropped from anywhere else."""
+    files = render_firewall(ansible, tmp_path, "mongo1.harel.example")
+
+    expected_v4 = sorted({"192.0.2.11", "192.0.2.12", "198.51.100.0/24", *files.worker_v4})
+    sets = files.sets()
+    assert sorted(sets["mongodb_v4"]) == expected_v4
+    assert "2001:db8::12" in sets["mongodb_v6"]
+    assert not any(address.lower().startswith("fe80:") for address in sets["mongodb_v6"])
+    assert (sets["exporter_v4"], sets["exporter_v6"]) == (["203.0.113.9"], ["2001:db8:9::/64"])
+    assert files.rules() == [
+        "tcp dport 27017 iif lo accept",
+        "tcp dport 27017 ip saddr @mongodb_v4 accept",
+        "tcp dport 27017 ip6 saddr @mongodb_v6 accept",
+        "tcp dport 27017 counter drop",
+        "tcp dport 9216 iif lo accept",
+        "tcp dport 9216 ip saddr @exporter_v4 accept",
+        "tcp dport 9216 ip6 saddr @exporter_v6 accept",
+        "tcp dport 9216 counter drop",
+    ]
+    # Loading the file replaces the table in one transaction.
+    statements = [line for line in files.nft.splitlines() if line and not line.startswith("#")]
+    assert statements[:2] == ["table inet harel_mongodb", "delete table inet harel_mongodb"]
+    check_ipsets(
+        files,
+        {
+            "harel-mongodb-v4": ("inet", expected_v4),
+            "harel-mongodb-v6": ("inet6", sorted(sets["mongodb_v6"])),
+            "harel-exporter-v4": ("inet", ["203.0.113.9"]),
+            "harel-exporter-v6": ("inet6", ["2001:db8:9::/64"]),
+        },
+    )
+
+
+def test_firewall_allows_the_workers_http_port_to_prometheus_only(ansible: Ansible, tmp_path: Path) -> None:
+    """On a worker (not a member): /healthz, /readyz and /metrics from the Prometheus host and the metrics sources,
+    over loopback (the worker role's /readyz check), and from nowhere else; mongod's port is not this host's."""
+    files = render_firewall(ansible, tmp_path, "localhost")
+
+    assert files.sets() == {"worker_http_v4": ["203.0.113.9"], "worker_http_v6": ["2001:db8:9::/64"]}
+    assert files.rules() == [
+        "tcp dport 8080 iif lo accept",
+        "tcp dport 8080 ip saddr @worker_http_v4 accept",
+        "tcp dport 8080 ip6 saddr @worker_http_v6 accept",
+        "tcp dport 8080 counter drop",
+    ]
+    check_ipsets(
+        files,
+        {
+            "harel-worker-http-v4": ("inet", ["203.0.113.9"]),
+            "harel-worker-http-v6": ("inet6", ["2001:db8:9::/64"]),
+        },
+    )
 
 
 def test_firewall_role_stops_on_a_host_without_an_address(ansible: Ansible, tmp_path: Path) -> None:

@@ -11,6 +11,10 @@ commands (`cd playbooks`, `cp -r inventories/example inventories/prod`) make the
   `kubectl create secret` made and a value names (tls.existingSecret, ...) must hold the keys the chart reads;
 - `kubectl apply -f -` (a heredoc) and `kubectl create secret generic`: the manifests, validated strictly against
   the Kubernetes schemas (kubernetes-validate); a Service or NetworkPolicy must select the release's member pods;
+- `kubectl scale|wait`, `kubectl create job --from=` and `kubectl delete job`: each object named must be the
+  release's as rendered (or one an earlier `kubectl apply` made), a label selector must select some of them, and a
+  selector of Jobs must select every Job the chart renders (their names carry a hash of the configuration, so
+  a selector is how a procedure names them) and none a CronJob creates;
 - `ansible-playbook`: `--syntax-check` with the command's `-i`, `-e` and `--tags`, and the tags must select tasks;
 - `docker compose`: `config` with the command's `-f`, `--env-file`, `-p` and `--profile`, by Docker Compose's own
   binary (no engine needed), and the services the command names must exist;
@@ -58,6 +62,8 @@ PARTS = {
     "kubernetes": "Install on Kubernetes",
     "ansible": "Provision VMs with Ansible",
 }
+# Subsections of other parts whose commands are checked the same way: name -> (part, subsection).
+SUBSECTIONS = {"kubernetes backups": ("Metrics, alerts and backups", "Kubernetes")}
 DAY_2 = (
     "Add or remove a member",
     "Rotate the passwords",
@@ -74,7 +80,11 @@ UNCHECKED = {
     ("kubectl", "logs"): "reads a running cluster",
     ("kubectl", "patch"): "changes a Secret in a running cluster (what the next helm upgrade reads back)",
     ("kubectl", "port-forward"): "needs a running cluster",
-    ("kubectl", "delete"): "deletes objects in a running cluster",
+    (
+        "kubectl",
+        "delete",
+    ): "deletes objects in a running cluster (a Job selector is checked: `names_chart_objects`)",
+    ("kubectl", "exec"): "runs a command in a running pod",
     ("docker", "build"): "needs a Docker engine",
     ("docker", "push"): "needs a Docker engine and a registry",
     ("docker", "volume"): "needs a Docker engine",
@@ -83,6 +93,8 @@ UNCHECKED = {
     ("mongosh", ""): "connects to a running deployment",
     ("$EDITOR", ""): "opens an editor",
 }
+# kubectl commands whose objects are checked against the release as rendered (`check_kubectl_objects`).
+KINDS = {"deployment": "Deployment", "cronjob": "CronJob", "job": "Job", "pod": "Pod"}
 # Programs run for real in the scratch copy.
 LOCAL = ("sed", "printf", "openssl", "cp", "cd", "rm")
 SECRET_KEYS = {
@@ -95,10 +107,23 @@ SECRET_KEYS = {
 # --- reading the README -----------------------------------------------------------------------------------------
 
 
-def part(text: str, title: str) -> str:
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
+def part(text: str, title: str, level: int = 2) -> str:
+    heading = "#" * level
+    start = text.index(f"\n{heading} {title}\n")
+    end = min(
+        (
+            found
+            for found in (text.find(f"\n{'#' * n} ", start + 1) for n in range(2, level + 1))
+            if found != -1
+        ),
+        default=len(text),
+    )
+    return text[start:end]
+
+
+def subsection(text: str, name: str) -> str:
+    title, sub = SUBSECTIONS[name]
+    return part(part(text, title), sub, level=3)
 
 
 def console_blocks(text: str) -> Iterator[str]:
@@ -111,7 +136,17 @@ def commands(block: str) -> Iterator[str]:
     joined, a heredoc kept with its command."""
     lines = block.splitlines()
     if any(line.startswith("$ ") for line in lines):
-        lines = [line[2:] for line in lines if line.startswith("$ ")]
+        prompted: list[str] = []
+        terminator = None
+        for line in lines:
+            if terminator is not None:  # a heredoc's body, kept whole
+                prompted.append(line)
+                terminator = None if line == terminator else terminator
+            elif line.startswith("$ "):
+                prompted.append(line[2:])
+                heredoc = re.search(r"<<'(\w+)'", line)
+                terminator = heredoc.group(1) if heredoc else None
+        lines = prompted
     pending = ""
     iterator = iter(lines)
     for line in iterator:
@@ -120,7 +155,8 @@ def commands(block: str) -> Iterator[str]:
         if line.endswith("\\"):
             pending += line[:-1] + " "
             continue
-        command = pending + line
+        # A trailing comment (two spaces, then `# `) explains the command; it is not part of it.
+        command = re.sub(r"\s{2,}# .*$", "", pending + line)
         pending = ""
         heredoc = re.search(r"<<'(\w+)'", command)
         if heredoc:
@@ -148,6 +184,7 @@ class Scratch:
     cwd: Path
     secrets: dict[str, set[str]] = field(default_factory=dict)
     release: Release = field(default_factory=Release)
+    applied: list[dict[str, Any]] = field(default_factory=list)  # what `kubectl apply|create` made
 
     @classmethod
     def make(cls, directory: Path) -> Scratch:
@@ -354,7 +391,109 @@ def check_kubectl(scratch: Scratch, command: str) -> list[dict[str, Any]]:
         manifests = [doc for doc in yaml.safe_load_all(heredoc.rsplit("\n", 1)[0]) if doc]
     for manifest in manifests:
         kubernetes_validate.validate(manifest, kube_version(), strict=True)
+    scratch.applied += manifests
     return manifests
+
+
+def names_chart_objects(command: str) -> bool:
+    """A kubectl command `check_kubectl_objects` checks: it acts on the release's objects by name or label."""
+    words = shlex.split(command.split("\n", 1)[0])
+    if words[0] != "kubectl":
+        return False
+    positional = _positional(words)
+    verb, rest = positional[0], positional[1:]
+    return (
+        verb in ("scale", "wait")
+        or (verb == "create" and any(word.startswith("--from=") for word in words))
+        or (verb == "delete" and rest[:1] in (["job"], ["jobs"]))
+    )
+
+
+def _positional(words: list[str]) -> list[str]:
+    """The words after `kubectl` that are neither options nor the values of `-n` and `-l`."""
+    return [
+        word
+        for i, word in enumerate(words[1:], 1)
+        if not word.startswith("-") and words[i - 1] not in ("-n", "-l", "--selector")
+    ]
+
+
+def selector_matches(selector: str, labels: dict[str, str]) -> bool:
+    """Kubernetes label selector syntax: `key=value`, `key!=value` and `key in (a,b)`, comma-separated."""
+    for requirement in re.findall(r"[^,(]+(?:\([^)]*\))?", selector):
+        within = re.fullmatch(r"\s*([\w./-]+)\s+in\s+\(([^)]*)\)\s*", requirement)
+        if within:
+            allowed = {value.strip() for value in within.group(2).split(",")}
+            if labels.get(within.group(1)) not in allowed:
+                return False
+            continue
+        equal = re.fullmatch(r"\s*([\w./-]+)\s*(!=|==|=)\s*([\w./-]*)\s*", requirement)
+        assert equal, f"a selector this test does not read: {requirement!r}"
+        key, operator, value = equal.groups()
+        if (labels.get(key) == value) == (operator == "!="):
+            return False
+    return True
+
+
+def _objects(scratch: Scratch, kind: str) -> list[tuple[str, dict[str, str]]]:
+    """(name, labels) of the objects of `kind` the release renders or the README applied; for Pods, the pod
+    templates of the release's workloads too (their pods' names are not known before they run)."""
+    found = [
+        (doc["metadata"]["name"], doc["metadata"].get("labels", {}))
+        for doc in [*scratch.release.manifests, *scratch.applied]
+        if doc["kind"] == kind
+    ]
+    if kind == "Pod":
+        found += [
+            ("", doc["spec"]["template"]["metadata"].get("labels", {}))
+            for doc in scratch.release.manifests
+            if doc["kind"] in ("Deployment", "StatefulSet", "Job")
+        ]
+    return found
+
+
+def check_kubectl_objects(scratch: Scratch, command: str) -> None:
+    words = shlex.split(command)
+    positional = _positional(words)
+    verb, targets = positional[0], positional[1:]
+    named: list[tuple[str, str]] = []
+    if verb == "create":
+        [source] = [word.split("=", 1)[1] for word in words if word.startswith("--from=")]
+        kind, name = source.split("/")
+        named.append((kind, name))
+        templates = [
+            doc["spec"]["jobTemplate"]["metadata"].get("labels", {})
+            for doc in scratch.release.manifests
+            if doc["kind"] == KINDS[kind] and doc["metadata"]["name"] == name
+        ]
+        labels = templates[0] if templates else {}
+        scratch.applied.append({"kind": "Job", "metadata": {"name": targets[-1], "labels": labels}})
+    elif targets and "/" in targets[0]:
+        named += [tuple(target.split("/", 1)) for target in targets]  # type: ignore[misc]
+    elif len(targets) > 1:
+        named += [(targets[0], name) for name in targets[1:]]
+    for kind, name in named:
+        names = {found for found, _ in _objects(scratch, KINDS[kind])}
+        assert name in names, f"{command}: no {kind} {name!r} among {sorted(names)}"
+    selector = next((words[i + 1] for i, word in enumerate(words[:-1]) if word in ("-l", "--selector")), None)
+    if selector is None:
+        assert named, f"{command}: names no object"
+        return
+    [kind] = targets
+    selected = [name for name, labels in _objects(scratch, KINDS[kind]) if selector_matches(selector, labels)]
+    assert selected, f"{command}: the selector selects no {kind} of the release"
+    if KINDS[kind] == "Job":
+        rendered = {doc["metadata"]["name"] for doc in scratch.release.manifests if doc["kind"] == "Job"}
+        assert set(selected) == rendered, (
+            f"{command}: selects {sorted(selected)}, the chart renders {sorted(rendered)}"
+        )
+        made_by_cronjobs = [
+            doc["metadata"]["name"]
+            for doc in scratch.release.manifests
+            if doc["kind"] == "CronJob"
+            and selector_matches(selector, doc["spec"]["jobTemplate"]["metadata"].get("labels", {}))
+        ]
+        assert made_by_cronjobs == [], f"{command}: selects the Jobs of {made_by_cronjobs}"
 
 
 def check_selects_members(scratch: Scratch, manifests: list[dict[str, Any]]) -> None:
@@ -413,6 +552,7 @@ class Outcome:
     checked: list[str]
     failures: list[str]
     unchecked: set[tuple[str, str]]
+    release: Release  # as the part's last helm command left it
 
 
 def run_commands(scratch: Scratch, text: str) -> Outcome:
@@ -425,7 +565,7 @@ def run_commands(scratch: Scratch, text: str) -> Outcome:
         for command in commands(block):
             program, subcommand = program_of(command)
             entry = next((key for key in ((program, subcommand), (program, "")) if key in UNCHECKED), None)
-            if entry is not None:
+            if entry is not None and not (program == "kubectl" and names_chart_objects(command)):
                 unchecked.add(entry)
                 continue
             try:
@@ -437,6 +577,8 @@ def run_commands(scratch: Scratch, text: str) -> Outcome:
                     check_compose(scratch, command)
                 elif program == "helm" and subcommand in ("install", "upgrade", "template"):
                     check_helm(scratch, command)
+                elif program == "kubectl" and names_chart_objects(command):
+                    check_kubectl_objects(scratch, command)
                 elif program == "kubectl":
                     check_selects_members(scratch, check_kubectl(scratch, command))
                 elif program == "ansible-playbook":
@@ -447,7 +589,7 @@ def run_commands(scratch: Scratch, text: str) -> Outcome:
                 failures.append(f"{command}\n    -> {exc}")
             else:
                 checked.append(command)
-    return Outcome(checked, failures, unchecked)
+    return Outcome(checked, failures, unchecked, scratch.release)
 
 
 @pytest.fixture(scope="module")
@@ -458,6 +600,9 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
         # From the repository root; the Ansible part starts with `cd playbooks` and copies the example inventory.
         scratch = Scratch.make(tmp_path_factory.mktemp(name))
         results[name] = run_commands(scratch, part(README.read_text(), title))
+    for name in SUBSECTIONS:
+        scratch = Scratch.make(tmp_path_factory.mktemp(name.replace(" ", "-")))
+        results[name] = run_commands(scratch, subsection(README.read_text(), name))
     for readme in ROLE_READMES:
         scratch = Scratch.make(tmp_path_factory.mktemp(readme.parent.name))
         scratch.cwd = scratch.root / "playbooks"
@@ -472,6 +617,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     "name",
     [
         *PARTS,
+        *SUBSECTIONS,
         *(f"role {path.parent.name}" for path in ROLE_READMES),
         *(str(path.relative_to(REPOSITORY)) for path in OTHER_READMES),
     ],
@@ -489,6 +635,25 @@ def test_each_deployment_part_has_a_section_per_day_2_task(name: str) -> None:
     headings = re.findall(r"^### (.+)$", part(README.read_text(), PARTS[name]), re.MULTILINE)
 
     assert [task for task in DAY_2 if task not in headings] == []
+
+
+def test_the_restore_names_the_jobs_as_the_chart_renders_them(outcomes: dict[str, Outcome]) -> None:
+    """The restore's prose gives the init and ops-users Jobs' names with `<hash>` for the configuration's hash:
+    each Job the release renders has one of those names, and each name is one of theirs."""
+    restore = subsection(README.read_text(), "kubernetes backups").split("**Restore**", 1)[1]
+    patterns = set(re.findall(r"`(harel-stack-[a-z-]+-<hash>)`", restore))
+    jobs = {
+        doc["metadata"]["name"]
+        for doc in outcomes["kubernetes backups"].release.manifests
+        if doc["kind"] == "Job"
+    }
+
+    matched = {
+        pattern: {job for job in jobs if re.fullmatch(pattern.replace("<hash>", "[0-9a-f]{10}"), job)}
+        for pattern in patterns
+    }
+    assert len(jobs) == 2 and all(len(found) == 1 for found in matched.values()), (patterns, jobs)
+    assert set().union(*matched.values()) == jobs
 
 
 def test_every_unchecked_entry_is_needed(outcomes: dict[str, Outcome]) -> None:

@@ -1,4 +1,5 @@
-"""The `harel worker` process over sockets: health endpoints, and SIGTERM mid-run losing nothing.
+"""The `harel worker` process over sockets: health endpoints (not ready while it waits for the deployment), and
+SIGTERM mid-run losing nothing.
 
 The deployment is the fake replica set in its own process (see tests/fake_mongod/README.md): real PyMongo
 clients, real worker processes, real signals. Nothing here has run against a real replica set unless
@@ -239,3 +240,31 @@ def test_sigterm_while_relays_are_busy_stops_every_thread_before_the_client_clos
     worker_processes.harel_worker(replica_set.url, "--app", "tests.wire.shutdown_app:fanout")
     wait_until(lambda: len(pings()) >= shutdown_app.PINGS, 60, "every ping to arrive")
     assert pings() == list(range(shutdown_app.PINGS))
+
+
+def test_a_worker_waiting_for_the_deployment_is_not_ready_until_it_answers(
+    fake_mongod_process: Callable[..., FakeProcess], workers: list[WorkerProcess]
+) -> None:
+    """With --deadline 0 the worker waits for a deployment that is not there yet as long as it takes: meanwhile it
+    is alive and /readyz says it is still connecting; once the set answers, it turns ready."""
+    port = free_port()
+    worker = WorkerProcess(f"mongodb://127.0.0.1:{port}/?replicaSet=rs0", "--deadline", "0")
+    workers.append(worker)
+    assert worker.process.stderr is not None
+    # The first failed attempt is logged: the worker is in its wait.
+    for line in worker.process.stderr:
+        if line.startswith("{") and "not ready (attempt 1," in json.loads(line)["msg"]:
+            break
+    else:
+        raise AssertionError(
+            f"the worker exited with {worker.process.wait()} before its first attempt failed"
+        )
+
+    assert worker.get("/readyz") == (503, "connecting and running the start-up checks\n")
+    assert worker.get("/healthz") == (200, "ok\n")
+    status, metrics = worker.get("/metrics")
+    assert status == 200 and "harel_worker_ready 0.0" in metrics
+
+    fake_mongod_process("--port", str(port))
+    worker.wait_ready(timeout=60)
+    assert worker.get("/readyz") == (200, "ready\n")

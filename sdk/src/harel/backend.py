@@ -9,8 +9,11 @@ The embedded schemes live and die with the process: they serve `harel demo`, tes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from pymongo import monitoring
 
 from harel.catalog import Catalog, MemoryCatalog, MongoCatalog
 from harel.connection import CheckReport, check, connect, embedded_backend
@@ -60,10 +63,12 @@ def open_backend(
     db_name: str = "harel",
     allow_standalone: bool = False,
     deadline: float | None = 60.0,
+    listeners: Sequence[monitoring.CommandListener] = (),
 ) -> Backend:
     """Connect, run the start-up checks (refusing with DeploymentRefused on errors), create the indexes and
     build the seams. A URL that names no backend raises InvalidURL (from `connect`); `deadline` None waits
-    for the deployment indefinitely."""
+    for the deployment indefinitely. `listeners` watch every command of a real deployment's client (the
+    embedded backends have no command monitoring)."""
     kind = embedded_backend(url)
     if kind == "memory":
         database = MemoryDatabase()
@@ -74,7 +79,7 @@ def open_backend(
         client: Any = EmbeddedClient()
         clock = ServerClock(local=client.clock, monotonic=client.clock)  # the deployment is this process
     else:
-        client = connect(url, deadline=deadline)
+        client = connect(url, deadline=deadline, event_listeners=list(listeners))
         report = check(client, allow_standalone=allow_standalone)
         report.raise_for_errors()
     heartbeats = MongoHeartbeats(client, db_name)

@@ -54,7 +54,10 @@ class Metrics:
         )
         self.commands = Counter(
             "harel_db_commands",
-            "Database commands this process sent, by the loop that sent them",
+            "Database commands this process sent, by the loop that sent them (consumer; idle: consumer polls "
+            "that found nothing due; relay; sweep; heartbeat; watch: the mailbox change stream; scrape: "
+            "statistics read for /metrics; other: start-up). Counted on mongodb:// deployments only: "
+            "memory:// and mongomock:// leave it at zero",
             ["loop"],
             registry=r,
         )

@@ -13,6 +13,7 @@ from harel.backend import Backend, open_backend
 from harel.connection import Status
 from harel.health import HealthServer
 from harel.metrics import Metrics
+from harel.sent import SCRAPE, CommandCounter, sending
 from harel.smoke import register_smoke
 from harel.stats import DeploymentStats
 from harel.worker import Worker, WorkerConfig
@@ -58,7 +59,8 @@ class Probes:
     def scrape(self) -> bytes:
         self.metrics.ready.set(1 if self.ready()[0] else 0)
         if self.stats is not None:
-            self.stats.refresh()
+            with sending(SCRAPE):
+                self.stats.refresh()
         return self.metrics.exposition()
 
 
@@ -111,7 +113,9 @@ def serve(
         )
         health.start()
     try:
-        backend = open_backend(url, allow_standalone=allow_standalone, deadline=deadline)
+        backend = open_backend(
+            url, allow_standalone=allow_standalone, deadline=deadline, listeners=[CommandCounter(metrics)]
+        )
         if backend.report is not None:
             for finding in backend.report.findings:
                 if finding.status is not Status.OK:

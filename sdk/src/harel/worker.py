@@ -58,6 +58,7 @@ from harel.eventloop import PROCESS_LOOP
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
 from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
+from harel.sent import CONSUMER, HEARTBEAT, IDLE, RELAY, SWEEP, sending
 from harel.store._documents import (
     CommitParts,
     RelayWork,
@@ -635,17 +636,20 @@ class Worker:
         idle = 0.01
         while not self._stopping.is_set():
             self._last_loop = time.monotonic()
-            try:
-                worked = self.process_one()
-            except PyMongoError as exc:
-                if self._halt.is_set():
-                    return  # left behind by `stop`: the client may be closed; stop names this thread
-                self._failing(exc)
-                worked = False
-            except Exception:
-                # an execution this worker cannot read must not stop its consumer: log, go on
-                log.exception("consumer failed; continuing")
-                worked = False
+            with sending(CONSUMER) as current:
+                try:
+                    worked = self.process_one()
+                    if not worked:
+                        current.loop = IDLE
+                except PyMongoError as exc:
+                    if self._halt.is_set():
+                        return  # left behind by `stop`: the client may be closed; stop names this thread
+                    self._failing(exc)
+                    worked = False
+                except Exception:
+                    # an execution this worker cannot read must not stop its consumer: log, go on
+                    log.exception("consumer failed; continuing")
+                    worked = False
             if worked:
                 idle = 0.01
                 continue
@@ -655,28 +659,30 @@ class Worker:
 
     def _relay_loop(self) -> None:
         while not self._halt.is_set():
-            try:
-                self.relay_once()
-            except PyMongoError as exc:
-                if self._halt.is_set():
-                    return  # stopping: the client may be closed; the work's hold expires for another relay
-                log.warning("relay failed, will retry", extra={"error": str(exc)})
-            except Exception:
-                log.exception("relay failed on an entry it cannot read; will retry")
+            with sending(RELAY):
+                try:
+                    self.relay_once()
+                except PyMongoError as exc:
+                    if self._halt.is_set():
+                        return  # stopping: the client may be closed; the work's hold expires for another relay
+                    log.warning("relay failed, will retry", extra={"error": str(exc)})
+                except Exception:
+                    log.exception("relay failed on an entry it cannot read; will retry")
             self._halt.wait(self.config.relay_poll_max)
 
     def _sweep_loop(self) -> None:
         while not self._halt.is_set():
-            try:
-                fired = self.sweep_once()
-            except PyMongoError as exc:
-                if self._halt.is_set():
-                    return  # stopping: the client may be closed; the timers stay due
-                log.warning("timer sweep failed, will retry", extra={"error": str(exc)})
-                fired = 0
-            except Exception:
-                log.exception("timer sweep failed; will retry")
-                fired = 0
+            with sending(SWEEP):
+                try:
+                    fired = self.sweep_once()
+                except PyMongoError as exc:
+                    if self._halt.is_set():
+                        return  # stopping: the client may be closed; the timers stay due
+                    log.warning("timer sweep failed, will retry", extra={"error": str(exc)})
+                    fired = 0
+                except Exception:
+                    log.exception("timer sweep failed; will retry")
+                    fired = 0
             if fired < self.config.batch:
                 self._await_sweep()
 
@@ -689,15 +695,16 @@ class Worker:
             "charts": self.charts,
         }
         while not self._halt.is_set():
-            try:
-                server_time = self.heartbeats.beat(self.id, info, dict(self.counters))
-            except PyMongoError as exc:
-                if self._halt.is_set():
-                    return  # stopping: the client may be closed; `stop` removes the heartbeat
-                log.warning("heartbeat failed", extra={"error": str(exc)})
-            else:
-                if server_time is not None:  # the deployment's time, for the estimate's next anchor
-                    self.clock.observe(server_time)
+            with sending(HEARTBEAT):
+                try:
+                    server_time = self.heartbeats.beat(self.id, info, dict(self.counters))
+                except PyMongoError as exc:
+                    if self._halt.is_set():
+                        return  # stopping: the client may be closed; `stop` removes the heartbeat
+                    log.warning("heartbeat failed", extra={"error": str(exc)})
+                else:
+                    if server_time is not None:  # the deployment's time, for the estimate's next anchor
+                        self.clock.observe(server_time)
             self._halt.wait(self.config.heartbeat_seconds)
 
     def _count(self, name: str) -> None:

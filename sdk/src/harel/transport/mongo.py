@@ -31,6 +31,7 @@ from pymongo.errors import OperationFailure, PyMongoError
 
 from harel.commands import only
 from harel.model import Event
+from harel.sent import WATCH, sending
 from harel.servertime import ServerClock
 from harel.store._documents import EXECUTIONS
 from harel.store.base import DEFAULT_DEDUPE_WINDOW
@@ -176,12 +177,14 @@ class MongoTransport(_MailboxCollection):
         pause = WATCH_RETRY_FIRST
         while not self._closed.is_set():
             try:
-                with self._executions.watch(
-                    mailbox.WATCH_PIPELINE, max_await_time_ms=WATCH_AWAIT_MS
-                ) as stream:
+                with sending(WATCH):
+                    stream = self._executions.watch(mailbox.WATCH_PIPELINE, max_await_time_ms=WATCH_AWAIT_MS)
+                with stream:
                     pause = WATCH_RETRY_FIRST
                     while not self._closed.is_set():
-                        if stream.try_next() is not None:
+                        with sending(WATCH):  # one pass per getMore: a pass is counted when it ends
+                            change = stream.try_next()
+                        if change is not None:
                             self._wake.set()
             except (PyMongoError, NotImplementedError, AttributeError, TypeError) as exc:
                 if self._closed.is_set():
