@@ -959,8 +959,9 @@ def test_initiate_script_fails_with_the_servers_refusal_under_mongosh(
 
 
 # --- the scripts that authenticate, under Node.js against the double ------------------------------------------------
-# The fake replica set answers no authentication, user or replSetReconfig command yet; until it does, these run
-# against ansible_mongosh_double.js.
+# These drive states the fake replica set cannot take on (a member whose localhost exception is still open, a
+# step-down, a feature compatibility change), so they run against ansible_mongosh_double.js; the scripts that
+# the fake can serve (users, reconfig, status) also run under the real mongosh above.
 
 
 @requires_node

@@ -1038,8 +1038,8 @@ def test_bootstrap_leaves_a_member_of_a_replica_set_alone_under_mongosh(
     chart: helm_python.Chart, fake_standalone: FakeDeployment, tmp_path: Path
 ) -> None:
     """bootstrap-root.js under the real mongosh against the fake, as bootstrap-root.sh runs it, on a data directory
-    that already holds a replica-set config: it must not touch users. (Creating the root user on an empty one needs
-    user commands the fake does not answer yet: test_bootstrap_creates_the_root_user_once runs it under Node.js.)"""
+    that already holds a replica-set config: it must not touch users (test_bootstrap_creates_the_root_user_once_under_mongosh
+    covers an empty one)."""
     scripts = mongo_scripts(chart)
     with MongoClient(fake_standalone.url) as client:
         client.local["system.replset"].insert_one({"_id": "rs0", "version": 1, "members": []})
