@@ -190,6 +190,10 @@ def test_the_restore_pod_validates_and_names_what_the_chart_renders(chart: helm_
     assert any(selector.items() <= pod["metadata"]["labels"].items() for selector in selectors)
     restore = next(c for c in ALL if "harel-backup.sh restore" in c.text and c.words[0] == "kubectl")
     assert restore.words[-3:-1] == ["/var/run/harel/backup/harel-backup.sh", "restore"]
+    # mongorestore of the same release as the members' server, as the chart's own backup CronJob runs it.
+    cronjob = objects[("CronJob", f"{RELEASE}-backup")]
+    images = {c["image"] for c in cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]}
+    assert pod["spec"]["containers"][0]["image"] in images
 
 
 def test_kubectl_commands_name_the_charts_objects(chart: helm_python.Chart) -> None:
