@@ -218,6 +218,23 @@ def test_extend_and_release(harness: Harness) -> None:
     assert harness.transport.extend(extended, 60.0) is None
 
 
+def test_a_lost_lease_cannot_extend_release_or_fail(harness: Harness) -> None:
+    """The owner token fences every write of a claim, not only its commit: a worker whose lease was taken over
+    can neither prolong it, nor hand the execution back, nor count a failed attempt against it."""
+    started(harness, "a", event("e1"))
+    stale = claimed(harness, lease=0.2)
+    time.sleep(0.3)
+    holder = claimed(harness)
+    assert holder.previous_owner == stale.owner, "the expired lease was taken over"
+    before = harness.raw("a")
+    assert harness.transport.extend(stale, 60.0) is None
+    assert not harness.transport.release(stale)
+    assert not harness.transport.fail(stale, failure(stale, 1))
+    assert harness.raw("a") == before, "nothing written"
+    commit(harness, holder)
+    assert harness.raw("a")["processed"] == ["e1"]
+
+
 # --- failures and dead letters --------------------------------------------------------------------
 
 

@@ -154,6 +154,30 @@ MUTANTS: tuple[Mutant, ...] = (
         _on(MAILBOX_CHECKS, "test_a_lost_lease_cannot_commit", ids=MEMORY),
     ),
     Mutant(
+        "lease-fence-ignores-owner-mongo",
+        "a claim's extend, release and failed attempt are not fenced by the lease's owner token",
+        (
+            Edit(
+                MAILBOX,
+                'return {"_id": claim.execution_id, "lease.owner": claim.owner}',
+                'return {"_id": claim.execution_id}',
+            ),
+        ),
+        _on(MAILBOX_CHECKS, "test_a_lost_lease_cannot_extend_release_or_fail", ids=MONGO),
+    ),
+    Mutant(
+        "lease-fence-ignores-owner-memory",
+        "a claim's extend, release and failed attempt are not fenced by the lease's owner token",
+        (
+            Edit(
+                MEMORY_TRANSPORT,
+                'if document is None or (document.get("lease") or {}).get("owner") != claim.owner:',
+                "if document is None:",
+            ),
+        ),
+        _on(MAILBOX_CHECKS, "test_a_lost_lease_cannot_extend_release_or_fail", ids=MEMORY),
+    ),
+    Mutant(
         "send-cuts-the-lease-short-mongo",
         "a send to a leased execution makes it claimable at once",
         (Edit(MAILBOX, '{"$ifNull": ["$inbox_at", NOW]},', "NOW,"),),
