@@ -482,6 +482,10 @@ def secret(name: str, *, required: bool = True) -> str | None:
     try:
         value = Path(path).read_text(encoding="utf-8").rstrip("\n")
     except OSError as exc:
+        # An optional Secret key that is absent (Helm's previous-root-password outside a rotation) mounts as no
+        # file at all: not given, like an empty one.
+        if isinstance(exc, FileNotFoundError) and not required:
+            return None
         raise InitError(f"{name}_FILE={path}: cannot read it ({exc.strerror})") from None
     if not value and required:
         raise InitError(f"{name}_FILE={path} is empty")
