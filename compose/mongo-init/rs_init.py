@@ -18,7 +18,8 @@ init Job run it on every `up` / install / upgrade. Every run, the first or the h
 Exit 0 when all are done; exit 1 with one line saying what is wrong and what to do otherwise. Secrets are read
 from files (<NAME>_FILE), never from the command line or a plain environment value. The decisions are pure
 functions over server replies, unit-tested on recorded replies (tests/unit/test_stack_rs_init.py,
-tests/unit/test_replica_set_plan.py). Only pymongo and the standard library are used.
+tests/unit/test_replica_set_plan.py); whole runs of this script, growing and shrinking a set, are tested over the
+wire (tests/wire/test_rs_init_membership.py). Only pymongo and the standard library are used.
 """
 
 from __future__ import annotations
@@ -482,6 +483,10 @@ def secret(name: str, *, required: bool = True) -> str | None:
     try:
         value = Path(path).read_text(encoding="utf-8").rstrip("\n")
     except OSError as exc:
+        # An optional Secret key that is absent (Helm's previous-root-password outside a rotation) mounts as no
+        # file at all: not given, like an empty one.
+        if isinstance(exc, FileNotFoundError) and not required:
+            return None
         raise InitError(f"{name}_FILE={path}: cannot read it ({exc.strerror})") from None
     if not value and required:
         raise InitError(f"{name}_FILE={path} is empty")

@@ -99,6 +99,10 @@ class RoleTopology(Topology):
     def admit(self, name: str, command: dict[str, Any]) -> None:
         if "txnNumber" in command and self.role is Role.STANDALONE:
             raise CommandError(20, "Transaction numbers are only allowed on a replica set member or mongos")
+        if command.get("$db") == "local":
+            # mongod serves the `local` database in every state: a member awaiting replSetInitiate or restarting
+            # is read there (local.system.replset) to learn whether it ever held a configuration.
+            return
         if name in WRITE_COMMANDS and not self.writable:
             raise CommandError(10107, "not primary")
         if name in READ_COMMANDS and self.is_replica_set and not self.writable:

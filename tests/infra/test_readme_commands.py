@@ -13,8 +13,9 @@ commands (`cd playbooks`, `cp -r inventories/example inventories/prod`) make the
   the Kubernetes schemas (kubernetes-validate); a Service or NetworkPolicy must select the release's member pods;
 - `kubectl scale|wait`, `kubectl create job --from=` and `kubectl delete job`: each object named must be the
   release's as rendered (or one an earlier `kubectl apply` made), a label selector must select some of them, and a
-  selector of Jobs must select every Job the chart renders (their names carry a hash of the configuration, so
-  a selector is how a procedure names them) and none a CronJob creates;
+  selector of Jobs must select every Job the chart renders of the components it names (of every component when
+  it names none; each one named must have a Job) and none a CronJob creates (their names carry a hash of the
+  configuration, so a selector is how a procedure names them);
 - `ansible-playbook`: `--syntax-check` with the command's `-i`, `-e` and `--tags`, and the tags must select tasks;
 - `docker compose`: `config` with the command's `-f`, `--env-file`, `-p` and `--profile`, by Docker Compose's own
   binary (no engine needed), and the services the command names must exist;
@@ -95,6 +96,7 @@ UNCHECKED = {
 }
 # kubectl commands whose objects are checked against the release as rendered (`check_kubectl_objects`).
 KINDS = {"deployment": "Deployment", "cronjob": "CronJob", "job": "Job", "pod": "Pod"}
+COMPONENT = "app.kubernetes.io/component"
 # Programs run for real in the scratch copy.
 LOCAL = ("sed", "printf", "openssl", "cp", "cd", "rm")
 SECRET_KEYS = {
@@ -435,6 +437,15 @@ def selector_matches(selector: str, labels: dict[str, str]) -> bool:
     return True
 
 
+def _components(selector: str) -> set[str] | None:
+    """The components a selector names (`component=x` or `component in (x,y)`); None when it names none."""
+    within = re.search(rf"{re.escape(COMPONENT)}\s+in\s+\(([^)]*)\)", selector)
+    if within:
+        return {value.strip() for value in within.group(1).split(",")}
+    equal = re.search(rf"{re.escape(COMPONENT)}\s*==?\s*([\w.-]+)", selector)
+    return {equal.group(1)} if equal else None
+
+
 def _objects(scratch: Scratch, kind: str) -> list[tuple[str, dict[str, str]]]:
     """(name, labels) of the objects of `kind` the release renders or the README applied; for Pods, the pod
     templates of the release's workloads too (their pods' names are not known before they run)."""
@@ -483,10 +494,22 @@ def check_kubectl_objects(scratch: Scratch, command: str) -> None:
     selected = [name for name, labels in _objects(scratch, KINDS[kind]) if selector_matches(selector, labels)]
     assert selected, f"{command}: the selector selects no {kind} of the release"
     if KINDS[kind] == "Job":
-        rendered = {doc["metadata"]["name"] for doc in scratch.release.manifests if doc["kind"] == "Job"}
+        # A procedure reruns some of the Jobs (the init Job alone, or every Job of a restore): each Job of the
+        # components the selector names must be selected, and each component named must have one.
+        components = _components(selector)
+        rendered = {
+            doc["metadata"]["name"]
+            for doc in scratch.release.manifests
+            if doc["kind"] == "Job"
+            and (components is None or doc["metadata"]["labels"].get(COMPONENT) in components)
+        }
         assert set(selected) == rendered, (
             f"{command}: selects {sorted(selected)}, the chart renders {sorted(rendered)}"
         )
+        for component in components or ():
+            assert any(
+                selector_matches(f"{COMPONENT}={component}", labels) for _, labels in _objects(scratch, "Job")
+            ), f"{command}: the chart renders no Job of the component {component!r}"
         made_by_cronjobs = [
             doc["metadata"]["name"]
             for doc in scratch.release.manifests
@@ -687,4 +710,31 @@ ansible-playbook -i inventories/prod/hosts.yml site.yml --tags mongodb_fvc
         "make deploy",
         "sed -i 's/^HAREL_MEMBRES=.*/HAREL_MEMBRES=1/' compose/.env",
         "ansible-playbook -i inventories/prod/hosts.yml site.yml --tags mongodb_fvc",
+    ]
+
+
+def test_a_job_selector_must_select_every_job_of_the_components_it_names(tmp_path: Path) -> None:
+    """The init Job alone, or the init and ops-users Jobs, pass; a component without a Job does not, nor a selector
+    naming no component that leaves out one of the release's Jobs."""
+    scratch = Scratch.make(tmp_path)
+    selector = "kubectl -n harel delete job -l 'app.kubernetes.io/instance=harel-stack,{}'"
+    text = "\n".join(
+        [
+            "```console",
+            "helm install harel-stack ./helm/harel-stack -n harel --set worker.image.repository=r.example/w"
+            " --set mongodbExporter.enabled=true",
+            selector.format("app.kubernetes.io/component=mongodb-init"),
+            selector.format("app.kubernetes.io/component in (mongodb-init,mongodb-ops)"),
+            selector.format("app.kubernetes.io/component in (mongodb-init,mongodb-opz)"),
+            selector.format("app.kubernetes.io/component!=mongodb-ops"),
+            "```",
+            "",
+        ]
+    )
+
+    outcome = run_commands(scratch, text)
+
+    assert [failure.split("\n")[0] for failure in outcome.failures] == [
+        selector.format("app.kubernetes.io/component in (mongodb-init,mongodb-opz)"),
+        selector.format("app.kubernetes.io/component!=mongodb-ops"),
     ]

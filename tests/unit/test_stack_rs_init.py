@@ -531,6 +531,17 @@ def test_main_refuses_without_the_secret_files(
     assert "HAREL_MONGO_ROOT_PASSWORD_FILE is not set" in capsys.readouterr().err
 
 
+def test_an_optional_secret_mounted_without_its_file_is_not_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Helm mounts previous-root-password from an optional Secret key: outside a rotation the file is absent.
+    monkeypatch.setenv("HAREL_MONGO_PREVIOUS_ROOT_PASSWORD_FILE", str(tmp_path / "previous-root-password"))
+    assert rs_init.secret("HAREL_MONGO_PREVIOUS_ROOT_PASSWORD", required=False) is None
+    monkeypatch.setenv("HAREL_MONGO_ROOT_PASSWORD_FILE", str(tmp_path / "root-password"))
+    with pytest.raises(rs_init.InitError, match="root-password: cannot read it"):
+        rs_init.secret("HAREL_MONGO_ROOT_PASSWORD")
+
+
 def test_main_gives_up_on_an_unreachable_first_member(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

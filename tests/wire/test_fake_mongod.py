@@ -169,6 +169,8 @@ def test_uninitialized_member_until_repl_set_initiate(fake_rs: FakeDeployment) -
             client.admin.command("replSetGetStatus")
         with pytest.raises(NotPrimaryError):
             client.harel.items.insert_one({"_id": 1})
+        # The `local` database is served in every state, as mongod does: no stored configuration yet.
+        stored_before = client.local["system.replset"].find_one()
 
         client.admin.command("replSetInitiate", {"_id": "rs0", "members": [{"_id": 0, "host": me}]})
         initiated = client.admin.command("replSetGetStatus")
@@ -177,6 +179,7 @@ def test_uninitialized_member_until_repl_set_initiate(fake_rs: FakeDeployment) -
     assert hello["isreplicaset"] is True
     assert "setName" not in hello
     assert status.value.code == 94  # NotYetInitialized
+    assert stored_before is None
     assert initiated["members"][0]["stateStr"] == "PRIMARY"
     with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
         client.harel.items.insert_one({"_id": 1})
