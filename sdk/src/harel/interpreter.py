@@ -145,18 +145,6 @@ def _construct(model: type[M], fields: dict[str, Any]) -> M:
     return built
 
 
-def _evolve(exe: Execution, changes: dict[str, Any]) -> Execution:
-    """`exe.model_copy(update=changes)`: a new Execution sharing every unchanged field."""
-    evolved = _new(Execution)
-    fields = exe.__dict__.copy()
-    fields.update(changes)
-    _set_dict(evolved, fields)
-    _set_fields_set(evolved, exe.__pydantic_fields_set__.union(changes))
-    _set_extra(evolved, None)
-    _set_private(evolved, None)
-    return evolved
-
-
 class _Run:
     """One step in progress. Reads the input execution, never writes it: context, timers and children are
     copied on their first write."""
@@ -657,8 +645,15 @@ class _Run:
             changes["timers"] = self.timers
         if self.children is not exe.children:
             changes["children"] = self.children
+        # the new execution, `exe.model_copy(update=changes)` built as `_construct` builds models: it
+        # shares every value the step did not change
+        evolved = _new(Execution)
+        _set_dict(evolved, {**exe.__dict__, **changes})
+        _set_fields_set(evolved, exe.__pydantic_fields_set__.union(changes))
+        _set_extra(evolved, None)
+        _set_private(evolved, None)
         return Step(
-            _evolve(exe, changes),
+            evolved,
             self.emits,
             self.spawns,
             self.timer_ops,
