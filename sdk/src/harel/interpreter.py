@@ -54,6 +54,8 @@ from harel.model import (
 
 SIBLING_PREFIX = "sibling:"
 _RUNNING = ExecutionStatus.RUNNING  # compared on every step: a module constant, not an enum lookup
+# Each status as the plain str a record stores: `str(status)` builds a new string on every call
+_STATUS_TEXT = {status: str(status) for status in ExecutionStatus}
 REGIONS_KEY = "regions"  # context key under which a parent records its regions' results
 MAX_EVENTLESS = 100  # eventless transitions in a row before the step fails: an `always` loop
 MAX_INTERNAL = 1000  # events sent to self processed in one step before it fails
@@ -123,30 +125,24 @@ def step(
 # a step builds several. The step builds them from values it knows are valid, the way pydantic's own
 # `model_construct` does, for a fraction of that. tests/unit/test_interpreter.py checks the results stay
 # equal to validated models.
-_set = object.__setattr__
 M = TypeVar("M", bound=BaseModel)
+_new = object.__new__
+# The setters of BaseModel's four slots, bound once: calling them skips the attribute lookup that
+# `object.__setattr__(model, name, value)` makes on every call (a third of the cost of building a model).
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _construct(model: type[M], fields: dict[str, Any]) -> M:
     """`model(**fields)` without validation: every field given, every value already valid."""
-    built = object.__new__(model)
-    _set(built, "__dict__", fields)
-    _set(built, "__pydantic_fields_set__", set(fields))
-    _set(built, "__pydantic_extra__", None)
-    _set(built, "__pydantic_private__", None)
+    built = _new(model)
+    _set_dict(built, fields)
+    _set_fields_set(built, set(fields))
+    _set_extra(built, None)
+    _set_private(built, None)
     return built
-
-
-def _evolve(exe: Execution, changes: dict[str, Any]) -> Execution:
-    """`exe.model_copy(update=changes)`: a new Execution sharing every unchanged field."""
-    evolved = object.__new__(Execution)
-    fields = exe.__dict__.copy()
-    fields.update(changes)
-    _set(evolved, "__dict__", fields)
-    _set(evolved, "__pydantic_fields_set__", exe.__pydantic_fields_set__.union(changes))
-    _set(evolved, "__pydantic_extra__", None)
-    _set(evolved, "__pydantic_private__", None)
-    return evolved
 
 
 class _Run:
@@ -170,7 +166,6 @@ class _Run:
         "minted",
         "nodes",
         "now",
-        "owned",
         "reason",
         "received",
         "registry",
@@ -193,10 +188,11 @@ class _Run:
         self.scope = exe.root_path
         self.leaf: str | None = exe.configuration[-1] if exe.configuration else None
         self.status = exe.status
+        # the input's own dicts until the step first writes one: then a copy (`_own_*`), which `finish`
+        # recognises by identity
         self.context: dict[str, Any] = exe.context
         self.timers: dict[str, float] = exe.timers
         self.children: dict[str, ChildRef] = exe.children
-        self.owned: set[str] = set()  # which of context, timers, children this step has copied
         self.emits: list[tuple[str | None, Event]] = []
         self.spawns: list[tuple[str, str, dict[str, Any]]] = []
         self.timer_ops: list[TimerOp] = []
@@ -267,7 +263,7 @@ class _Run:
             "child_id": self.exe.id,
             "root_path": self.scope,
             "state": state,
-            "status": str(self.status),
+            "status": _STATUS_TEXT[self.status],
             "result": result,
             "context": self.context,
         }
@@ -355,7 +351,7 @@ class _Run:
             ref.root_path,
             {
                 "state": data.get("state"),
-                "status": data.get("status", str(ExecutionStatus.COMPLETED)),
+                "status": data.get("status", _STATUS_TEXT[ExecutionStatus.COMPLETED]),
                 "result": data.get("result"),
                 "context": data.get("context", {}),
             },
@@ -465,7 +461,8 @@ class _Run:
             region[start:]: child_id(self.exe.id, region, self.exe.version) for region in parallel.children
         }
         results = self.context.get(REGIONS_KEY)
-        if isinstance(results, Mapping) and any(name in results for name in ids):
+        # `results and` first: most forks find none, and the ABC check is slow
+        if results and isinstance(results, Mapping) and any(name in results for name in ids):
             # a new fork starts without the results of this parallel state's previous run
             self._write_context(
                 {REGIONS_KEY: {name: value for name, value in results.items() if name not in ids}}
@@ -517,32 +514,35 @@ class _Run:
     # --- context, timers, children: copied on first write --------------------------------------------
 
     def _own_children(self) -> dict[str, ChildRef]:
-        if "children" not in self.owned:
+        if self.children is self.exe.children:
             self.children = dict(self.children)
-            self.owned.add("children")
         return self.children
 
     def _own_timers(self) -> dict[str, float]:
-        if "timers" not in self.owned:
+        if self.timers is self.exe.timers:
             self.timers = dict(self.timers)
-            self.owned.add("timers")
         return self.timers
 
     def _write_context(self, updates: Mapping[str, Any]) -> None:
-        if "context" not in self.owned:
+        if self.context is self.exe.context:
             self.context = dict(self.context)
-            self.owned.add("context")
         self.context.update(updates)
 
     def _record_region(self, parallel: Node, region: str, record: dict[str, Any]) -> None:
         """Record a region's result under its name; the parallel state's regions are kept in the chart's
         order, whatever order their dones arrive in, so the stored context does not depend on timing."""
         results = self.context.get(REGIONS_KEY)
-        merged = dict(results) if isinstance(results, Mapping) else {}
-        merged[region.rsplit(".", 1)[-1]] = record
-        names = [path.rsplit(".", 1)[-1] for path in parallel.children]
-        ordered = {name: merged.pop(name) for name in names if name in merged}
-        self._write_context({REGIONS_KEY: {**ordered, **merged}})
+        # `results and` first: the first region to end finds none, and the ABC check is slow
+        merged = dict(results) if results and isinstance(results, Mapping) else {}
+        start = len(parallel.path) + 1  # a region's name is its path below the parallel state's
+        merged[region[start:]] = record
+        ordered: dict[str, Any] = {}
+        for path in parallel.children:
+            name = path[start:]
+            if name in merged:
+                ordered[name] = merged[name]
+        ordered.update(merged)  # then any other results, in their order
+        self._write_context({REGIONS_KEY: ordered})
 
     # --- user code ---------------------------------------------------------------------------------
 
@@ -628,20 +628,32 @@ class _Run:
     # --- the result --------------------------------------------------------------------------------
 
     def finish(self) -> Step:
-        before = self.exe.configuration
+        exe = self.exe
+        before = exe.configuration
         unchanged = before[-1] == self.leaf if before else self.leaf is None
         changes: dict[str, Any] = {
             "configuration": before if unchanged else [] if self.leaf is None else [self.leaf],
             "updated_at": self.now,
         }
-        if self.status is not self.exe.status:
+        if self.status is not exe.status:
             changes["status"] = self.status
         if self.ended_because is not None:
             changes["reason"] = self.ended_because
-        for name in self.owned:
-            changes[name] = getattr(self, name)
+        if self.context is not exe.context:
+            changes["context"] = self.context
+        if self.timers is not exe.timers:
+            changes["timers"] = self.timers
+        if self.children is not exe.children:
+            changes["children"] = self.children
+        # the new execution, `exe.model_copy(update=changes)` built as `_construct` builds models: it
+        # shares every value the step did not change
+        evolved = _new(Execution)
+        _set_dict(evolved, {**exe.__dict__, **changes})
+        _set_fields_set(evolved, exe.__pydantic_fields_set__.union(changes))
+        _set_extra(evolved, None)
+        _set_private(evolved, None)
         return Step(
-            _evolve(self.exe, changes),
+            evolved,
             self.emits,
             self.spawns,
             self.timer_ops,
@@ -653,29 +665,37 @@ class _Run:
 
     def trace(self) -> dict[str, Any]:
         """The step's record, as the store keeps it (`harel trace` shows it)."""
+        received = self.received
         handled = self.disposition != "ignored"
+        # `[]` where a list would be built from nothing, and loops rather than comprehensions for the
+        # records of timers and emits (a comprehension is a function call): most steps have no timer,
+        # emit, spawn or forward, the others one or two
         trace: dict[str, Any] = {
-            "event": self.received.name,
-            "event_id": self.received.id,
+            "event": received.name,
+            "event_id": received.id,
             "at": self.now,
             "from": self.exe.configuration,
             "to": [] if self.leaf is None else [self.leaf],
             "handled": handled,
             "disposition": self.disposition,
-            "forwarded_to": list(self.forwarded_to),
+            "forwarded_to": list(self.forwarded_to) if self.forwarded_to else [],
             "reason": None if handled else self.reason,
             "transitions": self.transitions,
             "actions": self.actions,
             "internal": self.internal_trace,
-            "timers": [{"op": op.action, "path": op.path, "fire_at": op.fire_at} for op in self.timer_ops]
-            if self.timer_ops
-            else [],
-            "emits": [{"target": target, "event": e.name, "id": e.id} for target, e in self.emits]
-            if self.emits
-            else [],
+            "timers": [],
+            "emits": [],
             "spawns": [child for child, _, _ in self.spawns] if self.spawns else [],
-            "status": str(self.status),
+            "status": _STATUS_TEXT[self.status],
         }
-        if self.received.name == TIMER_EVENT:
-            trace["timer_fire_at"] = self.received.data.get("fire_at")
+        if self.timer_ops:
+            timers = trace["timers"]
+            for op in self.timer_ops:
+                timers.append({"op": op.action, "path": op.path, "fire_at": op.fire_at})
+        if self.emits:
+            emits = trace["emits"]
+            for target, event in self.emits:
+                emits.append({"target": target, "event": event.name, "id": event.id})
+        if received.name == TIMER_EVENT:
+            trace["timer_fire_at"] = received.data.get("fire_at")
         return trace
