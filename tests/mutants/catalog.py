@@ -347,7 +347,13 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "region-result-dropped",
         "a region's result replaces the results recorded before it",
-        (Edit(INTERPRETER, "merged = dict(results) if isinstance(results, Mapping) else {}", "merged = {}"),),
+        (
+            Edit(
+                INTERPRETER,
+                "merged = dict(results) if results and isinstance(results, Mapping) else {}",
+                "merged = {}",
+            ),
+        ),
         _on(
             REGION_CHECKS,
             "test_each_done_records_the_region_result_before_the_join_guards_and_actions_run",
