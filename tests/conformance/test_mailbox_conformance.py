@@ -180,12 +180,18 @@ def test_the_commit_removes_what_it_applied_and_ends_the_lease(harness: Harness)
     assert claim(harness) is None
 
 
-def test_a_lost_lease_cannot_commit(harness: Harness) -> None:
+def taken_over(harness: Harness) -> tuple[Claim, Claim]:
+    """Execution "a" with one pending event, its first lease expired and taken over: (stale, holder)."""
     started(harness, "a", event("e1"))
     stale = claimed(harness, lease=0.2)
     time.sleep(0.3)
     holder = claimed(harness)
     assert holder.previous_owner == stale.owner, "the expired lease was taken over"
+    return stale, holder
+
+
+def test_a_lost_lease_cannot_commit(harness: Harness) -> None:
+    stale, holder = taken_over(harness)
     before = harness.raw("a")
     lost = raises(LeaseLost, commit, harness, stale)
     assert isinstance(lost, StoreConflict) and lost.holder == holder.owner
@@ -221,11 +227,7 @@ def test_extend_and_release(harness: Harness) -> None:
 def test_a_lost_lease_cannot_extend_release_or_fail(harness: Harness) -> None:
     """The owner token fences every write of a claim, not only its commit: a worker whose lease was taken over
     can neither prolong it, nor hand the execution back, nor count a failed attempt against it."""
-    started(harness, "a", event("e1"))
-    stale = claimed(harness, lease=0.2)
-    time.sleep(0.3)
-    holder = claimed(harness)
-    assert holder.previous_owner == stale.owner, "the expired lease was taken over"
+    stale, holder = taken_over(harness)
     before = harness.raw("a")
     assert harness.transport.extend(stale, 60.0) is None
     assert not harness.transport.release(stale)
