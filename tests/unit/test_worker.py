@@ -875,15 +875,22 @@ def test_a_region_whose_child_id_is_taken_fails_its_parent_with_the_reason(backe
     assert backend.store.load(right).status is not ExecutionStatus.RUNNING, "the region that started ended"
 
 
-def test_an_event_to_an_execution_that_never_exists_fails_its_sender(backend: Deployment) -> None:
-    from harel.worker import UNDELIVERABLE_AFTER_SECONDS
-
-    app, clock = make_app(), backend.clock
+def sent_to_nobody(backend: Deployment) -> tuple[App, Worker]:
+    """Execution "s", whose step sent an event to an execution that does not exist ("nobody-at-all")."""
+    app = make_app()
     w = backend.worker(app)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="s")
     pump(w)
     send(backend, "s", "lost-1", "lost")
     pump(w)
+    return app, w
+
+
+def test_an_event_to_an_execution_that_never_exists_fails_its_sender(backend: Deployment) -> None:
+    from harel.worker import UNDELIVERABLE_AFTER_SECONDS
+
+    _, w = sent_to_nobody(backend)
+    clock = backend.clock
     assert backend.store.load("s").status is ExecutionStatus.RUNNING, "kept and retried for a while"
     assert [e.target_id for e in backend.store.pending_outbox()] == ["nobody-at-all"]
     clock.now += UNDELIVERABLE_AFTER_SECONDS + 2
@@ -899,12 +906,8 @@ def test_a_worker_that_has_not_read_the_servers_clock_yet_fails_no_sender(backen
     own clock runs ten minutes ahead and that has not heard the server's time yet only postpones."""
     from harel.worker import UNDELIVERABLE_AFTER_SECONDS
 
-    app, clock = make_app(), backend.clock
-    w = backend.worker(app)
-    start_execution(backend.store, backend.transport, app, "loop", execution_id="s")
-    pump(w)
-    send(backend, "s", "lost-1", "lost")
-    pump(w)
+    app, _ = sent_to_nobody(backend)
+    clock = backend.clock
     ahead = ServerClock(local=lambda: clock.now + 2 * UNDELIVERABLE_AFTER_SECONDS, monotonic=clock)
     if backend.name == "memory":
         transport = MemoryTransport(backend.transport.database)
