@@ -11,7 +11,7 @@ import pytest
 from bson import Int64, ObjectId
 from mongomock import filtering
 
-from harel.local import lookup
+from harel.local import lookup, mongomock_patches
 
 OBJECT_ID = ObjectId()
 VALUES: list[Any] = [
@@ -65,7 +65,7 @@ def documents() -> list[dict[str, Any]]:
 def test_a_narrowed_find_returns_what_the_full_match_returns(
     documents: list[dict[str, Any]], query: dict[str, Any]
 ) -> None:
-    lookup.install()
+    mongomock_patches.install()
     collection = mongomock.MongoClient()["db"]["c"]
     collection.insert_many([dict(d) for d in documents])
     expected = [d["_id"] for d in documents if filtering.filter_applies(query, d)]
@@ -84,7 +84,7 @@ def test_a_null_missing_or_out_of_range_number_is_passed_over_and_anything_else_
 
 
 def test_an_update_by_id_changes_that_document_only() -> None:
-    lookup.install()
+    mongomock_patches.install()
     collection = mongomock.MongoClient()["db"]["c"]
     collection.insert_many([{"_id": "a", "n": 0}, {"_id": "b", "n": 0}])
     assert collection.update_one({"_id": "b", "n": 0}, {"$inc": {"n": 1}}).matched_count == 1

@@ -21,7 +21,7 @@ from pymongo import UpdateMany, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 from pymongo.results import BulkWriteResult
 
-from harel.local import expressions, lookup
+from harel.local import mongomock_patches
 from harel.local.now import Clock, bind_filter, bind_pipeline, bind_update, server_now
 
 _CHAINED = {"sort", "skip", "limit", "batch_size", "max_time_ms", "hint", "collation"}
@@ -174,8 +174,7 @@ class EmbeddedClient:
     (see the module docstring)."""
 
     def __init__(self, clock: Clock = time.time) -> None:
-        expressions.install()
-        lookup.install()
+        mongomock_patches.install()
         self._client = mongomock.MongoClient()
         self._lock = threading.RLock()
         self.clock = clock

@@ -18,7 +18,7 @@ from bson import json_util
 from mongomock import filtering
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
-from harel.local import expressions, lookup
+from harel.local import mongomock_patches
 from harel.local.cursors import CursorRegistry
 from harel.local.errors import CommandError, not_modelled
 from harel.local.now import Clock, bind_command, server_now
@@ -73,8 +73,7 @@ class Engine:
     _handlers: dict[str, Callable[[str, dict[str, Any]], Reply]] = field(init=False)
 
     def __post_init__(self) -> None:
-        expressions.install()
-        lookup.install()
+        mongomock_patches.install()
         self._handlers = {
             "insert": self.insert,
             "update": self.update,

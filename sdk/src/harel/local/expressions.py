@@ -20,14 +20,14 @@ Expressions mongomock does not implement at all (for example `$mergeObjects`, `$
 array, `$toDate`, `$toDouble`, `$type`) still fail loudly; the local server answers them with
 NotImplemented (238) or the parse error.
 
-`install()` patches mongomock in this process, once; every local backend calls it before use.
+`patch()` applies them; `harel.local.mongomock_patches.install()` calls it once per process, before any local
+backend is used.
 """
 
 from __future__ import annotations
 
 import datetime
 import numbers
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -45,27 +45,20 @@ _ORDERS: dict[str, Callable[[int], bool | int]] = {
     "$cmp": lambda order: order,
 }
 _EPOCH = datetime.datetime(1970, 1, 1)
-_installed = False
-_install_lock = threading.Lock()
 
 
-def install() -> None:
-    """Apply the corrections to mongomock (idempotent, thread-safe)."""
-    global _installed
-    with _install_lock:
-        if _installed:
-            return
-        parser = aggregate._Parser
-        parser.parse = _array_literals(parser.parse)
-        parser._handle_comparison_operator = _comparison(parser._handle_comparison_operator)
-        parser._handle_set_operator = _set_operator(parser._handle_set_operator)
-        parser._handle_boolean_operator = _boolean(parser._handle_boolean_operator)
-        parser._handle_arithmetic_operator = _arithmetic(parser._handle_arithmetic_operator)
-        parser._handle_type_convertion_operator = _conversion(parser._handle_type_convertion_operator)
-        handlers = aggregate._PIPELINE_HANDLERS
-        handlers["$set"] = handlers["$addFields"] = _add_fields
-        handlers["$unset"] = _unset
-        _installed = True
+def patch() -> None:
+    """Apply the corrections to mongomock; once per process (`mongomock_patches.install`)."""
+    parser = aggregate._Parser
+    parser.parse = _array_literals(parser.parse)
+    parser._handle_comparison_operator = _comparison(parser._handle_comparison_operator)
+    parser._handle_set_operator = _set_operator(parser._handle_set_operator)
+    parser._handle_boolean_operator = _boolean(parser._handle_boolean_operator)
+    parser._handle_arithmetic_operator = _arithmetic(parser._handle_arithmetic_operator)
+    parser._handle_type_convertion_operator = _conversion(parser._handle_type_convertion_operator)
+    handlers = aggregate._PIPELINE_HANDLERS
+    handlers["$set"] = handlers["$addFields"] = _add_fields
+    handlers["$unset"] = _unset
 
 
 def _operand(parser: Any, expression: Any) -> Any:

@@ -3,8 +3,8 @@
 mongomock answers every query by testing each document of the collection with its full matcher; MongoDB
 answers a filter on `_id` from its unique index and a range from an ordinary one. A worker's writes name
 their execution by `_id`, and its claims and sweeps ask for a range of due times, so on a local backend
-each of them cost a full match of every execution, completed ones included. `install()` narrows the
-candidates first and leaves the answer to mongomock's matcher:
+each of them cost a full match of every execution, completed ones included. `patch()` (applied once per
+process by `harel.local.mongomock_patches.install()`) narrows the candidates first and leaves the answer to mongomock's matcher:
 
 - a filter whose `_id` is a string or an ObjectId reads that one document (`_id` is unique);
 - a top-level numeric range (`{"inbox_at": {"$gte": 0, "$lte": t}}`) passes over documents whose field
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import operator
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -30,18 +29,11 @@ _COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "$lt": operator.lt,
     "$lte": operator.le,
 }
-_installed = False
-_install_lock = threading.Lock()
 
 
-def install() -> None:
-    """Patch mongomock's document iteration in this process (idempotent, thread-safe)."""
-    global _installed
-    with _install_lock:
-        if _installed:
-            return
-        collection.Collection._iter_documents = narrowed(collection.Collection._iter_documents)
-        _installed = True
+def patch() -> None:
+    """Patch mongomock's document iteration; once per process (`mongomock_patches.install`)."""
+    collection.Collection._iter_documents = narrowed(collection.Collection._iter_documents)
 
 
 def narrowed(scan: Any) -> Any:
