@@ -80,6 +80,7 @@ CRASH_WINDOWS = "tests/wire/test_crash_windows.py"
 FAULTS = "tests/wire/test_faults.py"
 INTERPRETER_CHECKS = "tests/unit/test_interpreter.py"
 REGION_CHECKS = "tests/unit/test_regions.py"
+ORDERING = "tests/wire/test_ordering.py"
 
 
 def _on(module: str, *tests: str, ids: tuple[str, ...] = ("",)) -> tuple[str, ...]:
@@ -358,7 +359,8 @@ MUTANTS: tuple[Mutant, ...] = (
             REGION_CHECKS,
             "test_each_done_records_the_region_result_before_the_join_guards_and_actions_run",
             "test_region_results_are_listed_in_the_chart_order_whatever_order_the_dones_arrive_in",
-        ),
+        )
+        + _on(ORDERING, "test_a_regions_last_event_reaches_its_parent_before_its_done", ids=FAKE_RS),
     ),
     Mutant(
         "check-accepts-w1",

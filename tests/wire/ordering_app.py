@@ -2,8 +2,10 @@
 
 - `ordered`: S0 --e1 (its action takes 20 ms)--> S1 --e2--> S2. Sent e1 then e2, it must end in S2: with a
   queue shared by consumers, e2 could be stepped first, be ignored in S0, and the run ended in S1.
-- `approval`: two reviewer regions each send their vote to the parent, then finish; the join records how
-  many votes the parent had when it fired. A region's `done` must never overtake its own vote.
+- `approval`: two reviewer regions each send their vote to the parent, then finish in `yes` or `no` (the
+  root's start context says which, `yes` where it is silent), with that as their result; the join records
+  how many votes the parent had when it fired and decides from both regions' results. A region's `done`
+  must never overtake its own vote, and a region's result must reach the join.
 - `orders` and `billing`: two applications on one database, each with a chart of its own.
 """
 
@@ -29,8 +31,9 @@ ORDERED_CHART = {
 REVIEWER = {
     "initial": "voting",
     "states": {
-        "voting": {"entry": ["cast_vote"], "on": {"cast": "voted"}},
-        "voted": {"final": True},
+        "voting": {"entry": ["cast_vote"], "on": {"cast": [{"target": "yes", "guard": "approves"}, "no"]}},
+        "yes": {"final": True, "result": "approved"},
+        "no": {"final": True, "result": "rejected"},
     },
 }
 APPROVAL_CHART = {
@@ -41,9 +44,13 @@ APPROVAL_CHART = {
         "review": {
             "parallel": {"legal": REVIEWER, "finance": REVIEWER},
             "on": {"vote": {"actions": ["count_vote"]}},
-            "on_done": {"target": "decided", "actions": ["record_join"]},
+            "on_done": [
+                {"target": "approved", "guard": "both_approved", "actions": ["record_join"]},
+                {"target": "rejected", "actions": ["record_join"]},
+            ],
         },
-        "decided": {"final": True},
+        "approved": {"final": True},
+        "rejected": {"final": True},
     },
 }
 
@@ -55,7 +62,25 @@ def slow(ctx: ActionContext) -> ActionResult:
 
 def cast_vote(ctx: ActionContext) -> ActionResult:
     region = ctx.state.split(".")[1]
-    return ActionResult(send=[Send("vote", to="parent", data={"from": region}), Send("cast", to="self")])
+    approves = bool(ctx.context.get(region, True))  # a reviewer the start context does not name approves
+    return ActionResult(
+        send=[
+            Send("vote", to="parent", data={"from": region}),
+            Send("cast", to="self", data={"yes": approves}),
+        ]
+    )
+
+
+def approves(ctx: ActionContext) -> bool:
+    return bool(ctx.event.data["yes"])
+
+
+def both_approved(ctx: ActionContext) -> bool:
+    regions = ctx.context.get("regions", {})
+    return all(
+        regions.get(name, {}).get("result") == "approved"
+        for name in APPROVAL_CHART["states"]["review"]["parallel"]
+    )
 
 
 def count_vote(ctx: ActionContext) -> ActionResult:
@@ -74,6 +99,8 @@ approval = App("approval")
 approval.chart(APPROVAL_CHART)
 for name, action in (("cast_vote", cast_vote), ("count_vote", count_vote), ("record_join", record_join)):
     approval.action(name)(action)
+approval.guard("approves")(approves)
+approval.guard("both_approved")(both_approved)
 
 
 def _tally_app(name: str) -> App:

@@ -95,23 +95,39 @@ def test_a_later_event_never_overtakes_a_slow_earlier_one(
     assert sum(metric(w, "harel_event_failures_total") for w in running) == 0
 
 
+@pytest.mark.semantics("sem-order-per-sender", "sem-region-results", "sem-region-join")
 def test_a_regions_last_event_reaches_its_parent_before_its_done(
     replica_set: Deployment, admin: MongoClient[Any], worker_processes: WorkerProcesses
 ) -> None:
-    """Each reviewer region sends its vote to the parent, then finishes: in every run the join finds both
-    votes already applied (a `done` overtaking its region's vote would leave one missing)."""
+    """Each reviewer region sends its vote to the parent, then finishes with its verdict as its result: in
+    every run the join finds both votes already applied (a `done` overtaking its region's vote would leave
+    one missing) and decides from both regions' results (a result lost on the way would reject)."""
     workers(worker_processes, replica_set, admin, "approval")
     store, transport = seams(admin)
-    ids = [f"approval-{n:03d}" for n in range(RUNS)]
-    for execution_id in ids:
+    verdicts = {f"approval-{n:03d}": {"legal": n % 2 == 0, "finance": n % 3 != 0} for n in range(RUNS)}
+    assert len({all(verdict.values()) for verdict in verdicts.values()}) == 2, "both outcomes are expected"
+    for execution_id, verdict in verdicts.items():
         start_execution(
-            store, transport, ordering_app.approval, "ordering.approval", execution_id=execution_id
+            store,
+            transport,
+            ordering_app.approval,
+            "ordering.approval",
+            context=verdict,
+            execution_id=execution_id,
         )
+    ids = list(verdicts)
     wait_until(lambda: finished(store, ids), FINISH_TIMEOUT, "every approval to be decided", poll=0.2)
 
-    for execution_id in ids:
+    wrong = {}
+    for execution_id, verdict in verdicts.items():
         exe = store.load(execution_id)
-        assert exe is not None and exe.configuration == ["decided"]
+        assert exe is not None
+        expected = "approved" if all(verdict.values()) else "rejected"
+        if exe.configuration != [expected]:
+            wrong[execution_id] = (exe.configuration, exe.context.get("regions"))
+        assert {name: region["result"] for name, region in exe.context["regions"].items()} == {
+            name: "approved" if yes else "rejected" for name, yes in verdict.items()
+        }, (execution_id, exe.context)
         assert exe.context["votes_at_join"] == 2, (execution_id, exe.context)
         assert sorted(exe.context["votes"]) == ["finance", "legal"]
         steps = [s for s in store.read_trace(execution_id) if s["handled"]]
@@ -119,6 +135,7 @@ def test_a_regions_last_event_reaches_its_parent_before_its_done(
         for child_id in exe.children or dict.fromkeys(_children(store, execution_id)):
             from_child = [s["event"] for s in steps if s["event_id"].startswith(f"{child_id}@")]
             assert from_child == ["vote", "harel.done"], (child_id, from_child)
+    assert wrong == {}, f"{len(wrong)} of {RUNS} approvals decided wrongly: {wrong}"
 
 
 def _children(store: MongoStore, execution_id: str) -> list[str]:
