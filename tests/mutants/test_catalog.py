@@ -16,7 +16,7 @@ from tests.mutants.catalog import (
     current_sources,
     mutated_sources,
 )
-from tests.mutants.runner import REPOSITORY_ROOT
+from tests.mutants.runner import REPOSITORY_ROOT, short
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
@@ -51,3 +51,23 @@ def test_every_named_test_exists() -> None:
     )
     assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
     assert f"{len(node_ids)} tests collected" in collected.stdout
+
+
+def test_the_readme_table_is_the_list_as_it_stands() -> None:
+    """tests/README.md's table, pasted from `make mutate`, has one row per mutant of the list, with its bug and
+    its files as the list says, each killed by tests the list names for it: a mutant added, renamed or
+    re-aimed without a new run of `make mutate` fails here."""
+    readme = (REPOSITORY_ROOT / "tests" / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## The mutation run\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+        if len(cells) == 5 and cells[0].startswith("`") and cells[0] != "`mutant`":
+            rows[cells[0].strip("`")] = cells
+    assert list(rows) == [m.name for m in MUTANTS]
+    for mutant in MUTANTS:
+        _, bug, where, killers, _ = rows[mutant.name]
+        assert (bug, where) == (mutant.bug, f"`{mutant.where}`"), mutant.name
+        named = {short(node) for node in mutant.killed_by}
+        listed = {killer.strip("`") for killer in killers.split("<br>")}
+        assert listed and listed <= named, (mutant.name, listed - named)
