@@ -687,6 +687,27 @@ def test_members_admit_only_the_release_clients_and_members(chart: helm_python.C
     assert not admitted({"app.kubernetes.io/instance": "another", "harel-stack/mongodb-client": "true"})
 
 
+def test_workers_reach_more_only_through_their_extra_egress_rules(chart: helm_python.Chart) -> None:
+    """Actions that call other services need the workers to reach them: worker.networkPolicy.extraEgress adds
+    rules to the workers' policy, after MongoDB and DNS, and to no other pod's; a rule is {to, ports} only."""
+    payments = {
+        "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "payments"}}}],
+        "ports": [{"protocol": "TCP", "port": 443}],
+    }
+    default = render(chart)
+    widened = render(chart, {"worker": {"networkPolicy": {"extraEgress": [payments]}}})
+    validated(chart, widened)
+    before, after = (
+        {m.name: m.doc["spec"]["egress"] for m in manifests if m.kind == "NetworkPolicy"}
+        for manifests in (default, widened)
+    )
+    worker = f"{FULLNAME}-worker"
+    assert after.pop(worker) == [*before.pop(worker), payments]
+    assert after == before
+    with pytest.raises(helm_python.HelmValuesError, match="additional properties 'from' not allowed"):
+        render(chart, {"worker": {"networkPolicy": {"extraEgress": [{"from": payments["to"]}]}}})
+
+
 def test_worker_metrics_are_reachable_only_from_the_named_peers(chart: helm_python.Chart) -> None:
     values = {
         "worker": {"metrics": {"from": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]}}
