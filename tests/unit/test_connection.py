@@ -18,6 +18,7 @@ import pytest
 from harel.cli.deployment import report_view
 from harel.cli.output import Output
 from harel.connection import (
+    SOCKET_TIMEOUT_MS,
     STORE_COLLECTIONS,
     WRITE_CONCERN_TIMEOUT_MS,
     CheckReport,
@@ -305,6 +306,7 @@ def test_safe_defaults_fill_what_the_url_leaves_unset() -> None:
     assert options.read_preference.mongos_mode == "primary"
     assert options.retry_writes is True
     assert options.timeout is None  # PyMongo would retry a retryable write as often as a timeoutMS allows
+    assert options.pool_options.socket_timeout == SOCKET_TIMEOUT_MS / 1000  # PyMongo's own: no bound
     assert options.pool_options.appname == "harel"
 
 
@@ -316,6 +318,20 @@ def test_the_url_and_the_options_override_the_defaults_case_insensitively() -> N
     assert client.options.read_preference.mongos_mode == "nearest"
     assert client.options.read_concern.level == "local"
     assert client.options.pool_options.appname == "mine"
+
+
+@pytest.mark.parametrize(
+    ("url", "socket_timeout"),
+    [
+        ("mongodb://h1/?SOCKETTIMEOUTMS=5000", 5.0),
+        ("mongodb://h1/?socketTimeoutMS=0", None),  # the caller's choice: no bound
+        # timeoutMS bounds every operation; PyMongo derives each reply's bound from what is left of it.
+        ("mongodb://h1/?timeoutMS=2000", None),
+    ],
+)
+def test_the_reply_bound_is_the_callers_when_the_url_sets_one(url: str, socket_timeout: float | None) -> None:
+    client = pymongo.MongoClient(url, **client_arguments(url, "harel", {}))
+    assert client.options.pool_options.socket_timeout == socket_timeout
 
 
 # --- write concern timeout ---------------------------------------------------------------------------------

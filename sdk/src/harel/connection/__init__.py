@@ -17,6 +17,7 @@ from harel.connection.report import CheckReport, Finding, Status, embedded_repor
 from harel.connection.rules import DEFAULT_DB_NAME, MIN_SERVER_VERSION, STORE_COLLECTIONS, evaluate
 from harel.connection.urls import (
     SAFE_DEFAULTS,
+    SOCKET_TIMEOUT_MS,
     WRITE_CONCERN_TIMEOUT_MS,
     client_arguments,
     embedded_backend,
@@ -28,6 +29,7 @@ __all__ = [
     "DEFAULT_DB_NAME",
     "MIN_SERVER_VERSION",
     "SAFE_DEFAULTS",
+    "SOCKET_TIMEOUT_MS",
     "STORE_COLLECTIONS",
     "WRITE_CONCERN_TIMEOUT_MS",
     "CheckReport",

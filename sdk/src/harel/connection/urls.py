@@ -24,6 +24,15 @@ EMBEDDED_SCHEMES = frozenset({"mongomock", "memory"})
 # time allows, where without it a write whose reply was lost is retried exactly once.
 WRITE_CONCERN_TIMEOUT_MS = 10_000
 
+# How long a reply may take once a command is sent, in milliseconds, when the URL and the options set no
+# bound. A primary that stops answering without closing its connections (a stalled process, a partition that
+# drops packets) would otherwise hold every find, claim and commit of a worker forever: PyMongo's own default
+# is no bound. Past it the command fails with a network timeout the worker reports as a degraded deployment;
+# a retryable write is retried once. Every command the SDK sends answers in well under a second when the
+# deployment is healthy, change-stream waits included (one second each); building a new index on a large
+# collection can take longer, so add indexes while all members are up (the build goes on at the server).
+SOCKET_TIMEOUT_MS = 30_000
+
 # Each safe default: the option names that set it (lower-cased, as PyMongo matches them), the name we pass,
 # the value. A default is applied only when neither the URL nor the caller's options name any of them.
 # A caller's timeoutMS is a bound too: PyMongo leaves wtimeout out of every command while it is set.
@@ -34,6 +43,7 @@ SAFE_DEFAULTS: tuple[tuple[frozenset[str], str, Any], ...] = (
     (frozenset({"readpreference", "read_preference"}), "readPreference", "primary"),
     (frozenset({"retrywrites"}), "retryWrites", True),
     (frozenset({"wtimeoutms", "wtimeout", "timeoutms"}), "wTimeoutMS", WRITE_CONCERN_TIMEOUT_MS),
+    (frozenset({"sockettimeoutms", "timeoutms"}), "socketTimeoutMS", SOCKET_TIMEOUT_MS),
 )
 
 _SECRET_QUERY_OPTIONS = re.compile(
