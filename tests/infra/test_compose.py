@@ -295,7 +295,8 @@ def test_image_tags_are_pinned_to_a_patch_release(services: dict[str, Any]) -> N
     for name, service in {**services, **operations}.items():
         image = service.get("image")
         assert image is not None, name
-        repository, _, tag = image.partition(":")  # no registry port here; a tag may be a `${VARIABLE:-default}`
+        # No registry port here; a tag may be a `${VARIABLE:-default}`, so the first colon splits.
+        repository, _, tag = image.partition(":")
         assert repository and tag and "/" not in tag, f"{name}: untagged image {image}"
         if repository == "mongo":
             # One variable, documented in .env.example, with a patch release as its default: every member,
