@@ -14,7 +14,7 @@ from tests.chaos.runner import ChaosConfig, run
 pytestmark = pytest.mark.wire
 
 BOUNDED = ChaosConfig(
-    workers=3, executions=40, kills=3, sigterms=1, stalls=1, start_rate=2.0, finish_timeout=120.0, seed=7
+    workers=3, executions=100, kills=4, sigterms=1, stalls=1, start_rate=4.0, finish_timeout=120.0, seed=7
 )
 
 
@@ -22,7 +22,7 @@ def test_chaos_bounded(tmp_path: Path) -> None:
     report = run(BOUNDED, tmp_path)
     print(report.render())
     assert report.passed, report.render()
-    assert (report.kills, report.sigterms, report.stalls) == (3, 1, 1), "every fault was dealt"
+    assert (report.kills, report.sigterms, report.stalls) == (4, 1, 1), "every fault was dealt"
     assert report.roots == BOUNDED.executions
     assert report.audit.executions == 4 * BOUNDED.executions, "each root with its three children"
     assert report.audit.timers == 4 * BOUNDED.executions, "four timers a run, each fired once"
