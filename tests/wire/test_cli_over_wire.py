@@ -1,5 +1,6 @@
 """The execution commands of `harel` as processes over sockets: start (idempotent), send, status, list,
-trace, cancel — with their exit codes — against the fake replica set and a `harel worker` process."""
+trace, cancel — with their exit codes — against the fake replica set and a `harel worker` process; and a
+parent stranded at its fork, as `list --status failed` and `status` show it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from pymongo import MongoClient
 
+from harel.ids import child_id
+from harel.model import Execution
+from harel.store.mongo import MongoStore
 from tests.fake_mongod.fixtures import FakeDeployment
 from tests.wire.processes import HAREL, WorkerProcesses, clean_environment, run_harel
 
@@ -248,3 +253,49 @@ def test_log_level_and_format_come_from_the_environment(fake_rs: FakeDeployment)
     assert verbose.returncode == 0
     lines = [json.loads(line) for line in verbose.stderr.splitlines() if line.startswith("{")]
     assert lines and {line["level"] for line in lines} >= {"debug"}
+
+
+SPLIT_CHART = """
+id: split
+version: 1
+initial: idle
+states:
+  idle:
+    on: {go: split}
+  split:
+    parallel:
+      left: {initial: working, states: {working: {on: {finish: finished}}, finished: {final: true}}}
+      right: {initial: working, states: {working: {on: {finish: finished}}, finished: {final: true}}}
+    on_done: joined
+  joined: {final: true}
+"""
+
+
+def test_a_stranded_parent_is_listed_as_failed_and_its_status_names_why(
+    fake_rs: FakeDeployment, tmp_path: Path, worker_processes: WorkerProcesses
+) -> None:
+    """A region whose child id is already taken (written past the clients' id check) can never start: the
+    parent fails at the fork, `list --status failed` finds it, and `status` gives the reason."""
+    (tmp_path / "split.yaml").write_text(SPLIT_CHART)
+    url = fake_rs.url
+    assert harel(url, "start", "split", "--charts", str(tmp_path), "--id", "p")[0] == 0
+    worker_processes.harel_worker(url, "--charts", str(tmp_path), "--drain-seconds", "2")
+    assert "active     idle" in wait_for(url, "p", "active     idle")
+    with MongoClient(url) as client:
+        store = MongoStore(client, "harel")
+        version = store.load("p").version
+        squatter = Execution(
+            id=child_id("p", "split.left", version), definition_id="split", definition_version=1
+        )
+        assert store.create(squatter, now=time.time())
+
+    assert harel(url, "send", "p", "go")[0] == 0
+    status = wait_for(url, "p", "status     failed")
+
+    assert "status     failed" in status, status
+    [reason] = [line for line in status.splitlines() if line.startswith("reason")]
+    assert squatter.id in reason and "taken" in reason, reason
+    code, out, _ = harel(url, "list", "--status", "failed")
+    assert code == 0 and [row.split()[:2] for row in out.splitlines()[2:]] == [["p", "failed"]], out
+    code, out, _ = harel(url, "status", "p", "--json")
+    assert code == 0 and squatter.id in json.loads(out)["reason"], out
