@@ -546,10 +546,10 @@ def test_generated_secret_is_random_and_kept(chart: helm_python.Chart) -> None:
     members = only(first_render, "StatefulSet", f"{FULLNAME}-mongodb")
     sha = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
     assert worker.doc["spec"]["template"]["metadata"]["annotations"]["checksum/credentials"] == sha(
-        f"mongodb-url={raw['mongodb-url']}"
+        f"revision=\nmongodb-url={raw['mongodb-url']}"
     )
     assert members.doc["spec"]["template"]["metadata"]["annotations"]["checksum/keyfile"] == sha(
-        f"keyfile={raw['keyfile']}"
+        f"revision=\nkeyfile={raw['keyfile']}"
     )
     # Kept across upgrades: the template reuses what `lookup` finds before generating anything.
     helpers = (CHART_DIR / "templates" / "_helpers.tpl").read_text()
@@ -1242,6 +1242,31 @@ def test_members_one_three_five_three_render_and_three_to_one_is_refused(chart: 
             upgrade(api, chart, {"mongodb": {"members": 1}})
         # 5 -> 3 kept a majority; so does 3 -> 2 with an arbiter (3 voters before and after).
         upgrade(api, chart, {"mongodb": {"members": 2, "arbiter": {"enabled": True}, "allowPSA": True}})
+
+
+def test_offline_a_new_revision_of_the_existing_secret_reruns_the_init_job_and_rolls_the_pods(
+    chart: helm_python.Chart,
+) -> None:
+    """Rendered offline (helm template, GitOps), the chart cannot read mongodb.auth.existingSecret: its
+    checksums and the init Job's name would never change with the credentials. mongodb.auth.revision changes
+    them; the same revision renders the same names (no drift)."""
+
+    def identity(revision: str) -> tuple[str, str, str]:
+        manifests = render(
+            chart, {"mongodb": {"auth": {"existingSecret": "harel-creds", "revision": revision}}}
+        )
+        [job] = [m for m in manifests if m.kind == "Job"]
+        worker = only(manifests, "Deployment", f"{FULLNAME}-worker").doc["spec"]["template"]
+        members = only(manifests, "StatefulSet", f"{FULLNAME}-mongodb").doc["spec"]["template"]
+        return (
+            job.name,
+            worker["metadata"]["annotations"]["checksum/credentials"],
+            members["metadata"]["annotations"]["checksum/keyfile"],
+        )
+
+    first, again, rotated = identity("1"), identity("1"), identity("2")
+    assert first == again, "an unchanged revision changes nothing"
+    assert all(before != after for before, after in zip(first, rotated, strict=True)), (first, rotated)
 
 
 def test_a_rotated_password_reaches_the_init_job_and_the_workers(chart: helm_python.Chart) -> None:

@@ -362,11 +362,12 @@ offline render, nothing can be looked up: empty.
 
 {{/*
 A checksum of some keys of the credentials: (dict "ctx" $ "keys" (list "keyfile")). A changed value changes
-the checksum, which rolls the pods (annotation) or starts a new init Job (its name).
+the checksum, which rolls the pods (annotation) or starts a new init Job (its name). mongodb.auth.revision
+is part of it: offline, where the Secret cannot be read, a new revision is the change.
 */}}
 {{- define "harel-stack.mongodb.authChecksum" -}}
 {{- $data := include "harel-stack.mongodb.authData" .ctx | fromJson }}
-{{- $parts := list }}
+{{- $parts := list (printf "revision=%s" .ctx.Values.mongodb.auth.revision) }}
 {{- range .keys }}
 {{- $parts = append $parts (printf "%s=%s" . (get $data . | default "")) }}
 {{- end }}
