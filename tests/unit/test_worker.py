@@ -13,12 +13,15 @@ from typing import Any
 
 import bson
 import pytest
+from rich.console import Console
 
 from harel.app import ActionContext, ActionResult, App, Send
 from harel.backend import Backend, open_backend
+from harel.cli.views import status_view
 from harel.client import cancel_execution, send_event, start_execution
 from harel.errors import MailboxFull, StoreConflict
 from harel.heartbeat import MongoHeartbeats
+from harel.inspection import UNDELIVERED_AFTER_SECONDS, undelivered_of
 from harel.local.embedded import EmbeddedClient
 from harel.model import TIMER_EVENT, Event, Execution, ExecutionStatus, timer_event
 from harel.servertime import ServerClock
@@ -1143,8 +1146,21 @@ def test_an_event_relayed_to_a_full_mailbox_waits_in_its_senders_outbox_in_order
     waiting = [json.loads(entry["event"])["id"] for entry in backend.store.document("t")["outbox"]]
     assert len(waiting) == 2 and backend.store.load("t").context == {}, "both told, both held back"
     assert not set(waiting) & {e["id"] for e in backend.store.document("s")["inbox"]}
+    # `harel status t` names them once they waited UNDELIVERED_AFTER_SECONDS, not while a relay is due anyway.
+    held = backend.store.document("t")
+    assert undelivered_of(held, backend.clock.now) == ()
+    later = backend.clock.now + UNDELIVERED_AFTER_SECONDS
+    assert [(u.event_id, u.target_id) for u in undelivered_of(held, later)] == [(w, "s") for w in waiting]
+    shown = Console(width=200, record=True)
+    shown.print(status_view(backend.store.load("t"), None, None, later, undelivered_of(held, later)))
+    sent = [line for line in shown.export_text().splitlines() if "not delivered after" in line]
+    assert [line.split()[:4] for line in sent] == [
+        ["sent", "bump", f"({waiting[0]})", "to"],
+        ["bump", f"({waiting[1]})", "to", "s:"],
+    ], sent
     pump(receiver)
     backend.clock.now += RELAY_RETRY_SECONDS
     pump(sender, receiver)
     assert not backend.store.document("t").get("outbox")
+    assert undelivered_of(backend.store.document("t"), later) == ()
     assert backend.store.load("s").context["seen"][-2:] == waiting

@@ -15,11 +15,14 @@ from pathlib import Path
 import pytest
 from pymongo import MongoClient
 
+from harel.cli.views import UNDELIVERED_SHOWN
 from harel.ids import child_id
+from harel.inspection import UNDELIVERED_AFTER_SECONDS
 from harel.model import Execution
 from harel.store.mongo import MongoStore
 from tests.fake_mongod.fixtures import FakeDeployment
 from tests.wire.processes import HAREL, WorkerProcesses, clean_environment, run_harel
+from tests.wire.shutdown_app import PINGS
 
 pytestmark = pytest.mark.wire
 
@@ -299,3 +302,38 @@ def test_a_stranded_parent_is_listed_as_failed_and_its_status_names_why(
     assert code == 0 and [row.split()[:2] for row in out.splitlines()[2:]] == [["p", "failed"]], out
     code, out, _ = harel(url, "status", "p", "--json")
     assert code == 0 and squatter.id in json.loads(out)["reason"], out
+
+
+def test_status_names_the_events_a_sender_could_not_deliver_yet(
+    fake_rs: FakeDeployment, worker_processes: WorkerProcesses
+) -> None:
+    """An execution that sent 200 pings to one that does not exist yet: once they waited past the report
+    threshold, `harel status` names the first few and counts the rest (`--json` lists all); once the target
+    exists the relay delivers them, in order, and status names none."""
+    url = fake_rs.url
+    worker_processes.harel_worker(url, "--app", "tests.wire.shutdown_app:fanout", "--drain-seconds", "2")
+    app = ("--app", "tests.wire.shutdown_app:fanout")
+    assert harel(url, "start", "shutdown.fanout", *app, "--id", "fan")[0] == 0
+    assert harel(url, "send", "fan", "go", "--data", '{"to": "sink"}', "--wait")[0] == 0
+    status = wait_for(url, "fan", "not delivered after", timeout=UNDELIVERED_AFTER_SECONDS + 30)
+
+    sent = [line for line in status.splitlines() if "not delivered after" in line]
+    assert len(sent) == UNDELIVERED_SHOWN and "sent       ping (fan@" in sent[0], status
+    assert f"and {PINGS - UNDELIVERED_SHOWN} more to sink" in status, status
+    code, out, _ = harel(url, "status", "fan", "--json")
+    undelivered = json.loads(out)["undelivered"]
+    assert code == 0 and len(undelivered) == PINGS and {u["target"] for u in undelivered} == {"sink"}
+
+    assert harel(url, "start", "shutdown.sink", *app, "--id", "sink")[0] == 0
+    wait_for(url, "sink", "active     open")
+    deadline = time.monotonic() + 60
+    while "not delivered" in harel(url, "status", "fan")[1] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "not delivered" not in harel(url, "status", "fan")[1]
+    code, out, _ = harel(url, "status", "sink", "--json")
+    seen = json.loads(out)["context"]["seen"]
+    deadline = time.monotonic() + 60
+    while len(seen) < PINGS and time.monotonic() < deadline:
+        time.sleep(0.2)
+        seen = json.loads(harel(url, "status", "sink", "--json")[1])["context"].get("seen", [])
+    assert seen == list(range(PINGS)), "each delivered once, in the order sent"

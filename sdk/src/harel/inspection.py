@@ -1,5 +1,5 @@
 """What an execution's stored document tells beyond its data: its mailbox (the events waiting, the head event's
-failed attempts, a dead letter) and what became of one event.
+failed attempts, a dead letter), the events it sent that are still not delivered, and what became of one event.
 
 Pure readers of the document `ExecutionStore.document` returns (fields in `harel.store._documents` and
 `harel.transport._mailbox`). Whether a live worker serves a chart is the heartbeats' to say
@@ -13,8 +13,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from harel.store._documents import parse_relay_work
 from harel.transport import _mailbox as mailbox
 from harel.transport.base import Parked, Pending
+
+# How long after its step committed an event sent by an execution is reported as not delivered. The committing
+# worker delivers its own at once, so an event still in the outbox this long after waits on its target (not
+# created yet, or its mailbox full) or on the relay of a worker that stopped.
+UNDELIVERED_AFTER_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,27 @@ def mailbox_of(document: Mapping[str, Any]) -> Mailbox:
         parked=parked,
         leased=document.get("lease") is not None,
     )
+
+
+@dataclass(frozen=True)
+class Undelivered:
+    """An event this execution sent, committed `waiting` seconds ago and still in its outbox."""
+
+    target_id: str
+    event: str
+    event_id: str
+    waiting: float
+
+
+def undelivered_of(document: Mapping[str, Any], now: float) -> tuple[Undelivered, ...]:
+    """The sent events still not delivered UNDELIVERED_AFTER_SECONDS after their step, in the order sent."""
+    undelivered = []
+    for entry in parse_relay_work(document).outbox:
+        sent_at = entry.event.created_at
+        if entry.target_id is None or sent_at is None or now - sent_at < UNDELIVERED_AFTER_SECONDS:
+            continue
+        undelivered.append(Undelivered(entry.target_id, entry.event.name, entry.event.id, now - sent_at))
+    return tuple(undelivered)
 
 
 # --- what became of one event ------------------------------------------------------------------------

@@ -21,11 +21,18 @@ from harel.cli.exits import Exit, epilog
 from harel.cli.options import connection_options, json_option, refuse_lone_timeout, timeout_option
 from harel.cli.output import Output
 from harel.cli.settings import Connection
-from harel.cli.views import finished_well, fixed_widths, mailbox_document, status_view, trace_table
+from harel.cli.views import (
+    finished_well,
+    fixed_widths,
+    mailbox_document,
+    status_view,
+    trace_table,
+    undelivered_document,
+)
 from harel.commands import parse_execution
 from harel.diagram import active_paths, execution_tree
 from harel.errors import InvalidArgument, UnknownExecution
-from harel.inspection import Mailbox, mailbox_of
+from harel.inspection import Mailbox, Undelivered, mailbox_of, undelivered_of
 from harel.model import TERMINAL_STATUSES, Execution
 from harel.worker import WorkerConfig
 
@@ -36,13 +43,15 @@ FOLLOWS = (Exit.FAILED, Exit.TIMED_OUT)
 @dataclass(frozen=True)
 class Snapshot:
     """One look at an execution: its data, its mailbox, the chart versions live workers serve (read only when
-    events wait, to tell whether one serves them), its trace, and when the look was taken."""
+    events wait, to tell whether one serves them), its trace, when the look was taken, and the events it sent
+    that are still not delivered."""
 
     execution: Execution
     mailbox: Mailbox
     served: set[str] | None
     trace: list[dict[str, Any]]
     at: float
+    undelivered: tuple[Undelivered, ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -51,12 +60,18 @@ class Snapshot:
     def change(self) -> Hashable:
         """What `status --watch` prints again when it changes (not the time left on a timer)."""
         box = self.mailbox
-        return (self.execution.version, tuple(p.id for p in box.pending), box.attempts, box.parked)
+        held = tuple(u.event_id for u in self.undelivered)
+        return (self.execution.version, tuple(p.id for p in box.pending), box.attempts, box.parked, held)
+
+    def view(self) -> tuple[Execution, Mailbox, set[str] | None, float, tuple[Undelivered, ...]]:
+        """The arguments of `status_view`."""
+        return self.execution, self.mailbox, self.served, self.at, self.undelivered
 
     def document(self) -> dict[str, Any]:
         return {
             **self.execution.model_dump(mode="json"),
             "mailbox": mailbox_document(self.mailbox, self.served),
+            "undelivered": undelivered_document(self.undelivered),
         }
 
 
@@ -67,7 +82,8 @@ def look(backend: Backend, execution_id: str) -> Snapshot:
         raise UnknownExecution(execution_id)
     box = mailbox_of(document)
     served = served_charts(backend) if box.pending else None
-    return Snapshot(exe, box, served, list(document.get("trace") or ()), time.time())
+    at = time.time()
+    return Snapshot(exe, box, served, list(document.get("trace") or ()), at, undelivered_of(document, at))
 
 
 def served_charts(backend: Backend) -> set[str] | None:
@@ -182,7 +198,7 @@ def show_status(out: Output, snapshot: Snapshot) -> None:
     if out.json:
         out.document(snapshot.document())
     else:
-        out.show(status_view(snapshot.execution, snapshot.mailbox, snapshot.served, snapshot.at))
+        out.show(status_view(*snapshot.view()))
 
 
 def watch_status(backend: Backend, execution_id: str, out: Output, timeout: float | None) -> int:
@@ -190,7 +206,7 @@ def watch_status(backend: Backend, execution_id: str, out: Output, timeout: floa
     snapshot = None
     with live_view(out) as live:
         for snapshot in watching(backend, execution_id, timeout):
-            view = status_view(snapshot.execution, snapshot.mailbox, snapshot.served, snapshot.at)
+            view = status_view(*snapshot.view())
             if live is not None:
                 live.update(view, refresh=True)
                 continue

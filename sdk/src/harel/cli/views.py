@@ -11,8 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from harel.cli.output import pairs, styled, table
-from harel.inspection import Disposition, EventFate, Mailbox, Stage, disposition_of
+from harel.inspection import Disposition, EventFate, Mailbox, Stage, Undelivered, disposition_of
 from harel.model import Execution, ExecutionStatus
+from harel.worker import UNDELIVERABLE_AFTER_SECONDS
 
 # Widths `trace --follow` fixes, so rows printed as they come line up under the header.
 TRACE_WIDTHS = {"#": 4, "at": 24, "event": 12, "from": 12, "to": 12}
@@ -39,8 +40,15 @@ def ended(exe: Execution) -> Text:
 # --- status ----------------------------------------------------------------------------------------------
 
 
-def status_view(exe: Execution, box: Mailbox | None, served: set[str] | None, now: float) -> RenderableType:
-    """`served`: the chart versions live workers serve (None: not read, as nothing waits)."""
+def status_view(
+    exe: Execution,
+    box: Mailbox | None,
+    served: set[str] | None,
+    now: float,
+    undelivered: Sequence[Undelivered] = (),
+) -> RenderableType:
+    """`served`: the chart versions live workers serve (None: not read, as nothing waits); `undelivered`:
+    events it sent that are still not delivered."""
     rows: list[tuple[str, RenderableType]] = [
         ("execution", exe.id),
         ("chart", f"{exe.definition_id} v{exe.definition_version}"),
@@ -63,6 +71,7 @@ def status_view(exe: Execution, box: Mailbox | None, served: set[str] | None, no
         )
     if box is not None:
         rows += mailbox_rows(exe.id, box, served)
+    rows += undelivered_rows(undelivered)
     rows.append(("updated", when(exe.updated_at)))
     return pairs(rows)
 
@@ -100,6 +109,48 @@ def mailbox_rows(
     if served is not None and box.chart not in served:
         rows.append(("", Text(unserved(box.chart, served), "yellow")))
     return rows
+
+
+# The undelivered events `harel status` lists one a line; the rest it counts (`--json` lists them all).
+UNDELIVERED_SHOWN = 5
+
+
+def undelivered_rows(undelivered: Sequence[Undelivered]) -> list[tuple[str, RenderableType]]:
+    if not undelivered:
+        return []
+    rows: list[tuple[str, RenderableType]] = [
+        (
+            "sent" if n == 0 else "",
+            Text(
+                f"{u.event} ({u.event_id}) to {u.target_id}: not delivered after {u.waiting:.0f}s", "yellow"
+            ),
+        )
+        for n, u in enumerate(undelivered[:UNDELIVERED_SHOWN])
+    ]
+    if len(undelivered) > UNDELIVERED_SHOWN:
+        rest = undelivered[UNDELIVERED_SHOWN:]
+        targets = ", ".join(sorted({u.target_id for u in rest}))
+        rows.append(("", Text(f"and {len(rest)} more to {targets}", "yellow")))
+    rows.append(
+        (
+            "",
+            "each is sent again every second while its target is missing or its mailbox full; a target that "
+            f"never appears fails this execution after {UNDELIVERABLE_AFTER_SECONDS:.0f}s",
+        )
+    )
+    return rows
+
+
+def undelivered_document(undelivered: Sequence[Undelivered]) -> list[dict[str, Any]]:
+    return [
+        {
+            "target": u.target_id,
+            "event": u.event,
+            "event_id": u.event_id,
+            "waiting_seconds": round(u.waiting, 3),
+        }
+        for u in undelivered
+    ]
 
 
 def unserved(chart: str, served: set[str]) -> str:
