@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pytest
 from pymongo import MongoClient
@@ -14,9 +17,10 @@ from pymongo import MongoClient
 from harel.client import send_event
 from harel.metrics import Metrics
 from harel.serve import Probes
+from harel.worker import Worker
 from tests.fake_mongod.fail_command import fail_command
 from tests.fake_mongod.server import FakeMongod
-from tests.wire.in_process import open_seam, start_tally, tally_app
+from tests.wire.in_process import Seam, open_seam, start_tally, tally_app
 from tests.wire.processes import wait_until
 
 pytestmark = pytest.mark.wire
@@ -24,84 +28,88 @@ pytestmark = pytest.mark.wire
 WRITE_BOUND_MS = 300
 REPLY_BOUND_MS = 300
 HUNG_MS = 5_000
+DEGRADED_LINE = "deployment degraded; not ready until it answers again"
+
+
+@dataclass
+class Bumped:
+    """A tally with a `bump` waiting, and a worker (not started yet) whose probes tell its readiness."""
+
+    seam: Seam
+    worker: Worker
+    probes: Probes
+    execution_id: str
+
+    def turns_not_ready(self, caplog: pytest.LogCaptureFixture) -> tuple[float, str]:
+        """Start the worker; how long it took to turn not ready, and why, after one named log line."""
+        self.worker.start()
+        began = time.monotonic()
+        with caplog.at_level(logging.ERROR, logger="harel.worker"):
+            wait_until(lambda: not self.probes.ready()[0], 10.0, "the worker to turn not ready")
+        took = time.monotonic() - began
+        assert [r.getMessage() for r in caplog.records].count(DEGRADED_LINE) == 1, (
+            "one named line, not one per attempt"
+        )
+        return took, self.probes.ready()[1]
+
+    def recovers(self, timeout: float) -> None:
+        wait_until(lambda: self.probes.ready()[0], timeout, "the worker to turn ready again")
+        assert self.probes.ready() == (True, "ready")
+        wait_until(
+            lambda: self.seam.store.load(self.execution_id).context.get("count") == 1,
+            10.0,
+            "the bump to take effect",
+        )
+
+
+@contextmanager
+def bumped(url: str, name: str) -> Iterator[Bumped]:
+    tally = tally_app()
+    seam = open_seam(url, f"harel_{name}", name)
+    worker = seam.worker(tally.app, concurrency=1, lease_seconds=1.0)
+    probes = Probes(Metrics())
+    probes.worker = worker
+    execution_id = start_tally(seam, tally, worker)
+    send_event(seam.store, seam.transport, tally.app, execution_id, "bump", event_id="during")
+    try:
+        yield Bumped(seam, worker, probes, execution_id)
+    finally:
+        worker.stop(drain_seconds=2)
+        seam.close()
 
 
 def test_a_worker_is_not_ready_while_writes_are_not_acknowledged_and_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    tally = tally_app()
-    with FakeMongod() as server:
-        seam = open_seam(f"{server.url}&wTimeoutMS={WRITE_BOUND_MS}", "harel_degraded", "degraded")
-        worker = seam.worker(tally.app, concurrency=1, lease_seconds=1.0)
-        probes = Probes(Metrics())
-        probes.worker = worker
-        execution_id = start_tally(seam, tally, worker)
-        send_event(seam.store, seam.transport, tally.app, execution_id, "bump", event_id="during")
+    with FakeMongod() as server, bumped(f"{server.url}&wTimeoutMS={WRITE_BOUND_MS}", "degraded") as run:
         server.withhold_write_concern()  # the claim of the bump is written, its acknowledgement withheld
-        worker.start()
         try:
-            began = time.monotonic()
-            with caplog.at_level(logging.ERROR, logger="harel.worker"):
-                wait_until(lambda: not probes.ready()[0], 10.0, "the worker to turn not ready")
-            took = time.monotonic() - began
-            _, why = probes.ready()
+            took, why = run.turns_not_ready(caplog)
             assert why.startswith("deployment degraded: WTimeoutError"), why
             assert took < 10 * WRITE_BOUND_MS / 1000, "within a few write bounds, not a hang"
-            assert [r.getMessage() for r in caplog.records].count(
-                "deployment degraded; not ready until it answers again"
-            ) == 1, "one named line, not one per attempt"
-            server.release_write_concern()
-            wait_until(lambda: probes.ready()[0], 10.0, "the worker to turn ready again")
-            assert probes.ready() == (True, "ready")
-            wait_until(
-                lambda: seam.store.load(execution_id).context.get("count") == 1,
-                10.0,
-                "the bump to take effect",
-            )
         finally:
             server.release_write_concern()
-            worker.stop(drain_seconds=2)
-            seam.close()
+        run.recovers(10.0)
 
 
 def test_a_worker_is_not_ready_while_the_primary_does_not_answer_and_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    tally = tally_app()
-    with FakeMongod() as server, MongoClient(server.url) as admin:
-        seam = open_seam(f"{server.url}&socketTimeoutMS={REPLY_BOUND_MS}", "harel_hung", "hung")
-        worker = seam.worker(tally.app, concurrency=1, lease_seconds=1.0)
-        probes = Probes(Metrics())
-        probes.worker = worker
-        execution_id = start_tally(seam, tally, worker)
-        send_event(seam.store, seam.transport, tally.app, execution_id, "bump", event_id="during")
-        try:
-            # Every claim of the worker's queue client is held at the server far past the reply bound.
-            with fail_command(
-                admin,
-                "alwaysOn",
-                failCommands=["findAndModify"],
-                blockConnection=True,
-                blockTimeMS=HUNG_MS,
-                appName="hung-queue",
-            ):
-                worker.start()
-                began = time.monotonic()
-                with caplog.at_level(logging.ERROR, logger="harel.worker"):
-                    wait_until(lambda: not probes.ready()[0], 10.0, "the worker to turn not ready")
-                took = time.monotonic() - began
-                _, why = probes.ready()
-                assert why.startswith("deployment degraded: NetworkTimeout"), why
-                assert took < HUNG_MS / 1000, "within the reply bound, not when the server answers"
-                assert [r.getMessage() for r in caplog.records].count(
-                    "deployment degraded; not ready until it answers again"
-                ) == 1, "one named line, not one per attempt"
-            wait_until(lambda: probes.ready()[0], 2 * HUNG_MS / 1000, "the worker to turn ready again")
-            wait_until(
-                lambda: seam.store.load(execution_id).context.get("count") == 1,
-                10.0,
-                "the bump to take effect",
-            )
-        finally:
-            worker.stop(drain_seconds=2)
-            seam.close()
+    with (
+        FakeMongod() as server,
+        MongoClient(server.url) as admin,
+        bumped(f"{server.url}&socketTimeoutMS={REPLY_BOUND_MS}", "hung") as run,
+    ):
+        # Every claim of the worker's queue client is held at the server far past the reply bound.
+        with fail_command(
+            admin,
+            "alwaysOn",
+            failCommands=["findAndModify"],
+            blockConnection=True,
+            blockTimeMS=HUNG_MS,
+            appName="hung-queue",
+        ):
+            took, why = run.turns_not_ready(caplog)
+            assert why.startswith("deployment degraded: NetworkTimeout"), why
+            assert took < HUNG_MS / 1000, "within the reply bound, not when the server answers"
+        run.recovers(2 * HUNG_MS / 1000)
