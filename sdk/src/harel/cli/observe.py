@@ -51,7 +51,7 @@ class Snapshot:
     served: set[str] | None
     trace: list[dict[str, Any]]
     at: float
-    undelivered: tuple[Undelivered, ...] = ()
+    undelivered: tuple[Undelivered, ...]
 
     @property
     def finished(self) -> bool:
