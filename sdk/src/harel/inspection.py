@@ -59,13 +59,13 @@ class Undelivered:
 
 def undelivered_of(document: Mapping[str, Any], now: float) -> tuple[Undelivered, ...]:
     """The sent events still not delivered UNDELIVERED_AFTER_SECONDS after their step, in the order sent."""
-    undelivered = []
-    for entry in parse_relay_work(document).outbox:
-        sent_at = entry.event.created_at
-        if entry.target_id is None or sent_at is None or now - sent_at < UNDELIVERED_AFTER_SECONDS:
-            continue
-        undelivered.append(Undelivered(entry.target_id, entry.event.name, entry.event.id, now - sent_at))
-    return tuple(undelivered)
+    return tuple(
+        Undelivered(entry.target_id, entry.event.name, entry.event.id, now - entry.event.created_at)
+        for entry in parse_relay_work(document).outbox
+        if entry.target_id is not None
+        and entry.event.created_at is not None
+        and now - entry.event.created_at >= UNDELIVERED_AFTER_SECONDS
+    )
 
 
 # --- what became of one event ------------------------------------------------------------------------

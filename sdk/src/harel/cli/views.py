@@ -13,7 +13,7 @@ from rich.text import Text
 from harel.cli.output import pairs, styled, table
 from harel.inspection import Disposition, EventFate, Mailbox, Stage, Undelivered, disposition_of
 from harel.model import Execution, ExecutionStatus
-from harel.worker import UNDELIVERABLE_AFTER_SECONDS
+from harel.worker import RELAY_RETRY_SECONDS, UNDELIVERABLE_AFTER_SECONDS
 
 # Widths `trace --follow` fixes, so rows printed as they come line up under the header.
 TRACE_WIDTHS = {"#": 4, "at": 24, "event": 12, "from": 12, "to": 12}
@@ -134,8 +134,8 @@ def undelivered_rows(undelivered: Sequence[Undelivered]) -> list[tuple[str, Rend
     rows.append(
         (
             "",
-            "each is sent again every second while its target is missing or its mailbox full; a target that "
-            f"never appears fails this execution after {UNDELIVERABLE_AFTER_SECONDS:.0f}s",
+            f"each is sent again every {RELAY_RETRY_SECONDS:g}s while its target is missing or its mailbox full; "
+            f"a target that never appears fails this execution after {UNDELIVERABLE_AFTER_SECONDS:.0f}s",
         )
     )
     return rows
