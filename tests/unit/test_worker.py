@@ -1150,7 +1150,9 @@ def test_an_event_relayed_to_a_full_mailbox_waits_in_its_senders_outbox_in_order
     held = backend.store.document("t")
     assert undelivered_of(held, backend.clock.now) == ()
     later = backend.clock.now + UNDELIVERED_AFTER_SECONDS
-    assert [(u.event_id, u.target_id) for u in undelivered_of(held, later)] == [(w, "s") for w in waiting]
+    assert [(u.event_id, u.target_id) for u in undelivered_of(held, later)] == [
+        (event_id, "s") for event_id in waiting
+    ]
     shown = Console(width=200, record=True)
     shown.print(status_view(backend.store.load("t"), None, None, later, undelivered_of(held, later)))
     sent = [line for line in shown.export_text().splitlines() if "not delivered after" in line]

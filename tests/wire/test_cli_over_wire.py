@@ -21,7 +21,7 @@ from harel.inspection import UNDELIVERED_AFTER_SECONDS
 from harel.model import Execution
 from harel.store.mongo import MongoStore
 from tests.fake_mongod.fixtures import FakeDeployment
-from tests.wire.processes import HAREL, WorkerProcesses, clean_environment, run_harel
+from tests.wire.processes import HAREL, WorkerProcesses, clean_environment, run_harel, wait_until
 from tests.wire.shutdown_app import PINGS
 
 pytestmark = pytest.mark.wire
@@ -325,15 +325,10 @@ def test_status_names_the_events_a_sender_could_not_deliver_yet(
     assert code == 0 and len(undelivered) == PINGS and {u["target"] for u in undelivered} == {"sink"}
 
     assert harel(url, "start", "shutdown.sink", *app, "--id", "sink")[0] == 0
-    wait_for(url, "sink", "active     open")
-    deadline = time.monotonic() + 60
-    while "not delivered" in harel(url, "status", "fan")[1] and time.monotonic() < deadline:
-        time.sleep(0.2)
+
+    def seen() -> list[int]:
+        return json.loads(harel(url, "status", "sink", "--json")[1])["context"].get("seen", [])
+
+    wait_until(lambda: len(seen()) >= PINGS, 60, "every ping to reach the sink", poll=0.2)
+    assert seen() == list(range(PINGS)), "each delivered once, in the order sent"
     assert "not delivered" not in harel(url, "status", "fan")[1]
-    code, out, _ = harel(url, "status", "sink", "--json")
-    seen = json.loads(out)["context"]["seen"]
-    deadline = time.monotonic() + 60
-    while len(seen) < PINGS and time.monotonic() < deadline:
-        time.sleep(0.2)
-        seen = json.loads(harel(url, "status", "sink", "--json")[1])["context"].get("seen", [])
-    assert seen == list(range(PINGS)), "each delivered once, in the order sent"
