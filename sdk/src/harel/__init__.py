@@ -1,3 +1,129 @@
-"""harel: durable Harel statecharts on MongoDB."""
+"""harel: durable Harel statecharts on MongoDB.
+
+What an application writes against: an `App` with its charts, actions and guards (`ActionContext` in,
+`ActionResult` and `Send` out), a `Worker` that runs it, the clients that start executions and send them
+events (`Client`, and `AsyncClient` for asyncio), the seed's stores, and the errors they raise. Everything
+else in the package is its implementation; docs/architecture.md gives the layout.
+"""
+
+from harel.aio import Client as AsyncClient
+from harel.aio_store.mongo import AsyncMongoStore
+from harel.app import ActionContext, ActionResult, App, Send, load_app
+from harel.backend import Backend, open_backend
+from harel.chart import Chart, load_chart
+from harel.client import Client
+from harel.errors import (
+    AsyncCallTimeout,
+    AsyncUnavailable,
+    AuthenticationFailed,
+    ChartError,
+    CollationError,
+    ConnectionFailed,
+    ConnectionRejected,
+    DeploymentCheckError,
+    DeploymentRefused,
+    EndpointUnavailable,
+    ExecutionFinished,
+    ExecutionTooLarge,
+    FeatureCompatibilityError,
+    HarelError,
+    InvalidArgument,
+    InvalidBackupWindow,
+    InvalidContext,
+    InvalidDuration,
+    InvalidExecutionId,
+    InvalidSend,
+    InvalidURL,
+    LeaseLost,
+    LocalDataError,
+    LocalServerError,
+    MailboxFull,
+    NotParked,
+    NotPrimaryError,
+    ReadPreferenceError,
+    RetryableWritesDisabledError,
+    StandaloneDeploymentError,
+    StepLimitExceeded,
+    StepTooLarge,
+    StoreConflict,
+    TLSFailed,
+    UnknownAction,
+    UnknownChart,
+    UnknownEvent,
+    UnknownExecution,
+    UnsupportedServerError,
+    WaitTimedOut,
+    WeakReadConcernError,
+    WeakWriteConcernError,
+)
+from harel.model import Event, Execution, ExecutionStatus
+from harel.store.mongo import MongoStore
+from harel.transport.mongo import AsyncMongoTransport, MongoTransport
+from harel.worker import Worker, WorkerConfig
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "ActionContext",
+    "ActionResult",
+    "App",
+    "AsyncCallTimeout",
+    "AsyncClient",
+    "AsyncMongoStore",
+    "AsyncMongoTransport",
+    "AsyncUnavailable",
+    "AuthenticationFailed",
+    "Backend",
+    "Chart",
+    "ChartError",
+    "Client",
+    "CollationError",
+    "ConnectionFailed",
+    "ConnectionRejected",
+    "DeploymentCheckError",
+    "DeploymentRefused",
+    "EndpointUnavailable",
+    "Event",
+    "Execution",
+    "ExecutionFinished",
+    "ExecutionStatus",
+    "ExecutionTooLarge",
+    "FeatureCompatibilityError",
+    "HarelError",
+    "InvalidArgument",
+    "InvalidBackupWindow",
+    "InvalidContext",
+    "InvalidDuration",
+    "InvalidExecutionId",
+    "InvalidSend",
+    "InvalidURL",
+    "LeaseLost",
+    "LocalDataError",
+    "LocalServerError",
+    "MailboxFull",
+    "MongoStore",
+    "MongoTransport",
+    "NotParked",
+    "NotPrimaryError",
+    "ReadPreferenceError",
+    "RetryableWritesDisabledError",
+    "Send",
+    "StandaloneDeploymentError",
+    "StepLimitExceeded",
+    "StepTooLarge",
+    "StoreConflict",
+    "TLSFailed",
+    "UnknownAction",
+    "UnknownChart",
+    "UnknownEvent",
+    "UnknownExecution",
+    "UnsupportedServerError",
+    "WaitTimedOut",
+    "WeakReadConcernError",
+    "WeakWriteConcernError",
+    "Worker",
+    "WorkerConfig",
+    "load_app",
+    "load_chart",
+    "open_backend",
+]

@@ -31,7 +31,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from harel.errors import (
     AsyncUnavailable,
@@ -79,6 +79,7 @@ class ActionResult:
 
 Action = Callable[[ActionContext], ActionResult | Awaitable[ActionResult | None] | None]
 Guard = Callable[[ActionContext], bool | Awaitable[bool]]
+_Callable = TypeVar("_Callable", Action, Guard)
 
 
 class Registry:
@@ -118,14 +119,14 @@ class Registry:
     def get_guard(self, name: str) -> Guard:
         return self._callable("guard", name, self.guards)
 
-    def _callable(self, kind: str, name: str, table: Mapping[str, Callable[[ActionContext], Any]]) -> Any:
+    def _callable(self, kind: str, name: str, table: Mapping[str, _Callable]) -> _Callable:
         try:
             fn = table[name]
         except KeyError:
             raise UnknownAction(kind, name) from None
         if not is_async(fn):
             return fn
-        return functools.partial(self._run_async, f"{kind} {name!r}", fn)
+        return cast(_Callable, functools.partial(self._run_async, f"{kind} {name!r}", fn))
 
     def _run_async(self, what: str, fn: Callable[[ActionContext], Any], ctx: ActionContext) -> Any:
         if self._loop is None:

@@ -337,8 +337,7 @@ class _Run:
     def _done(self) -> None:
         data = self.received.data
         child = data.get("child_id")
-        ref = self.children.get(child) if isinstance(child, str) else None
-        if ref is None:
+        if not isinstance(child, str) or (ref := self.children.get(child)) is None:
             self.reason = f"done from {child!r}, which is not a running child of this execution"
             return
         if ref.done:

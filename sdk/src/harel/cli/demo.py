@@ -136,7 +136,7 @@ def demo(workers: int, timer: float, timeout: float, url: str | None, out: Outpu
         conflicts = sum(w.counters["conflicts"] for w in running)
     finally:
         stop_workers(running)
-    document = backend.store.document(report.root_id)  # type: ignore[attr-defined]
+    document = backend.store.document(report.root_id)
     backend.close()
     if out.json:
         out.document(

@@ -3,6 +3,7 @@ came of it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
@@ -17,6 +18,7 @@ from harel.cli.observe import served_charts
 from harel.cli.options import (
     JSON_OBJECT,
     NON_EMPTY,
+    F,
     app_options,
     connection_options,
     json_option,
@@ -50,10 +52,10 @@ def unpublished(error: UnknownChart, what: str) -> InvalidArgument:
     )
 
 
-def wait_options(what: str) -> Any:
+def wait_options(what: str) -> Callable[[F], F]:
     """`--wait` and `--timeout`, handed to the command as `wait: bool` and `timeout: float | None`."""
 
-    def decorate(command: Any) -> Any:
+    def decorate(command: F) -> F:
         command = timeout_option("--wait")(command)
         return click.option("--wait", is_flag=True, help=f"wait until {what}")(command)
 

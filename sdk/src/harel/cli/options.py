@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import click
 from rich.text import Text
@@ -57,7 +57,7 @@ def invocation() -> Invocation:
 # --- value types ---------------------------------------------------------------------------------------------
 
 
-class Seconds(click.ParamType):
+class Seconds(click.ParamType[float, Any]):
     """A finite number of seconds, >= 0 (or > 0 with `positive`)."""
 
     name = "seconds"
@@ -85,7 +85,7 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity: use null, a number or a string)")
 
 
-class JsonObject(click.ParamType):
+class JsonObject(click.ParamType[dict[str, Any], Any]):
     """A JSON object given inline, as `@path/to/file.json`, or as `-` for standard input (large values go
     through a file or stdin: the OS limits one argument to about 128 KB)."""
 
@@ -124,7 +124,7 @@ class JsonObject(click.ParamType):
 JSON_OBJECT = JsonObject()
 
 
-class NonEmpty(click.ParamType):
+class NonEmpty(click.ParamType[str, Any]):
     name = "text"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
@@ -235,7 +235,13 @@ def connection_options(function: F) -> F:
     return url_option(dev_option(deadline_option(run)))  # type: ignore[return-value]
 
 
-def json_option(function: F | None = None, *, help: str = "print one JSON document instead of text") -> Any:
+@overload
+def json_option(function: F) -> F: ...
+@overload
+def json_option(*, help: str) -> Callable[[F], F]: ...
+def json_option(
+    function: F | None = None, *, help: str = "print one JSON document instead of text"
+) -> F | Callable[[F], F]:
     """`--json`, handed to the command as `out: Output`."""
 
     def decorate(command: F) -> F:
@@ -248,7 +254,11 @@ def json_option(function: F | None = None, *, help: str = "print one JSON docume
     return decorate(function) if function is not None else decorate
 
 
-def app_options(function: F | None = None, *, runs: bool = False) -> Any:
+@overload
+def app_options(function: F) -> F: ...
+@overload
+def app_options(*, runs: bool) -> Callable[[F], F]: ...
+def app_options(function: F | None = None, *, runs: bool = False) -> F | Callable[[F], F]:
     """`--app` and `--charts`, loaded into one `app: App` argument. With `runs` (a worker's App) every action
     and guard its charts name must be registered; a client's App only gives charts."""
 

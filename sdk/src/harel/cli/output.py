@@ -82,7 +82,10 @@ class Output:
         rendered = self.out.render_lines(renderable, self.out.options, pad=False)
         lines = []
         for segments in rendered:
-            line = Text.assemble(*((s.text, s.style) for s in segments if not s.control))
+            line = Text()
+            for segment in segments:
+                if not segment.control:
+                    line.append(segment.text, segment.style)
             line.rstrip()
             lines.append(line)
         return lines

@@ -26,7 +26,7 @@ logger = logging.getLogger("harel.connection")
 class _Probe:
     name: str
     database: str
-    command: Mapping[str, Any]
+    command: dict[str, Any]
 
 
 def _probes(database: str, backup_window: float | None) -> Sequence[_Probe]:

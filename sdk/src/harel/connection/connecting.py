@@ -38,7 +38,7 @@ MAX_ATTEMPT = 10.0
 # PyMongo appends its configured timeouts to every network error; they say nothing about why it failed.
 _DRIVER_TIMEOUTS = re.compile(r" \(configured timeouts: [^)]*\)")
 
-Client = TypeVar("Client", pymongo.MongoClient, pymongo.AsyncMongoClient)
+Client = TypeVar("Client", pymongo.MongoClient[Any], pymongo.AsyncMongoClient[Any])
 AnyClient = pymongo.MongoClient[Any] | pymongo.AsyncMongoClient[Any]
 
 
@@ -91,7 +91,7 @@ class Patience:
         return self.deadline - (time.monotonic() - self.started)
 
     def attempt_timeout(self) -> float:
-        longest = min(MAX_ATTEMPT, FIRST_ATTEMPT * 2**self.attempts)
+        longest = min(MAX_ATTEMPT, FIRST_ATTEMPT * 2.0**self.attempts)
         # Never 0: PyMongo reads a zero timeout as "no timeout".
         return max(0.01, min(self.remaining, longest))
 

@@ -7,7 +7,7 @@ Pure: no I/O and no logging, so every rule is tested on recorded replies. Each e
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harel.backup_check import CHECK_NAME as BACKUP_CHECK
@@ -59,7 +59,7 @@ def _version(build_info: Mapping[str, Any]) -> tuple[tuple[int, int], str] | Non
     if not succeeded(build_info):
         return None
     text = str(build_info.get("version", ""))
-    numbers = build_info.get("versionArray") or ()
+    numbers: Sequence[Any] = build_info.get("versionArray") or ()
     found = (int(numbers[0]), int(numbers[1])) if len(numbers) >= 2 else release(text)
     return (found, text) if found else None
 
