@@ -16,6 +16,7 @@ from harel.backend import open_backend
 from harel.client import Client
 from harel.errors import (
     ExecutionFinished,
+    InvalidEventId,
     InvalidURL,
     UnknownChart,
     UnknownEvent,
@@ -127,3 +128,12 @@ def test_pauses_grow_and_never_pass_the_timeout() -> None:
     bounded.started -= 1.0
     with pytest.raises(WaitTimedOut, match=r"x after 0\.12s"):
         bounded.next_pause("x")
+
+
+def test_an_event_id_of_the_engines_forms_is_refused_and_the_execution_goes_on(client: Client) -> None:
+    client.start("ticket", execution_id="c-ids")
+    for taken in ("c-ids:start", "c-ids/fork.a@1@2#0", ""):
+        with pytest.raises(InvalidEventId):
+            client.send("c-ids", "close", event_id=taken)
+    client.send("c-ids", "close", event_id="close-1")
+    assert client.wait("c-ids", timeout=10).status is ExecutionStatus.COMPLETED

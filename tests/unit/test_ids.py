@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from harel.errors import InvalidContext, InvalidExecutionId
-from harel.ids import check_context, check_json, check_root_id, child_id, is_child_id
+from harel.errors import InvalidContext, InvalidEventId, InvalidExecutionId
+from harel.ids import check_client_event_id, check_context, check_json, check_root_id, child_id, is_child_id
+from harel.model import start_event_id, timer_event_id
 
 
 @pytest.mark.semantics("sem-ids-reserved")
@@ -93,3 +94,29 @@ def test_a_context_is_an_object() -> None:
     with pytest.raises(InvalidContext) as caught:
         check_json(math.nan, "a value")
     assert str(caught.value) == "a value: nan is not a JSON number (JSON has no NaN or Infinity)"
+
+
+@pytest.mark.semantics("sem-ids-reserved")
+@pytest.mark.parametrize(
+    ("event_id", "reason"),
+    [
+        ("", "cannot be empty"),
+        ("   ", "cannot be empty"),
+        (start_event_id("X"), "the engine's own events for that execution"),
+        ("X:cancel", "the engine's own events for that execution"),
+        (timer_event_id("X", "waiting", 12.5), "the engine's own events for that execution"),
+        ("X/fork.a@1@2#0", "ids of events the engine's steps send"),  # a region's harel.done to its parent
+        ("X@7#3", "ids of events the engine's steps send"),
+    ],
+)
+def test_a_client_may_not_choose_an_event_id_the_engine_gives_its_own_events(
+    event_id: str, reason: str
+) -> None:
+    with pytest.raises(InvalidEventId, match=reason) as caught:
+        check_client_event_id(event_id, "X")
+    assert caught.value.event_id == event_id
+
+
+@pytest.mark.parametrize("fine", ["tick-1", "Y:start", "X-start", "order@3", "a#1", "urn:uuid:1234"])
+def test_other_event_ids_are_accepted(fine: str) -> None:
+    assert check_client_event_id(fine, "X") == fine

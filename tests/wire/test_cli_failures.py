@@ -189,6 +189,12 @@ CASES = [
         "ids ending in '/<name>@<number>' are reserved for the child executions of parallel regions",
     ),
     Case(
+        "an event id the engine gives the start event",
+        ("send", "t-open", "assign", "--charts", "{charts}", "--event-id", "t-open:start", *ON),
+        USAGE,
+        "event id 't-open:start' cannot be used: ids starting with 't-open:' are the engine's own events",
+    ),
+    Case(
         "bad cursor",
         ("list", "--cursor", "garbage", *ON),
         USAGE,

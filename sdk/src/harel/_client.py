@@ -21,7 +21,7 @@ from harel.errors import (
     UnknownExecution,
     WaitTimedOut,
 )
-from harel.ids import check_context, check_json, check_root_id
+from harel.ids import check_client_event_id, check_context, check_json, check_root_id
 from harel.model import (
     CANCEL_EVENT,
     RESERVED_EVENT_PREFIX,
@@ -98,15 +98,21 @@ def finished(exe: Execution) -> bool:
 
 
 def user_event(
-    chart: Chart, name: str, data: Mapping[str, Any] | None = None, event_id: str | None = None
+    exe: Execution,
+    chart: Chart,
+    name: str,
+    data: Mapping[str, Any] | None = None,
+    event_id: str | None = None,
 ) -> Event:
-    """A user event, refused here when no state of the pinned chart handles its name (UnknownEvent) or its
-    data is not strict JSON (InvalidContext)."""
+    """A user event for `exe`, refused here when no state of the pinned chart handles its name
+    (UnknownEvent), its id is empty or of the engine's own forms (InvalidEventId), or its data is not strict
+    JSON (InvalidContext)."""
     known = sorted(chart.event_names())
     if name.startswith(RESERVED_EVENT_PREFIX) or name not in known:
         raise UnknownEvent(chart.id, name, known)
+    chosen = uuid.uuid4().hex if event_id is None else check_client_event_id(event_id, exe.id)
     check_json(dict(data or {}), "event data")
-    return Event(id=event_id or uuid.uuid4().hex, name=name, data=dict(data or {}), created_at=time.time())
+    return Event(id=chosen, name=name, data=dict(data or {}), created_at=time.time())
 
 
 def cancel_event(execution_id: str) -> Event:

@@ -98,7 +98,7 @@ class Client:
         event names the pinned chart does not handle. Sending an event id again takes effect once."""
         exe = _client.running(await self.store.load(execution_id), execution_id)
         chart = await self._chart(exe.definition_id, exe.definition_version)
-        event = _client.user_event(chart, name, **options)
+        event = _client.user_event(exe, chart, name, **options)
         return _client.delivered(await self.transport.send(execution_id, event), execution_id, event)
 
     async def cancel(self, execution_id: str) -> Event:

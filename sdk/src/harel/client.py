@@ -60,7 +60,8 @@ def send_event(
     """Put a user event in an execution's mailbox. Unknown and finished executions and event names the
     pinned chart does not handle are refused here. Sending an event id again takes effect once."""
     exe = _client.running(store.load(execution_id), execution_id)
-    event = _client.user_event(app.get_chart(exe.definition_id, exe.definition_version), name, data, event_id)
+    chart = app.get_chart(exe.definition_id, exe.definition_version)
+    event = _client.user_event(exe, chart, name, data, event_id)
     return _client.delivered(transport.send(execution_id, event), execution_id, event)
 
 

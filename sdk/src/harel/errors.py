@@ -162,6 +162,16 @@ class InvalidExecutionId(HarelError, ValueError):
         super().__init__(f"execution id {execution_id!r} cannot be used: {reason}")
 
 
+class InvalidEventId(HarelError, ValueError):
+    """An event id a client may not choose: empty, or of a form the engine gives its own events, so that
+    deduplication would silently take one for the other."""
+
+    def __init__(self, event_id: str, reason: str) -> None:
+        self.event_id = event_id
+        self.reason = reason
+        super().__init__(f"event id {event_id!r} cannot be used: {reason}")
+
+
 class InvalidContext(HarelError, ValueError):
     """A context value (or event data) that is not strict JSON. `origin` says who supplied it, `key_path` where
     in the value the problem is (`order.items.2.price`; empty for the value itself)."""

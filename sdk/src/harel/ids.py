@@ -5,6 +5,11 @@ Ids. A region of a parallel state runs as a child execution whose id the engine 
 form is reserved: a root id that ends in `/<anything>@<digits>` could be the id of a future child of some
 other execution, whose parent would then wait for a region that can never start. An empty id is refused too.
 
+Event ids. A target deduplicates the events it applies by id, so a client's id must never equal one the
+engine derives. The engine's are `<execution id>:<kind>...` for the events it makes for that execution
+(`:start`, `:cancel`, `:timer:...`, `:fail:...`) and `<sender id>@<version>#<n>` for the events a step
+sends (a region's `harel.done` among them). A client may not choose an id of either form, nor an empty one.
+
 Context. The execution's context is stored as JSON, so it must be strict JSON: objects with string keys,
 arrays (lists), strings, booleans, null, integers MongoDB can store (64 bits) and finite floats. NaN and
 Infinity are refused (JSON has neither; they would silently become null), as are tuples, sets, bytes, dates
@@ -18,9 +23,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from harel.errors import InvalidContext, InvalidExecutionId
+from harel.errors import InvalidContext, InvalidEventId, InvalidExecutionId
 
 CHILD_ID = re.compile(r"/[^/]+@[0-9]+$")
+SENT_EVENT_ID = re.compile(r"@[0-9]+#[0-9]+$")
 INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -44,6 +50,25 @@ def check_root_id(execution_id: str) -> str:
             "(<parent>/<parallel>.<region>@<version>); choose an id without that ending",
         )
     return execution_id
+
+
+def check_client_event_id(event_id: str, execution_id: str) -> str:
+    """`event_id` when a client may send it to `execution_id`; InvalidEventId otherwise."""
+    if not event_id.strip():
+        raise InvalidEventId(event_id, "an id cannot be empty; leave it out to have one generated")
+    if event_id.startswith(f"{execution_id}:"):
+        raise InvalidEventId(
+            event_id,
+            f"ids starting with '{execution_id}:' are the engine's own events for that execution "
+            "(its start, cancel, timers and failures); choose an id without that prefix",
+        )
+    if SENT_EVENT_ID.search(event_id):
+        raise InvalidEventId(
+            event_id,
+            "ids ending in '@<number>#<number>' are the ids of events the engine's steps send "
+            "(a region's done among them); choose an id without that ending",
+        )
+    return event_id
 
 
 def check_context(context: Any, origin: str) -> None:
