@@ -16,6 +16,8 @@ from harel.backend import open_backend
 from harel.client import Client
 from harel.errors import (
     ExecutionFinished,
+    ExecutionIdTaken,
+    InvalidContext,
     InvalidEventId,
     InvalidURL,
     UnknownChart,
@@ -74,9 +76,8 @@ def test_the_async_client_refuses_an_in_process_store_and_says_what_to_use(url: 
 
 def test_start_send_wait(client: Client) -> None:
     started = client.start("ticket", execution_id="t-1", context={"who": "ann"})
-    assert started.id == "t-1" and client.start("ticket", execution_id="t-1").id == "t-1", (
-        "an idempotency key"
-    )
+    again = client.start("ticket", execution_id="t-1", context={"who": "ann"})
+    assert started.id == again.id == "t-1", "an idempotency key"
 
     event = client.send("t-1", "close", data={"why": "done"})
     finished = client.wait("t-1", timeout=10)
@@ -137,3 +138,17 @@ def test_an_event_id_of_the_engines_forms_is_refused_and_the_execution_goes_on(c
             client.send("c-ids", "close", event_id=taken)
     client.send("c-ids", "close", event_id="close-1")
     assert client.wait("c-ids", timeout=10).status is ExecutionStatus.COMPLETED
+
+
+def test_a_start_under_a_taken_id_with_another_context_or_chart_is_refused(client: Client) -> None:
+    client.app.chart({**TICKET, "id": "other"})
+    client.start("ticket", execution_id="t-taken", context={"who": "ann"})
+    for chart, context in (("ticket", {"who": "bob"}), ("ticket", None), ("other", {"who": "ann"})):
+        with pytest.raises(ExecutionIdTaken, match="'t-taken' already exists, started on chart 'ticket'"):
+            client.start(chart, execution_id="t-taken", context=context)
+    assert client.status("t-taken").context == {"who": "ann"}
+
+
+def test_a_start_context_may_not_hold_the_regions_key_the_engine_writes(client: Client) -> None:
+    with pytest.raises(InvalidContext, match=r"regions.*written by the engine"):
+        client.start("ticket", context={"regions": {}})

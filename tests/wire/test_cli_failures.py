@@ -21,6 +21,7 @@ import bson
 import pytest
 from pymongo import MongoClient
 
+from harel._client import start_digest
 from harel.cli.devstate import DevState
 from harel.model import Event, Execution, ExecutionStatus
 from harel.store.mongo import MongoStore
@@ -187,6 +188,12 @@ CASES = [
         ("start", "ticket", "--charts", "{charts}", "--id", "o-1/fork.b@1", *ON),
         USAGE,
         "ids ending in '/<name>@<number>' are reserved for the child executions of parallel regions",
+    ),
+    Case(
+        "a start under a taken id with another context",
+        ("start", "ticket", "--charts", "{charts}", "--id", "t-open", "--context", '{"other": true}', *ON),
+        USAGE,
+        "execution 't-open' already exists, started on chart 'ticket' with another request",
     ),
     Case(
         "an event id the engine gives the start event",
@@ -406,7 +413,10 @@ def workspace(
     held.publish("mongodb://127.0.0.1:1/?replicaSet=rs0", None)
     with MongoClient(fake_rs.url, **CLIENT_OPTIONS) as client:
         store = MongoStore(client, "harel")
-        store.commit(Execution(id="t-open", definition_id="ticket", definition_version=1))
+        opened = Execution(id="t-open", definition_id="ticket", definition_version=1)
+        store.commit(
+            opened.model_copy(update={"start_request": start_digest("ticket", {})})
+        )  # as `harel start`
         store.commit(
             Execution(
                 id="t-done",

@@ -6,6 +6,8 @@ Each client call is: read or write one document, then one of these to decide wha
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 import uuid
 from collections.abc import Mapping
@@ -15,6 +17,7 @@ from typing import Any, TypedDict
 from harel.chart import Chart
 from harel.errors import (
     ExecutionFinished,
+    ExecutionIdTaken,
     MailboxFull,
     UnknownChart,
     UnknownEvent,
@@ -67,16 +70,36 @@ def new_execution(
     an id a client may not start under, InvalidContext for a context that is not strict JSON."""
     if execution_id is not None:
         check_root_id(execution_id)
-    check_context(dict(context or {}), "start context")
+    initial = dict(context or {})
+    check_context(initial, "start context")
     exe = Execution(
         id=execution_id if execution_id is not None else f"{chart.id}-{uuid.uuid4().hex[:12]}",
         definition_id=chart.id,
         definition_version=chart.version,
-        context=dict(context or {}),
+        context=initial,
         created_at=now,
         updated_at=now,
+        start_request=start_digest(chart.id, initial),
     )
     return exe, [start_event(exe.id, now)]
+
+
+def start_digest(chart_id: str, context: Mapping[str, Any]) -> str:
+    request = json.dumps({"chart": chart_id, "context": context}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(request.encode()).hexdigest()[:32]
+
+
+def same_start(existing: Execution | None, requested: Execution) -> Execution:
+    """The execution already under `requested`'s id, when this start repeats the request that created it;
+    ExecutionIdTaken when it asks for another chart or context (an execution created before digests were
+    recorded is compared by its chart)."""
+    exe = found(existing, requested.id)
+    if exe.definition_id != requested.definition_id or exe.start_request not in (
+        None,
+        requested.start_request,
+    ):
+        raise ExecutionIdTaken(requested.id, exe.definition_id)
+    return exe
 
 
 def found(exe: Execution | None, execution_id: str) -> Execution:

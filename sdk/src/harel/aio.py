@@ -91,7 +91,7 @@ class Client:
         exe, events = _client.new_execution(await self._chart(chart_id), now, **options)
         if await self.store.create(exe, events, now=now):
             return exe
-        return _client.found(await self.store.load(exe.id), exe.id)
+        return _client.same_start(await self.store.load(exe.id), exe)
 
     async def send(self, execution_id: str, name: str, **options: Unpack[SendOptions]) -> Event:
         """Put a user event in the execution's mailbox; refused for unknown or finished executions and for

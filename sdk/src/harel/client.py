@@ -44,7 +44,7 @@ def start_execution(
     exe, events = _client.new_execution(app.get_chart(chart_id), now, context, execution_id)
     if store.create(exe, events, now=now):
         return exe, True
-    return _client.found(store.load(exe.id), exe.id), False
+    return _client.same_start(store.load(exe.id), exe), False
 
 
 def send_event(

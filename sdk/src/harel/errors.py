@@ -162,6 +162,18 @@ class InvalidExecutionId(HarelError, ValueError):
         super().__init__(f"execution id {execution_id!r} cannot be used: {reason}")
 
 
+class ExecutionIdTaken(HarelError):
+    """A start under an id that an execution started with another chart or another context already has."""
+
+    def __init__(self, execution_id: str, chart_id: str) -> None:
+        self.execution_id = execution_id
+        self.chart_id = chart_id
+        super().__init__(
+            f"execution {execution_id!r} already exists, started on chart {chart_id!r} with another request; "
+            "a start under a taken id must repeat its chart and context, or choose another id"
+        )
+
+
 class InvalidEventId(HarelError, ValueError):
     """An event id a client may not choose: empty, or of a form the engine gives its own events, so that
     deduplication would silently take one for the other."""

@@ -27,6 +27,7 @@ from harel.errors import InvalidContext, InvalidEventId, InvalidExecutionId
 
 CHILD_ID = re.compile(r"/[^/]+@[0-9]+$")
 SENT_EVENT_ID = re.compile(r"@[0-9]+#[0-9]+$")
+REGIONS_KEY = "regions"  # context key under which a parent records its regions' results
 INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -72,9 +73,12 @@ def check_client_event_id(event_id: str, execution_id: str) -> str:
 
 
 def check_context(context: Any, origin: str) -> None:
-    """Raise InvalidContext unless `context` is a JSON object (str keys) of strict JSON values."""
+    """Raise InvalidContext unless `context` is a JSON object (str keys) of strict JSON values that a client
+    or an action may write: `regions` is the engine's."""
     if not isinstance(context, Mapping):
         raise InvalidContext(origin, "", f"context must be a JSON object, not {type(context).__name__}")
+    if REGIONS_KEY in context:
+        raise InvalidContext(origin, REGIONS_KEY, "the key is written by the engine (the results of regions)")
     check_json(context, origin)
 
 

@@ -37,8 +37,8 @@ from pydantic import BaseModel
 
 from harel.app import EMPTY_REGISTRY, ActionContext, ActionResult, Registry
 from harel.chart import Chart, Edge, Node
-from harel.errors import InvalidContext, InvalidSend, StepLimitExceeded
-from harel.ids import check_json, child_id
+from harel.errors import InvalidSend, StepLimitExceeded
+from harel.ids import REGIONS_KEY, check_context, check_json, child_id
 from harel.model import (
     CANCEL_EVENT,
     DONE_EVENT,
@@ -56,7 +56,6 @@ SIBLING_PREFIX = "sibling:"
 _RUNNING = ExecutionStatus.RUNNING  # compared on every step: a module constant, not an enum lookup
 # Each status as the plain str a record stores: `str(status)` builds a new string on every call
 _STATUS_TEXT = {status: str(status) for status in ExecutionStatus}
-REGIONS_KEY = "regions"  # context key under which a parent records its regions' results
 MAX_EVENTLESS = 100  # eventless transitions in a row before the step fails: an `always` loop
 MAX_INTERNAL = 1000  # events sent to self processed in one step before it fails
 
@@ -578,12 +577,7 @@ class _Run:
                     f"action {name!r} returned {type(result).__name__}; return an ActionResult or None"
                 )
             if result.context:
-                origin = f"action {name!r} returned a context"
-                if REGIONS_KEY in result.context:
-                    raise InvalidContext(
-                        origin, REGIONS_KEY, "the key is written by the engine (the results of regions)"
-                    )
-                check_json(result.context, origin)
+                check_context(result.context, f"action {name!r} returned a context")
                 self._write_context(result.context)
             for send in result.send:
                 check_json(dict(send.data), f"action {name!r} sent {send.event!r} with data")

@@ -74,6 +74,9 @@ class Execution(BaseModel):
     updated_at: float = 0.0
     # Why it failed, when the engine failed it rather than a final state (`harel.fail`).
     reason: str | None = None
+    # A digest of the chart id and initial context a client started a root with: a start under a taken id
+    # is the same request, and returns the execution, only with the same digest.
+    start_request: str | None = None
 
     @property
     def started(self) -> bool:
