@@ -15,6 +15,7 @@ from harel.app import App
 from harel.backend import open_backend
 from harel.client import Client
 from harel.errors import (
+    EventTooLarge,
     ExecutionFinished,
     ExecutionIdTaken,
     InvalidContext,
@@ -152,3 +153,18 @@ def test_a_start_under_a_taken_id_with_another_context_or_chart_is_refused(clien
 def test_a_start_context_may_not_hold_the_regions_key_the_engine_writes(client: Client) -> None:
     with pytest.raises(InvalidContext, match=r"regions.*written by the engine"):
         client.start("ticket", context={"regions": {}})
+
+
+def test_an_event_larger_than_a_whole_mailbox_is_refused_as_too_large_not_as_full(client: Client) -> None:
+    client.start("ticket", execution_id="t-big")
+    with pytest.raises(EventTooLarge, match="more than a mailbox holds") as caught:
+        client.send("t-big", "close", data={"blob": "x" * (5 * 1024 * 1024)})
+    assert caught.value.size > caught.value.limit
+    client.send("t-big", "close")  # the mailbox was never full
+    assert client.wait("t-big", timeout=10).status is ExecutionStatus.COMPLETED
+
+
+def test_sending_the_engines_cancel_event_points_to_cancel(client: Client) -> None:
+    client.start("ticket", execution_id="t-cancel")
+    with pytest.raises(UnknownEvent, match="to cancel the execution, use `harel cancel t-cancel`"):
+        client.send("t-cancel", "harel.cancel")

@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 
 from harel.chart import Chart
 from harel.errors import (
+    EventTooLarge,
     ExecutionFinished,
     ExecutionIdTaken,
     MailboxFull,
@@ -131,6 +132,8 @@ def user_event(
     (UnknownEvent), its id is empty or of the engine's own forms (InvalidEventId), or its data is not strict
     JSON (InvalidContext)."""
     known = sorted(chart.event_names())
+    if name == CANCEL_EVENT:
+        raise UnknownEvent(chart.id, name, known, f"to cancel the execution, use `harel cancel {exe.id}`")
     if name.startswith(RESERVED_EVENT_PREFIX) or name not in known:
         raise UnknownEvent(chart.id, name, known)
     chosen = uuid.uuid4().hex if event_id is None else check_client_event_id(event_id, exe.id)
@@ -147,6 +150,9 @@ def delivered(outcome: SendOutcome, execution_id: str, event: Event) -> Event:
     if outcome is SendOutcome.MISSING:
         raise UnknownExecution(execution_id)
     if outcome is SendOutcome.FULL:
+        size = len(event.model_dump_json().encode())
+        if size > INBOX_LIMIT_BYTES:
+            raise EventTooLarge(execution_id, size, INBOX_LIMIT_BYTES)
         raise MailboxFull(execution_id, INBOX_LIMIT_BYTES)
     return event
 

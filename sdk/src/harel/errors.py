@@ -77,6 +77,19 @@ class MailboxFull(HarelError):
         )
 
 
+class EventTooLarge(HarelError):
+    """An event larger than a whole mailbox may hold: no amount of waiting lets it in."""
+
+    def __init__(self, execution_id: str, size: int, limit: int) -> None:
+        self.execution_id = execution_id
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"event for execution {execution_id!r} is {size} bytes, more than a mailbox holds ({limit} bytes); "
+            "keep large data outside the engine and send a reference to it"
+        )
+
+
 class UnknownExecution(HarelError):
     def __init__(self, execution_id: str) -> None:
         self.execution_id = execution_id
@@ -116,13 +129,12 @@ class UnknownChart(HarelError):
 class UnknownEvent(HarelError):
     """An event name no state of the chart handles (raised where an event enters: `harel send`, the API)."""
 
-    def __init__(self, chart_id: str, event: str, known: list[str]) -> None:
+    def __init__(self, chart_id: str, event: str, known: list[str], instead: str = "") -> None:
         self.chart_id = chart_id
         self.event = event
         self.known = known
-        super().__init__(
-            f"chart {chart_id!r} has no transition on event {event!r}; known: {', '.join(known)}"
-        )
+        said = f"chart {chart_id!r} has no transition on event {event!r}; known: {', '.join(known)}"
+        super().__init__(f"{said}; {instead}" if instead else said)
 
 
 class UnknownAction(HarelError):
