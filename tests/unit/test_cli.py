@@ -210,6 +210,30 @@ def test_the_worker_hands_its_deadline_to_serve(
     assert served["url"] == "mongodb://db.example/harel"
 
 
+def test_a_worker_without_an_app_says_it_serves_only_the_smoke_chart(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(worker, "serve", lambda url, app, config, **options: 0)
+    (tmp_path / "ticket.yaml").write_text(
+        "id: ticket\nversion: 1\ninitial: open\nstates: {open: {on: {close: closed}}, closed: {final: true}}\n"
+    )
+    url = ("--url", "mongodb://db.example/harel", "--http-port", "0")
+
+    with caplog.at_level("WARNING", logger="harel.cli"):
+        assert run(capsys, "worker", *url)[0] == 0
+    assert [r.getMessage() for r in caplog.records] == [
+        "worker serves only the built-in smoke chart harel.smoke: give --app package.module:app or --charts DIR "
+        "for your own charts"
+    ]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="harel.cli"):
+        assert run(capsys, "worker", *url, "--charts", str(tmp_path))[0] == 0
+    assert caplog.records == []
+
+
 # --- --app ---------------------------------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ from harel.cli.options import (
 from harel.cli.output import Output
 from harel.cli.settings import Connection
 from harel.serve import serve
+from harel.smoke import SMOKE_CHART_ID
 from harel.transport.base import DEFAULT_LEASE_SECONDS
 
 log = logging.getLogger("harel.cli")
@@ -100,6 +101,12 @@ def worker(
             "worker on %s: its store lives inside this process, so no other process can reach it; "
             "give --url or HAREL_MONGO_URL a mongodb:// deployment, or run `harel dev` for a local one",
             connection.url,
+        )
+    if {chart.id for chart in app.charts} == {SMOKE_CHART_ID}:
+        log.warning(
+            "worker serves only the built-in smoke chart %s: give --app package.module:app or --charts DIR "
+            "for your own charts",
+            SMOKE_CHART_ID,
         )
     config = worker_config(
         concurrency=concurrency,
