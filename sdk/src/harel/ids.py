@@ -13,7 +13,9 @@ sends (a region's `harel.done` among them). A client may not choose an id of eit
 Context. The execution's context is stored as JSON, so it must be strict JSON: objects with string keys,
 arrays (lists), strings, booleans, null, integers MongoDB can store (64 bits) and finite floats. NaN and
 Infinity are refused (JSON has neither; they would silently become null), as are tuples, sets, bytes, dates
-and any other Python object. The error names the key path of the first offending value.
+and any other Python object. Values nest at most MAX_NESTING levels deep: below MongoDB's 100 levels of
+BSON and the JSON parsers' recursion limits, so that everything stored can be read back. The error names
+the key path of the first offending value.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ CHILD_ID = re.compile(r"/[^/]+@[0-9]+$")
 SENT_EVENT_ID = re.compile(r"@[0-9]+#[0-9]+$")
 REGIONS_KEY = "regions"  # context key under which a parent records its regions' results
 INT64 = (-(2**63), 2**63 - 1)
+MAX_NESTING = 64
 
 
 def child_id(parent_id: str, region_path: str, parent_version: int) -> str:
@@ -90,9 +93,11 @@ def check_json(value: Any, origin: str) -> None:
         raise InvalidContext(origin, ".".join(str(part) for part in reversed(path)), reason)
 
 
-def _first_problem(value: Any) -> tuple[list[str | int], str] | None:
+def _first_problem(value: Any, depth: int = 0) -> tuple[list[str | int], str] | None:
     """(key path, innermost key first; reason) of the first non-JSON value, or None. Builds the path only on
     the way out of a failure, so a valid value costs one type check per node."""
+    if depth > MAX_NESTING:
+        return [], f"the value nests deeper than {MAX_NESTING} levels of objects and lists, the limit"
     if value is None or isinstance(value, str | bool):
         return None
     if isinstance(value, int):
@@ -107,14 +112,14 @@ def _first_problem(value: Any) -> tuple[list[str | int], str] | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return [repr(key)], f"key {key!r} is a {type(key).__name__}; JSON object keys are strings"
-            problem = _first_problem(item)
+            problem = _first_problem(item, depth + 1)
             if problem is not None:
                 problem[0].append(key)
                 return problem
         return None
     if isinstance(value, list):
         for index, item in enumerate(value):
-            problem = _first_problem(item)
+            problem = _first_problem(item, depth + 1)
             if problem is not None:
                 problem[0].append(index)
                 return problem
