@@ -1,12 +1,14 @@
-"""What the local backends change in mongomock, applied once per process before any of them is used:
-its aggregation expressions corrected where they answer differently from MongoDB (`expressions`), and its
-document lookups narrowed as an index would (`lookup`)."""
+"""What the local backends change in mongomock: its aggregation expressions corrected where they answer
+differently from MongoDB (`expressions`), and its document lookups narrowed as an index would (`lookup`).
+
+Applied once per process when the first local backend is built (`EmbeddedClient`, the server's `Engine`),
+never on import: a process that imports harel or harel_dev and uses mongomock itself gets mongomock as is."""
 
 from __future__ import annotations
 
 import threading
 
-from harel.local import expressions, lookup
+from harel_dev import expressions, lookup
 
 _installed = False
 _install_lock = threading.Lock()
