@@ -24,13 +24,14 @@ TEST_TOOLS := $(CHECKOV_STAMP) $(COMPOSE_STAMP)
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-# Each job installs what it needs into one .venv, in layers: `make demo` the SDK alone; `make up` & co. the
-# stack CLI on top; `make test`, `make lint` and `make bench` the test and infra tools on top of both.
+# Each job installs what it needs into one .venv, in layers: `make demo` the SDK and its development
+# distribution (sdk/dev: mongomock://, the local server of `harel dev`); `make up` & co. the stack CLI on top;
+# `make test`, `make lint` and `make bench` the test and infra tools on top of both.
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(SDK_STAMP): sdk/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -e sdk
+$(SDK_STAMP): sdk/pyproject.toml sdk/dev/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -e sdk -e sdk/dev
 	touch $@
 
 $(STACK_STAMP): $(SDK_STAMP) stack/pyproject.toml
@@ -98,7 +99,7 @@ backup: $(STACK_STAMP) ## back up the local stack (mongodump with its oplog) int
 restore: $(STACK_STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to confirm): workers paused, oplog replayed
 	$(HAREL_STACK) restore "$(FILE)" $(if $(YES),--yes,)
 
-demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK only)
+demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK and sdk/dev only)
 	@$(BIN)/harel demo
 
 test: $(STAMP) $(MONGOSH_STAMP) $(TEST_TOOLS) ## the whole test suite (what CI runs); installs mongosh, checkov and compose first

@@ -22,12 +22,12 @@ from typing import Any
 from bench.deployments import client_for, scratch_database
 from bench.report import Row, number
 from harel.commands import Find
-from harel.local.embedded import EmbeddedClient
 from harel.model import Execution
 from harel.store import _documents as doc
 from harel.store.mongo import MongoStore
 from harel.transport._mailbox import chart_key
 from harel.worker import WorkerConfig
+from harel_dev.embedded import EmbeddedClient
 
 TIMER_PATH = "waiting"
 FUTURE_SECONDS = 3600.0

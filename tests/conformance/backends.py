@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from harel.aio_store import AsyncMongoStore
-from harel.local.embedded import EmbeddedClient
 from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
 from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import AsyncMongoTransport, MongoTransport
+from harel_dev.embedded import EmbeddedClient
 from tests.conftest import REAL_MONGO_URL
 from tests.fake_mongod.server import FakeMongod
 

@@ -18,7 +18,6 @@ from harel.backend import Backend
 from harel.catalog import MemoryCatalog, MongoCatalog
 from harel.chart import Chart
 from harel.client import send_event, start_execution
-from harel.local.embedded import EmbeddedClient
 from harel.model import Execution, ExecutionStatus
 from harel.servertime import ServerClock
 from harel.store.memory import MemoryDatabase, MemoryStore
@@ -26,6 +25,7 @@ from harel.store.mongo import MongoStore
 from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
+from harel_dev.embedded import EmbeddedClient
 
 from .observation import ROOT_LANE, Observation
 from .vocabulary import harel_registry

@@ -1,6 +1,6 @@
 """A wire-protocol test double of MongoDB 8.0 (replica-set primary or secondary, standalone, mongos).
 
-It is the SDK's local server (`harel.local.server`) with test-only roles, fail points and controls. Real
+It is harel-dev's local server (`harel_dev.server`) with test-only roles, fail points and controls. Real
 drivers (PyMongo's MongoClient and AsyncMongoClient, Motor) connect to it over sockets; it executes commands
 one at a time on mongomock. See README.md for what it does not model.
 """

@@ -13,7 +13,7 @@ import logging
 import signal
 import sys
 
-from harel.local.server import serve_until_signalled
+from harel_dev.server import serve_until_signalled
 
 from .server import FakeMongod
 from .topology import Role

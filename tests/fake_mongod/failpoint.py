@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.local.errors import CommandError
+from harel_dev.errors import CommandError
 
 FAIL_COMMAND = "failCommand"
 

@@ -11,7 +11,7 @@ from typing import Any, Self
 
 import bson
 
-from harel.local.wire import CHECKSUM_PRESENT, OP_MSG, crc32c
+from harel_dev.wire import CHECKSUM_PRESENT, OP_MSG, crc32c
 
 HEADER = struct.Struct("<iiii")
 _request_ids = itertools.count(1)

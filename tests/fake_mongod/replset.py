@@ -35,8 +35,8 @@ from typing import Any
 
 from bson import Int64, ObjectId
 
-from harel.local.errors import CommandError
-from harel.local.topology import MEMBER_DEFAULTS, SETTINGS_DEFAULTS, STATE_CODES, TERM
+from harel_dev.errors import CommandError
+from harel_dev.topology import MEMBER_DEFAULTS, SETTINGS_DEFAULTS, STATE_CODES, TERM
 
 MAX_MEMBERS = 50
 MAX_VOTERS = 7

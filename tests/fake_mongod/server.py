@@ -1,7 +1,7 @@
-"""FakeMongod: the SDK's local server (`harel.local.server`) with what only a test double has.
+"""FakeMongod: harel-dev's local server (`harel_dev.server`) with what only a test double has.
 
 Everything a server does (wire protocol, commands on mongomock, `$$NOW`, retryable writes, `hello`) is the
-SDK's `LocalServer`; this subclass adds the roles a test needs (`topology.py`), the `failCommand` fail point,
+harel-dev's `LocalServer`; this subclass adds the roles a test needs (`topology.py`), the `failCommand` fail point,
 and test controls that no client can trigger: faults (`fail_after_apply`, `deny`), network latency, a clock
 offset, withheld write-concern acknowledgement, the simulated members' states (`set_member_state`), and
 settings (`set_default_rw_concern`, `set_feature_compatibility_version`, `set_initialized`).
@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harel.local.errors import CommandError, error_labels
-from harel.local.now import Clock
-from harel.local.server import (
+from harel_dev.errors import CommandError, error_labels
+from harel_dev.now import Clock
+from harel_dev.server import (
     DEFAULT_RW_CONCERN,
     FEATURE_COMPATIBILITY_VERSION,
     HELLO_COMMANDS,
@@ -37,7 +37,7 @@ class FakeMongod(LocalServer):
     `latency_ms` delays every command by that much before it runs, outside the execution lock, so concurrent
     commands overlap as they would over a network. `clock_offset` (seconds) puts the server's clock ahead
     (positive) or behind (negative) real time: `$$NOW`, `hello.localTime` and the server's other times.
-    `auth` requires authentication, as the SDK server's (`harel.local.access`).
+    `auth` requires authentication, as the harel-dev server's (`harel_dev.access`).
     """
 
     def __init__(

@@ -9,9 +9,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.local.engine import WRITES
-from harel.local.errors import CommandError
-from harel.local.topology import Topology
+from harel_dev.engine import WRITES
+from harel_dev.errors import CommandError
+from harel_dev.topology import Topology
 
 from .replset import ReplicaSetState
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.local.errors import code_name
+from harel_dev.errors import code_name
 
 WRITE_CONCERN_TIMEOUT = 64
 MAX_TIME_EXPIRED = 50

@@ -4,8 +4,8 @@
   profile (offline);
 - the example inventory composes the workers' URL from its hosts and the vault variable;
 - the worker role runs for real against localhost (connection local, every path under a temporary prefix, no
-  systemd, no account): it builds the SDK wheel, installs it into a virtualenv and renders the environment file
-  and the unit; a second run changes nothing. From that virtualenv, `harel check` passes against the fake
+  systemd, no account): it builds the SDK wheel, installs it into a virtualenv (harel alone: neither harel-dev nor
+  mongomock) and renders the environment file and the unit; a second run changes nothing. From that virtualenv, `harel check` passes against the fake
   replica set, and the smoke role fails with the report while no worker runs and passes once one does;
 - the mongodb role's configuration (mongod.conf, keyfile) renders under a temporary directory, in check mode
   first (nothing written), then for real, then in check mode again (nothing to change); its secrets are required;
@@ -327,6 +327,15 @@ def test_worker_role_installs_the_sdk_wheel_into_the_virtualenv(worker_install: 
     assert where[1] == importlib.metadata.version("harel")
     wheels = list((worker_install.prefix / "opt" / "harel" / "wheels").glob("harel-*.whl"))
     assert [wheel.name for wheel in wheels] == [f"harel-{where[1]}-py3-none-any.whl"]
+    # The production SDK alone: the development distribution (and its mongomock) stays off worker hosts.
+    for development in ("harel_dev", "mongomock"):
+        absent = subprocess.run(
+            [worker_install.venv / "bin" / "python", "-c", f"import {development}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert f"No module named '{development}'" in absent.stderr
 
 
 def test_worker_role_second_run_changes_nothing(worker_install: WorkerInstall) -> None:

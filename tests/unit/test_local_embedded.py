@@ -10,9 +10,9 @@ import mongomock
 import pytest
 
 from harel.errors import StoreConflict
-from harel.local.embedded import EmbeddedClient
 from harel.model import Execution
 from harel.store.mongo import MongoStore
+from harel_dev.embedded import EmbeddedClient
 
 PIPELINE = [
     {"$match": {"_id": "a"}},

@@ -1,4 +1,4 @@
-"""mongomock's expression results corrected to MongoDB's (harel.local.expressions), on the embedded client
+"""mongomock's expression results corrected to MongoDB's (harel_dev.expressions), on the embedded client
 and therefore on the local server, which evaluates with the same corrected mongomock."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pymongo.errors import OperationFailure
 
-from harel.local.embedded import EmbeddedClient
+from harel_dev.embedded import EmbeddedClient
 
 DAY = datetime(2020, 1, 1)
 DOCUMENT = {

@@ -11,7 +11,7 @@ import pytest
 from bson import Int64, ObjectId
 from mongomock import filtering
 
-from harel.local import lookup, mongomock_patches
+from harel_dev import lookup, mongomock_patches
 
 OBJECT_ID = ObjectId()
 VALUES: list[Any] = [

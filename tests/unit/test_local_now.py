@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from harel.local.embedded import EmbeddedClient
-from harel.local.engine import Engine
-from harel.local.now import bind_command, bind_filter, bind_pipeline, bind_update, server_now
+from harel_dev.embedded import EmbeddedClient
+from harel_dev.engine import Engine
+from harel_dev.now import bind_command, bind_filter, bind_pipeline, bind_update, server_now
 
 EPOCH = datetime(1970, 1, 1)
 NOW_SECONDS = {"$divide": [{"$subtract": ["$$NOW", {"$literal": EPOCH}]}, 1000]}

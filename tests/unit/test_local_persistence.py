@@ -18,9 +18,9 @@ import pytest
 from bson import Binary, Decimal128, Int64, ObjectId, Timestamp
 
 from harel.errors import LocalDataError
-from harel.local.engine import Engine
-from harel.local.persistence import DataFile, Snapshot, decode, encode
-from harel.local.retryable import RetryRecords
+from harel_dev.engine import Engine
+from harel_dev.persistence import DataFile, Snapshot, decode, encode
+from harel_dev.retryable import RetryRecords
 
 DOCUMENT = {
     "_id": ObjectId("65a000000000000000000001"),
@@ -160,7 +160,7 @@ def test_a_failed_write_is_logged_once_and_retried(tmp_path: Path, caplog: pytes
     data_file = DataFile(path, Snapshot)
     data_file.open()
     path.mkdir()  # the rename over a directory fails
-    with caplog.at_level(logging.WARNING, logger="harel.local.persistence"):
+    with caplog.at_level(logging.WARNING, logger="harel_dev.persistence"):
         data_file.changed()
         wait_until(lambda: any("cannot write the data file" in r.message for r in caplog.records))
         time.sleep(1.2)  # two more attempts fail meanwhile

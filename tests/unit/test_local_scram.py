@@ -10,7 +10,7 @@ import secrets
 
 import pytest
 
-from harel.local import scram
+from harel_dev import scram
 
 # RFC 7677, section 3: user "user", password "pencil".
 RFC7677_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")

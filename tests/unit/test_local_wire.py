@@ -11,7 +11,7 @@ import pytest
 from bson import Binary
 from bson.binary import UUID_SUBTYPE
 
-from harel.local.wire import (
+from harel_dev.wire import (
     CHECKSUM_PRESENT,
     EXHAUST_ALLOWED,
     MORE_TO_COME,

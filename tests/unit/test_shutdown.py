@@ -22,7 +22,6 @@ from harel.backend import Backend
 from harel.catalog import MemoryCatalog, MongoCatalog
 from harel.client import send_event, start_execution
 from harel.heartbeat import MongoHeartbeats
-from harel.local.embedded import EmbeddedClient
 from harel.model import Event
 from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
@@ -30,6 +29,7 @@ from harel.transport.base import SendOutcome
 from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
+from harel_dev.embedded import EmbeddedClient
 
 PINGS = 20
 HANG = 30.0  # a bound on waits that only a broken shutdown reaches

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 from harel.heartbeat import MongoHeartbeats
-from harel.local.embedded import EmbeddedClient
 from harel.metrics import STATS_TTL_SECONDS, Metrics
 from harel.model import Event, Execution, ExecutionStatus
 from harel.servertime import ServerClock
@@ -13,6 +12,7 @@ from harel.stats import UNSERVED_AFTER_SECONDS, DeploymentStats
 from harel.store.mongo import MongoStore
 from harel.transport.base import Failure
 from harel.transport.mongo import MongoTransport
+from harel_dev.embedded import EmbeddedClient
 
 
 class Clock:

@@ -10,7 +10,6 @@ from typing import Any
 
 import pymongo.errors
 
-from harel.local.embedded import EmbeddedClient
 from harel.model import Event, Execution
 from harel.servertime import NOW
 from harel.store.memory import MemoryDatabase, MemoryStore
@@ -19,6 +18,7 @@ from harel.transport._mailbox import chart_key
 from harel.transport.base import BACKOFF_CAP_SECONDS, backoff
 from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
+from harel_dev.embedded import EmbeddedClient
 
 
 def test_backoff_is_exponential_and_capped() -> None:

@@ -22,7 +22,6 @@ from harel.client import cancel_execution, send_event, start_execution
 from harel.errors import MailboxFull, StoreConflict
 from harel.heartbeat import MongoHeartbeats
 from harel.inspection import UNDELIVERED_AFTER_SECONDS, undelivered_of
-from harel.local.embedded import EmbeddedClient
 from harel.model import TIMER_EVENT, Event, Execution, ExecutionStatus, timer_event
 from harel.servertime import ServerClock
 from harel.smoke import FORK, REGIONS, check, gather, register_smoke, run_smoke
@@ -33,6 +32,7 @@ from harel.transport.base import SendOutcome
 from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
 from harel.worker import RELAY_RETRY_SECONDS, Worker, WorkerConfig
+from harel_dev.embedded import EmbeddedClient
 
 
 class Clock:

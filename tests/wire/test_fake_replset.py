@@ -18,7 +18,7 @@ import pytest
 from pymongo import MongoClient
 from pymongo.errors import NotPrimaryError, OperationFailure
 
-from harel.local.server import LocalServer
+from harel_dev.server import LocalServer
 from tests.fake_mongod import FakeMongod
 from tests.fake_mongod.fixtures import FakeDeployment
 

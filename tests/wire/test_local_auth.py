@@ -1,4 +1,4 @@
-"""Authentication and authorisation of the local server (`harel.local.access`, `users`, `roles`), with real
+"""Authentication and authorisation of the local server (`harel_dev.access`, `users`, `roles`), with real
 drivers over sockets: SCRAM-SHA-256 and SCRAM-SHA-1 from MongoClient, AsyncMongoClient and Motor, speculative
 authentication, the localhost exception, the user commands with mongod's replies and errors, the coarse role
 checks, and users kept across a restart. Every password is generated per run."""
@@ -20,8 +20,8 @@ from motor.motor_asyncio import AsyncIOMotorClient
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import OperationFailure
 
-from harel.local.roles import COMMAND_ACTIONS
-from harel.local.server import Connection, LocalServer, Reply
+from harel_dev.roles import COMMAND_ACTIONS
+from harel_dev.server import Connection, LocalServer, Reply
 from tests.fake_mongod.fixtures import AuthenticatedFake
 from tests.fake_mongod.raw_client import RawConnection
 
@@ -46,7 +46,7 @@ def _refused(call: Any) -> OperationFailure:
 
 
 class RecordingServer(LocalServer):
-    """The SDK server, noting the name of every command it answers."""
+    """The harel-dev server, noting the name of every command it answers."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -489,7 +489,7 @@ def test_every_served_command_is_checked(fake_rs_auth: AuthenticatedFake) -> Non
     assert refused == set(COMMAND_ACTIONS)
 
 
-# --- the SDK server's command line and data file -----------------------------------------------------------
+# --- the harel-dev server's command line and data file -----------------------------------------------------------
 
 
 def test_users_survive_a_restart_with_a_data_file(tmp_path: Path) -> None:
@@ -513,7 +513,7 @@ def test_users_survive_a_restart_with_a_data_file(tmp_path: Path) -> None:
 
 def test_the_command_line_auth_flag() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "harel.local.server", "--port", "0", "--auth", "--log-level", "INFO"],
+        [sys.executable, "-m", "harel_dev.server", "--port", "0", "--auth", "--log-level", "INFO"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -543,7 +543,7 @@ def test_get_cmd_line_opts_and_startup_warnings_describe_the_server(tmp_path: Pa
     assert options["parsed"]["net"] == {"bindIp": "127.0.0.1", "port": server.port}
     assert options["parsed"]["replication"] == {"replSet": "rs0"}
     assert "security" not in options["parsed"]
-    assert options["argv"][:3] == ["python", "-m", "harel.local.server"]
+    assert options["argv"][:3] == ["python", "-m", "harel_dev.server"]
     assert warnings["totalLinesWritten"] == len(warnings["log"]) == 2
     assert any("Access control is not enabled" in line for line in warnings["log"])
     assert names["names"] == ["startupWarnings"]

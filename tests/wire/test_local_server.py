@@ -1,4 +1,4 @@
-"""The SDK's local server (`harel.local.server`) with real drivers over sockets: MongoClient,
+"""harel-dev's local server (`harel_dev.server`) with real drivers over sockets: MongoClient,
 AsyncMongoClient and Motor; `$$NOW` from the server's clock; retryable writes answered once; the data file
 across restarts; and its command line."""
 
@@ -22,9 +22,9 @@ from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
 from pymongo.errors import OperationFailure
 
 from harel.connection import check
-from harel.local.now import server_now
-from harel.local.persistence import COALESCE_SECONDS
-from harel.local.server import LocalServer
+from harel_dev.now import server_now
+from harel_dev.persistence import COALESCE_SECONDS
+from harel_dev.server import LocalServer
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS
 from tests.fake_mongod.raw_client import RawConnection
 from tests.wire.processes import WorkerProcesses, run_harel
@@ -176,8 +176,8 @@ def test_what_it_does_not_model_is_refused(local_server: LocalServer) -> None:
         with pytest.raises(OperationFailure) as unknown_parameter:
             client.admin.command({"getParameter": 1, "noSuchParameter": 1})
 
-    assert transaction.value.code == 238  # NotImplemented: "harel.local does not model ..."
-    assert "harel.local does not model multi-document transactions" in str(transaction.value)
+    assert transaction.value.code == 238  # NotImplemented: "harel_dev does not model ..."
+    assert "harel_dev does not model multi-document transactions" in str(transaction.value)
     assert fail_point.value.code == 59  # a test double's command, not the server's
     assert unknown_parameter.value.code == 72
 
@@ -199,16 +199,16 @@ def test_an_unexpected_error_is_answered_and_the_server_goes_on(caplog: pytest.L
 
     assert failed.value.code == 1  # InternalError
     assert "internal error in the local server: RuntimeError('boom')" in str(failed.value)
-    assert any(record.exc_info for record in caplog.records if record.name == "harel.local.server")
+    assert any(record.exc_info for record in caplog.records if record.name == "harel_dev.server")
 
 
-# --- the process: python -m harel.local.server -------------------------------------------------------
+# --- the process: python -m harel_dev.server -------------------------------------------------------
 
 
 def start(*arguments: str) -> tuple[subprocess.Popen[str], str]:
     """Start the server on a free port; its URL (the first line on stdout)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "harel.local.server", "--port", "0", *arguments],
+        [sys.executable, "-m", "harel_dev.server", "--port", "0", *arguments],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -285,14 +285,14 @@ def test_command_line_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
     port = url.removeprefix("mongodb://127.0.0.1:").split("/")[0]
     try:
         in_use = subprocess.run(
-            [sys.executable, "-m", "harel.local.server", "--port", port],
+            [sys.executable, "-m", "harel_dev.server", "--port", port],
             capture_output=True,
             text=True,
             timeout=30,
             check=False,
         )
         bad_data = subprocess.run(
-            [sys.executable, "-m", "harel.local.server", "--port", "0", "--data", str(corrupt)],
+            [sys.executable, "-m", "harel_dev.server", "--port", "0", "--data", str(corrupt)],
             capture_output=True,
             text=True,
             timeout=30,
@@ -303,7 +303,7 @@ def test_command_line_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
 
     assert in_use.returncode == 2
     assert in_use.stderr.strip().splitlines() == [
-        f"harel.local.server: cannot listen on 127.0.0.1:{port}: Address already in use"
+        f"harel_dev.server: cannot listen on 127.0.0.1:{port}: Address already in use"
     ]
     assert bad_data.returncode == 2
     assert len(bad_data.stderr.strip().splitlines()) == 1

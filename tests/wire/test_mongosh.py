@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from harel.local.server import Connection, Reply
+from harel_dev.server import Connection, Reply
 from tests.fake_mongod import FakeMongod
 from tests.fake_mongod.fixtures import AuthenticatedFake, start_authenticated_fake
 from tests.tools.mongosh import TOOLS, mongosh_path, mongosh_version
@@ -205,13 +205,13 @@ def test_without_auth_a_script_file_runs_against_the_replica_set(fake_rs: Any, t
 
 
 def test_the_sdk_server_with_auth_as_its_readme_shows(tmp_path: Path) -> None:
-    """sdk/README.md, "Authentication and authorisation": start with --auth, create root with mongosh through
+    """sdk/dev/README.md, "Authentication and authorisation": start with --auth, create root with mongosh through
     the localhost exception, then `harel check` as root passes with authentication ok."""
     server = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "harel.local.server",
+            "harel_dev.server",
             "--auth",
             "--port",
             "0",

@@ -176,9 +176,10 @@ class Demo:
 def make_demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     """`make demo` into a .venv of its own, as on a fresh clone (run once for the blocks that show it)."""
     scratch = tmp_path_factory.mktemp("make-demo")
-    build = {"setuptools", "wheel"}  # what `pip install` of sdk/ builds with
+    build = {"setuptools", "wheel"}  # what `pip install` of sdk/ and sdk/dev/ builds with
     (scratch / "wheels").mkdir()
-    wheelhouse = fill_wheelhouse(scratch / "wheels", runtime_dependencies("harel") | build)
+    # harel itself comes from sdk/, and harel-dev's dependencies include harel's
+    wheelhouse = fill_wheelhouse(scratch / "wheels", runtime_dependencies("harel-dev") - {"harel"} | build)
     venv = scratch / ".venv"
     outside_make = {k: v for k, v in clean_environment().items() if not k.startswith(("MAKE", "MFLAGS"))}
     environment = {
@@ -212,7 +213,9 @@ def quick_start(block: Block, request: pytest.FixtureRequest) -> None:
     )
     names = {entry["name"].lower().replace("_", "-") for entry in json.loads(installed.stdout)}
     venv_itself = {"pip", "setuptools"}
-    assert names - venv_itself == {"harel"} | runtime_dependencies("harel"), "make demo installs the SDK only"
+    assert names - venv_itself == {"harel", "harel-dev"} | runtime_dependencies("harel-dev"), (
+        "make demo installs the SDK and harel-dev only"
+    )
 
 
 def demo_transcript(block: Block, request: pytest.FixtureRequest) -> None:
@@ -230,12 +233,14 @@ def demo_transcript(block: Block, request: pytest.FixtureRequest) -> None:
 
 def pip_install(block: Block, request: pytest.FixtureRequest) -> None:
     make_demo: Demo = request.getfixturevalue("make_demo")
-    assert [step.command for step in block.steps] == ["pip install ./sdk", "harel demo"]
+    assert [step.command for step in block.steps] == ["pip install ./sdk ./sdk/dev", "harel demo"]
     shell = Shell(REPOSITORY_ROOT, make_demo.shell.environment)
     for step in block.steps:
         shell.check(step)
-    where = shell.run("python -c 'import harel, sys; print(harel.__file__)'")
-    assert where.stdout.startswith(str(make_demo.venv)), "installed into the environment, not linked to sdk/"
+    where = shell.run("python -c 'import harel, harel_dev; print(harel.__file__); print(harel_dev.__file__)'")
+    assert [line.startswith(str(make_demo.venv)) for line in where.stdout.splitlines()] == [True, True], (
+        "installed into the environment, not linked to sdk/"
+    )
 
 
 def write_example_app(folder: Path) -> None:
@@ -351,7 +356,7 @@ def check_transcript(block: Block, request: pytest.FixtureRequest) -> None:
 
 RUNS: dict[str, Callable[[Block, pytest.FixtureRequest], None]] = {
     "make demo": quick_start,
-    "pip install ./sdk": pip_install,
+    "pip install ./sdk ./sdk/dev": pip_install,
     "$ make demo": demo_transcript,
     "$ harel dev --app orders.app:app": dev_session,
     "$ export HAREL_MONGO_URL='mongodb://harel:…@mongo1:27017,mongo2:27017,mongo3:27017/harel?replicaSet=rs0&authSource=admin'": order_session,

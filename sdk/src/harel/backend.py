@@ -5,6 +5,8 @@
     memory://                        the pure in-memory store and transport
 
 The embedded schemes live and die with the process: they serve `harel demo`, tests and experiments.
+`mongomock://` is the development distribution's (harel-dev, sdk/dev), imported only when opened: without it
+installed, opening it raises DevServerNotInstalled.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from pymongo import monitoring
 
 from harel.catalog import Catalog, MemoryCatalog, MongoCatalog
 from harel.connection import CheckReport, check, connect, embedded_backend
+from harel.devdist import requires_harel_dev
 from harel.heartbeat import Heartbeats, MongoHeartbeats
-from harel.local.embedded import EmbeddedClient
 from harel.servertime import ServerClock
 from harel.store.base import ExecutionStore
 from harel.store.memory import MemoryDatabase, MemoryStore
@@ -66,9 +68,9 @@ def open_backend(
     listeners: Sequence[monitoring.CommandListener] = (),
 ) -> Backend:
     """Connect, run the start-up checks (refusing with DeploymentRefused on errors), create the indexes and
-    build the seams. A URL that names no backend raises InvalidURL (from `connect`); `deadline` None waits
-    for the deployment indefinitely. `listeners` watch every command of a real deployment's client (the
-    embedded backends have no command monitoring)."""
+    build the seams. A URL that names no backend raises InvalidURL (from `connect`), `mongomock://` without
+    harel-dev DevServerNotInstalled; `deadline` None waits for the deployment indefinitely. `listeners` watch
+    every command of a real deployment's client (the embedded backends have no command monitoring)."""
     kind = embedded_backend(url)
     if kind == "memory":
         database = MemoryDatabase()
@@ -76,6 +78,8 @@ def open_backend(
     report = None
     clock = ServerClock()
     if kind == "mongomock":
+        with requires_harel_dev("mongomock:// (the embedded backend, the default URL)"):
+            from harel_dev.embedded import EmbeddedClient
         client: Any = EmbeddedClient()
         clock = ServerClock(local=client.clock, monotonic=client.clock)  # the deployment is this process
     else:

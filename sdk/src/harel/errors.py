@@ -378,6 +378,19 @@ class InvalidBackupWindow(InvalidArgument):
 # --- local server ------------------------------------------------------------------------------------
 
 
+class DevServerNotInstalled(HarelError):
+    """What was asked for lives in harel-dev, the development distribution (sdk/dev: the embedded
+    `mongomock://` backend and the local server of `harel dev`), and this environment has only the production
+    `harel`."""
+
+    def __init__(self, needed_by: str) -> None:
+        self.needed_by = needed_by
+        super().__init__(
+            f"{needed_by} is in harel-dev, the development distribution, which is not installed here; install "
+            "it with `pip install ./sdk ./sdk/dev` from the root of a harel-stack checkout"
+        )
+
+
 class LocalDataError(HarelError):
     """The local server's data file cannot be used: unreadable, not a harel.local snapshot, or in use by
     another server. The file is left exactly as it was."""

@@ -1,10 +1,11 @@
 """`harel dev`: your app with a worker on a development store that other terminals reach, until Ctrl-C.
 
-One process runs the SDK's local server (`harel.local.server`, a one-member replica set on loopback) and a
-worker for the App's charts against it, and records the store's URL in `.harel/dev.json` so that `harel
-start/send/status/trace/...` run in the same folder (or below it) use it without flags
+One process runs the local server of harel-dev (`harel_dev.server`, a one-member replica set on loopback)
+and a worker for the App's charts against it, and records the store's URL in `.harel/dev.json` so that
+`harel start/send/status/trace/...` run in the same folder (or below it) use it without flags
 (`harel.cli.devstate`). No Docker, no MongoDB. A development store: no authentication, no replication, and
-no durability unless given a data file.
+no durability unless given a data file. harel-dev (sdk/dev) is imported when the command runs: without it,
+`harel dev` is one line saying how to install it (DevServerNotInstalled).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from threading import Event
+from typing import TYPE_CHECKING
 
 import click
 from rich.text import Text
@@ -30,10 +32,13 @@ from harel.cli.options import (
 )
 from harel.cli.output import Output, pairs
 from harel.cli.settings import URL_FILE_VARIABLE, URL_VARIABLE
-from harel.local.server import LocalServer
+from harel.devdist import requires_harel_dev
 from harel.metrics import Metrics
 from harel.serve import start_worker, stop_on_signals
 from harel.worker import WorkerConfig
+
+if TYPE_CHECKING:
+    from harel_dev.server import LocalServer
 
 
 @click.command(
@@ -65,11 +70,13 @@ def dev(
     """Run your app (--app MODULE:APP and/or --charts DIR) with a worker on a local development store, until
     Ctrl-C. Other harel commands run in this folder or below it use the store without --url.
 
-    The store is the SDK's local server on 127.0.0.1: one member, no authentication, no replication, for
+    The store is harel-dev's local server on 127.0.0.1: one member, no authentication, no replication, for
     development only, never for production. Its data lives in memory unless --data FILE keeps it.
 
     Logs go to stderr: HAREL_LOG_LEVEL (default INFO: one line per applied event, with its duration) and
     HAREL_LOG_FORMAT (text or json; default text)."""
+    with requires_harel_dev("the local development server"):
+        from harel_dev.server import LocalServer
     if out.json:
         configure("dev", json_lines=True)
     config = worker_config(concurrency=concurrency, async_timeout=async_timeout)

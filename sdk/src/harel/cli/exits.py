@@ -9,6 +9,7 @@ from harel.errors import (
     ConnectionFailed,
     ConnectionRejected,
     DeploymentRefused,
+    DevServerNotInstalled,
     EndpointUnavailable,
     EventTooLarge,
     ExecutionFinished,
@@ -48,7 +49,7 @@ MEANING: dict[Exit, str] = {
     Exit.FAILED: "the operation ran and failed (smoke or check failed; what --wait, --watch or --follow "
     "waited for failed, was cancelled, ignored or dead-lettered)",
     Exit.USAGE: "bad input: a bad option, URL, JSON, chart, app or event; an execution that has finished; a "
-    "port in use",
+    "port in use; mongomock:// or harel dev without harel-dev installed",
     Exit.UNREACHABLE: "the deployment did not answer before the deadline, or stopped answering",
     Exit.REFUSED: "refused by the start-up checks (`harel check` shows why), or the deployment rejected the "
     "client (authentication, TLS)",
@@ -76,6 +77,7 @@ EXIT_CODES: tuple[tuple[type[HarelError], Exit], ...] = (
     (EndpointUnavailable, Exit.USAGE),
     (LocalServerError, Exit.USAGE),
     (LocalDataError, Exit.USAGE),
+    (DevServerNotInstalled, Exit.USAGE),
     (NotParked, Exit.USAGE),
     (WaitTimedOut, Exit.TIMED_OUT),
     (ConnectionFailed, Exit.UNREACHABLE),

@@ -3,14 +3,14 @@
 Off unless the server is started with `auth=True` (`--auth`). When on:
 
 - A connection authenticates with `saslStart` / `saslContinue` (SCRAM-SHA-256 or SCRAM-SHA-1, see
-  `harel.local.scram`), or speculatively inside its first `hello` (`speculativeAuthenticate`), as drivers
+  `harel_dev.scram`), or speculatively inside its first `hello` (`speculativeAuthenticate`), as drivers
   do. `hello` with `saslSupportedMechs: "<db>.<user>"` lists that user's mechanisms. A wrong password or an
   unknown user is AuthenticationFailed (18), "Authentication failed.", as mongod answers both.
 - Before that, only the handshake and a few harmless commands run (`UNAUTHENTICATED_COMMANDS`); anything
   else is Unauthorized (13), "Command <name> requires authentication".
 - The localhost exception: while no user exists, a client on a loopback address may create the first user
   in `admin` and initiate and inspect the replica set (`LOCALHOST_EXCEPTION_COMMANDS`), nothing else.
-- An authenticated connection runs what its user's roles allow, checked per command (`harel.local.roles`);
+- An authenticated connection runs what its user's roles allow, checked per command (`harel_dev.roles`);
   otherwise Unauthorized (13), "not authorized on <db> to execute command ...".
 """
 
@@ -21,9 +21,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.local import scram
-from harel.local.errors import CommandError
-from harel.local.roles import (
+from harel_dev import scram
+from harel_dev.errors import CommandError
+from harel_dev.roles import (
     CLUSTER,
     COMMAND_ACTIONS,
     LIST_DATABASES,
@@ -31,7 +31,7 @@ from harel.local.roles import (
     allows,
     readable_databases,
 )
-from harel.local.users import UserStore
+from harel_dev.users import UserStore
 
 SASL_COMMANDS = frozenset({"saslStart", "saslContinue"})
 # Commands mongod runs without authentication (the handshake is answered before access control).

@@ -3,7 +3,7 @@
 MongoDB grants actions on resources through roles; the local server keeps the idea and coarsens it. Each
 command belongs to one *action class* (`COMMAND_ACTIONS`), checked on the command's database or on the
 cluster; each modelled built-in role grants some classes on one database or on all of them (`ROLE_GRANTS`).
-What is enforced and what is not is listed in sdk/README.md ("Authentication and authorisation").
+What is enforced and what is not is listed in sdk/dev/README.md ("Authentication and authorisation").
 
 | class | commands | granted by |
 | --- | --- | --- |
@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harel.local.engine import WRITES
-from harel.local.errors import CommandError, not_modelled
+from harel_dev.engine import WRITES
+from harel_dev.errors import CommandError, not_modelled
 
 ANY_DATABASE = "*"
 CLUSTER = ""  # the resource of cluster-wide actions

@@ -4,8 +4,8 @@ mongomock executes an update's match and its write without a lock between them, 
 both win one version CAS — which a real server never allows. The embedded client therefore runs every
 collection operation under one process-wide lock (cursors are read whole under it), giving each command
 the single-document atomicity the store's correctness rests on. It also serves `$$NOW` from its own clock
-(`harel.local.now`), bound once per operation, as a server does, and evaluates expressions with the
-corrections of `harel.local.expressions` where mongomock answers differently from MongoDB.
+(`harel_dev.now`), bound once per operation, as a server does, and evaluates expressions with the
+corrections of `harel_dev.expressions` where mongomock answers differently from MongoDB.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pymongo import UpdateMany, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 from pymongo.results import BulkWriteResult
 
-from harel.local import mongomock_patches
-from harel.local.now import Clock, bind_filter, bind_pipeline, bind_update, server_now
+from harel_dev import mongomock_patches
+from harel_dev.now import Clock, bind_filter, bind_pipeline, bind_update, server_now
 
 _CHAINED = {"sort", "skip", "limit", "batch_size", "max_time_ms", "hint", "collation"}
 # Collection methods whose first argument is a query filter, and those whose second is an update.

@@ -1,32 +1,32 @@
-"""A MongoDB-compatible server for development: `python -m harel.local.server`.
+"""A MongoDB-compatible server for development: `python -m harel_dev.server`.
 
-    python -m harel.local.server [--port 27017] [--host 127.0.0.1] [--data FILE] [--auth]
+    python -m harel_dev.server [--port 27017] [--host 127.0.0.1] [--data FILE] [--auth]
 
 It prints its URL (`mongodb://127.0.0.1:27017/?replicaSet=rs0`) as the first line on stdout and serves
 until SIGTERM or Ctrl-C. Real drivers (PyMongo's MongoClient and AsyncMongoClient, Motor) and every
 `harel` command connect to it as to a one-member replica set, so a worker in one terminal and
 `harel start` / `harel send` / `harel status` in another share one store, with no Docker and no MongoDB.
 From Python: `LocalServer(port=0).start()`, `.url`, `.stop()` (or `with LocalServer() as server:`).
-`LocalServer(auth=True)` / `--auth` turns on SCRAM authentication and role checks (`harel.local.access`).
+`LocalServer(auth=True)` / `--auth` turns on SCRAM authentication and role checks (`harel_dev.access`).
 
 **For development only, never for production.** What it is and is not:
 
-- One process, one member, data in memory; commands run one at a time on mongomock (`harel.local.engine`),
-  with `$$NOW` bound from the server's clock once per command (`harel.local.now`) and mongomock's
-  expression results corrected where they differ from MongoDB's (`harel.local.expressions`).
-- It answers as a replica-set primary (`harel.local.topology`): sessions are accepted, retryable writes are
-  recorded and a retry is answered from the record, never applied twice (`harel.local.retryable`).
+- One process, one member, data in memory; commands run one at a time on mongomock (`harel_dev.engine`),
+  with `$$NOW` bound from the server's clock once per command (`harel_dev.now`) and mongomock's
+  expression results corrected where they differ from MongoDB's (`harel_dev.expressions`).
+- It answers as a replica-set primary (`harel_dev.topology`): sessions are accepted, retryable writes are
+  recorded and a retry is answered from the record, never applied twice (`harel_dev.retryable`).
 - No replication, no failover, no oplog, no change streams, no transactions: the write concern is
   acknowledged at once (`w`, `j` and `wtimeout` are accepted and have no effect), read concern has no
   effect. No TLS. No authentication unless `auth=True`: without it anyone who can reach the port can read
   and change everything, which is why it listens on loopback unless told otherwise. With it, SCRAM users
-  (`harel.local.users`, kept in `admin.system.users`) and a coarse check of built-in roles per command
-  (`harel.local.roles`).
+  (`harel_dev.users`, kept in `admin.system.users`) and a coarse check of built-in roles per command
+  (`harel_dev.roles`).
 - Durability: none without `--data`; with `--data FILE` a snapshot of everything is written shortly after
   changes and at a clean stop, and a crash loses the last fraction of a second
-  (`harel.local.persistence`).
+  (`harel_dev.persistence`).
 - Unsupported commands and options are refused with NotImplemented (238), never answered wrongly where the
-  difference is known; sdk/README.md ("The local server") lists the limits.
+  difference is known; sdk/dev/README.md ("The local server") lists the limits.
 """
 
 from __future__ import annotations
@@ -51,17 +51,17 @@ from bson.errors import BSONError
 from pymongo.errors import OperationFailure
 
 from harel.errors import LocalDataError, LocalServerError
-from harel.local.access import Access, Session, is_loopback
-from harel.local.engine import GENERIC_FIELDS, WRITES, Engine
-from harel.local.errors import RETRYABLE_WRITE_COMMANDS, CommandError, not_modelled
-from harel.local.now import Clock
-from harel.local.persistence import DataFile, Snapshot
-from harel.local.retryable import RetryRecords
-from harel.local.topology import Topology
-from harel.local.users import USERS_COLLECTION, USERS_DB, UserStore
-from harel.local.wire import ConnectionClosed, ProtocolError, Request, encode_reply, read_request
+from harel_dev.access import Access, Session, is_loopback
+from harel_dev.engine import GENERIC_FIELDS, WRITES, Engine
+from harel_dev.errors import RETRYABLE_WRITE_COMMANDS, CommandError, not_modelled
+from harel_dev.now import Clock
+from harel_dev.persistence import DataFile, Snapshot
+from harel_dev.retryable import RetryRecords
+from harel_dev.topology import Topology
+from harel_dev.users import USERS_COLLECTION, USERS_DB, UserStore
+from harel_dev.wire import ConnectionClosed, ProtocolError, Request, encode_reply, read_request
 
-log = logging.getLogger("harel.local.server")  # the same name when run as __main__
+log = logging.getLogger("harel_dev.server")  # the same name when run as __main__
 
 Reply = dict[str, Any]
 
@@ -71,7 +71,7 @@ HELLO_COMMANDS = frozenset({"hello", "isMaster", "ismaster"})
 TRANSACTION_COMMANDS = frozenset({"commitTransaction", "abortTransaction"})
 SESSION_COMMANDS = frozenset({"saslStart", "saslContinue", "logout", "connectionStatus", "authenticate"})
 DEVELOPMENT_WARNING = (
-    "This is harel.local, a development server: one member, no replication; never use it in production"
+    "This is harel_dev, a development server: one member, no replication; never use it in production"
 )
 NO_ACCESS_CONTROL_WARNING = (
     "Access control is not enabled for the database. Read and write access to data and configuration is "
@@ -101,7 +101,7 @@ class LocalServer:
     `port=0` lets the OS choose (read it back from `.port` or `.url`). `data` names the file the data is
     kept in across restarts (None: memory only). `clock` (epoch seconds) is what `$$NOW`, `hello.localTime`
     and the server's other times read; tests give one that differs from the workers' clocks. `auth` turns
-    on authentication and authorisation (see `harel.local.access`); off, every client may do everything.
+    on authentication and authorisation (see `harel_dev.access`); off, every client may do everything.
     """
 
     def __init__(
@@ -157,7 +157,7 @@ class LocalServer:
             raise
         self._port = self._listener.getsockname()[1]
         self._topology.me = f"{_advertised(self.host)}:{self._port}"
-        self._accept_thread = threading.Thread(target=self._accept_loop, name=f"harel-local-{self._port}")
+        self._accept_thread = threading.Thread(target=self._accept_loop, name=f"harel-dev-{self._port}")
         self._accept_thread.daemon = True
         self._accept_thread.start()
         log.info("listening on %s", self.url)
@@ -236,7 +236,7 @@ class LocalServer:
             thread = threading.Thread(
                 target=self._serve,
                 args=(connection,),
-                name=f"harel-local-conn-{connection.connection_id}",
+                name=f"harel-dev-conn-{connection.connection_id}",
                 daemon=True,
             )
             with self._connections_lock:
@@ -385,7 +385,7 @@ class LocalServer:
     def command_line_options(self) -> dict[str, Any]:
         """`getCmdLineOpts`: the command line that starts a server like this one, and its options in
         mongod's configuration-file shape (`parsed`)."""
-        argv = ["python", "-m", "harel.local.server", "--host", self.host, "--port", str(self.port)]
+        argv = ["python", "-m", "harel_dev.server", "--host", self.host, "--port", str(self.port)]
         argv += ["--set-name", self.set_name]
         parsed: dict[str, Any] = {
             "net": {"bindIp": self.host, "port": self.port},
@@ -461,7 +461,7 @@ def _advertised(host: str) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m harel.local.server",
+        prog="python -m harel_dev.server",
         description="A MongoDB-compatible server for development (one-member replica set on mongomock). "
         "Prints its URL on the first line of stdout. Never use it in production: no replication, no TLS, "
         "authentication only with --auth, data in memory (or in one snapshot file with --data).",
@@ -498,7 +498,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if not 0 <= args.port <= 65535:
-        print(f"harel.local.server: --port {args.port} is not a TCP port (0-65535)", file=sys.stderr)
+        print(f"harel_dev.server: --port {args.port} is not a TCP port (0-65535)", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
             host=args.host, port=args.port, set_name=args.set_name, data=args.data, auth=args.auth
         ).start()
     except (LocalServerError, LocalDataError) as exc:
-        print(f"harel.local.server: {exc}", file=sys.stderr)
+        print(f"harel_dev.server: {exc}", file=sys.stderr)
         return 2
     return serve_until_signalled(server, lambda: _announce(server))
 

@@ -18,7 +18,8 @@ lock held while the server runs) keeps a second server from using the same file.
 
 Format: a sequence of BSON documents: `{"harel.local": 1, "saved_at": <date>}`, then for each collection
 `{"collection": {db, name, options, indexes, count}}` followed by its `count` documents, then
-`{"retryable": [{session, txnNumber, reply}, ...]}`.
+`{"retryable": [{session, txnNumber, reply}, ...]}`. The header's key names the format, "a harel.local
+snapshot", after the module the server first shipped in; it stays so that the files written then still load.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ import bson
 from bson.errors import BSONError
 
 from harel.errors import LocalDataError
-from harel.local.engine import CollectionDump
-from harel.local.wire import CODEC_OPTIONS
+from harel_dev.engine import CollectionDump
+from harel_dev.wire import CODEC_OPTIONS
 
 log = logging.getLogger(__name__)
 
+FORMAT_KEY = "harel.local"
 FORMAT_VERSION = 1
 COALESCE_SECONDS = 0.5
 
@@ -57,7 +59,7 @@ class Snapshot:
 
 
 def encode(snapshot: Snapshot) -> bytes:
-    parts = [_bson({"harel.local": FORMAT_VERSION, "saved_at": dt.datetime.now(dt.UTC)})]
+    parts = [_bson({FORMAT_KEY: FORMAT_VERSION, "saved_at": dt.datetime.now(dt.UTC)})]
     for collection in snapshot.collections:
         header = {
             "db": collection.db,
@@ -78,7 +80,7 @@ def decode(path: Path, stream: IO[bytes]) -> Snapshot:
     header = next(documents, None)
     if header is None:
         raise LocalDataError(str(path), "the file is empty (not a harel.local snapshot)")
-    if header.get("harel.local") != FORMAT_VERSION:
+    if header.get(FORMAT_KEY) != FORMAT_VERSION:
         raise LocalDataError(
             str(path),
             f"not a harel.local snapshot of format {FORMAT_VERSION} (first document: {sorted(header)})",
@@ -136,9 +138,7 @@ class DataFile:
         except BaseException:
             self._unlock()
             raise
-        self._writer = threading.Thread(
-            target=self._write_loop, name=f"harel-local-snapshots-{self.path.name}"
-        )
+        self._writer = threading.Thread(target=self._write_loop, name=f"harel-dev-snapshots-{self.path.name}")
         self._writer.daemon = True
         self._writer.start()
         return snapshot

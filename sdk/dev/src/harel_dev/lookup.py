@@ -4,7 +4,7 @@ mongomock answers every query by testing each document of the collection with it
 answers a filter on `_id` from its unique index and a range from an ordinary one. A worker's writes name
 their execution by `_id`, and its claims and sweeps ask for a range of due times, so on a local backend
 each of them cost a full match of every execution, completed ones included. `patch()` (applied once per
-process by `harel.local.mongomock_patches.install()`) narrows the candidates first and leaves the answer to
+process by `harel_dev.mongomock_patches.install()`) narrows the candidates first and leaves the answer to
 mongomock's matcher:
 
 - a filter whose `_id` is a string or an ObjectId reads that one document (`_id` is unique);

@@ -26,8 +26,8 @@ from typing import Any
 
 from bson import Int64, ObjectId, Timestamp
 
-from harel.local.errors import CommandError, not_modelled
-from harel.local.now import Clock, server_now
+from harel_dev.errors import CommandError, not_modelled
+from harel_dev.now import Clock, server_now
 
 SERVER_VERSION = "8.0.4"
 MAX_WIRE_VERSION = 25  # MongoDB 8.0

@@ -2,7 +2,7 @@
 
 Each user is one document of mongod's shape: `{_id: "<db>.<user>", userId, user, db, credentials: {
 "SCRAM-SHA-1": {...}, "SCRAM-SHA-256": {...}}, roles: [{role, db}], customData?}`. The credentials are
-salted keys (`harel.local.scram`), never the password. Because the store is an ordinary collection of the
+salted keys (`harel_dev.scram`), never the password. Because the store is an ordinary collection of the
 engine, a data file (`--data`) keeps the users across restarts with everything else.
 
 Commands, with mongod's reply shapes and errors: `createUser` (duplicate: 51003), `updateUser` (password,
@@ -21,9 +21,9 @@ from typing import Any
 import mongomock
 from bson import Binary
 
-from harel.local import scram
-from harel.local.errors import CommandError, not_modelled
-from harel.local.roles import Role, parse_roles
+from harel_dev import scram
+from harel_dev.errors import CommandError, not_modelled
+from harel_dev.roles import Role, parse_roles
 
 Reply = dict[str, Any]
 USERS_DB, USERS_COLLECTION = "admin", "system.users"

@@ -1,7 +1,7 @@
 """Data commands executed on mongomock: CRUD, cursors, aggregation, indexes and collections.
 
-`Engine.execute` runs one command, with `$$NOW` bound once from the engine's clock (`harel.local.now`) and
-mongomock's expressions corrected (`harel.local.expressions`). Callers hold the server's execution lock, so
+`Engine.execute` runs one command, with `$$NOW` bound once from the engine's clock (`harel_dev.now`) and
+mongomock's expressions corrected (`harel_dev.expressions`). Callers hold the server's execution lock, so
 each command sees and leaves a consistent state and single-document atomicity holds between concurrent
 clients. Replies have the server's shape.
 """
@@ -18,10 +18,10 @@ from bson import json_util
 from mongomock import filtering
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
-from harel.local import mongomock_patches
-from harel.local.cursors import CursorRegistry
-from harel.local.errors import CommandError, not_modelled
-from harel.local.now import Clock, bind_command, server_now
+from harel_dev import mongomock_patches
+from harel_dev.cursors import CursorRegistry
+from harel_dev.errors import CommandError, not_modelled
+from harel_dev.now import Clock, bind_command, server_now
 
 Reply = dict[str, Any]
 # The data commands that change what is stored (a snapshot is due after them).

@@ -20,7 +20,7 @@ Expressions mongomock does not implement at all (for example `$mergeObjects`, `$
 array, `$toDate`, `$toDouble`, `$type`) still fail loudly; the local server answers them with
 NotImplemented (238) or the parse error.
 
-`patch()` applies them; `harel.local.mongomock_patches.install()` calls it once per process, before any local
+`patch()` applies them; `harel_dev.mongomock_patches.install()` calls it once per process, before any local
 backend is used.
 """
 

@@ -13,8 +13,8 @@ from typing import Any
 import bson
 from bson import Int64
 
-from harel.local.errors import CommandError
-from harel.local.topology import MAX_BSON_OBJECT_SIZE
+from harel_dev.errors import CommandError
+from harel_dev.topology import MAX_BSON_OBJECT_SIZE
 
 DEFAULT_FIRST_BATCH = 101
 

@@ -92,7 +92,7 @@ class CommandError(Exception):
 
 def not_modelled(what: str) -> CommandError:
     """MongoDB would do this; the local server refuses loudly instead of answering wrongly."""
-    return CommandError(238, f"harel.local does not model {what}")
+    return CommandError(238, f"harel_dev does not model {what}")
 
 
 def is_retryable_write(command: dict[str, Any]) -> bool:

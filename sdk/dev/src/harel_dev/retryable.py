@@ -17,7 +17,7 @@ from typing import Any
 
 from bson import Binary
 
-from harel.local.errors import CommandError, error_labels
+from harel_dev.errors import CommandError, error_labels
 
 log = logging.getLogger(__name__)
 
