@@ -9,7 +9,7 @@ clients. Replies have the server's shape.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -343,15 +343,17 @@ class Engine:
         name = cmd["dropIndexes"]
         if not self._exists(db, name):
             raise CommandError(26, f"ns not found {db}.{name}")
+        if "index" not in cmd:
+            raise CommandError(40414, "BSON field 'dropIndexes.index' is missing but a required field")
         coll = self._collection(db, name)
         info = coll.index_information()
-        target = cmd.get("index")
+        target = cmd["index"]
         if target == "*":
             coll.drop_indexes()
         else:
             names = target if isinstance(target, list) else [target]
             for index in names:
-                index_name = index if isinstance(index, str) else _index_name_for(info, index)
+                index_name = _index_name(info, index)
                 if index_name not in info:
                     raise CommandError(27, f"index not found with name [{index_name}]")
                 coll.drop_index(index_name)
@@ -496,9 +498,16 @@ def _refuse_collation(options: dict[str, Any]) -> None:
         raise not_modelled("collations in queries and indexes")
 
 
-def _index_name_for(info: dict[str, Any], key: dict[str, Any]) -> str:
-    wanted = list(key.items())
-    return next((name for name, index in info.items() if index["key"] == wanted), str(key))
+def _index_name(info: Mapping[str, Any], index: Any) -> str:
+    """The name of the index `dropIndexes` names by its name or by its key (`index_information()`)."""
+    if isinstance(index, str):
+        return index
+    if not isinstance(index, dict):
+        raise CommandError(
+            14, "BSON field 'dropIndexes.index' is the wrong type, expected types '[string, object, array]'"
+        )
+    wanted = list(index.items())
+    return next((name for name, found in info.items() if found["key"] == wanted), str(index))
 
 
 def _write_reply(reply: Reply, errors: list[dict[str, Any]]) -> Reply:
