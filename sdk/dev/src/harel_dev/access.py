@@ -112,9 +112,9 @@ class Access:
 
     def sasl_continue(self, session: Session, command: dict[str, Any]) -> dict[str, Any]:
         conversation_id = command.get("conversationId")
-        exchange = session.exchanges.get(conversation_id) if isinstance(conversation_id, int) else None
-        if exchange is None:
+        if not isinstance(conversation_id, int) or conversation_id not in session.exchanges:
             raise CommandError(17, "No SASL session state found")
+        exchange = session.exchanges[conversation_id]
         if exchange.proven:  # the client's empty closing message, when it did not ask to skip it
             del session.exchanges[conversation_id]
             return {"conversationId": conversation_id, "done": True, "payload": b"", "ok": 1.0}

@@ -56,7 +56,8 @@ class CursorRegistry:
         return {"nextBatch": batch, "id": Int64(cursor_id), "ns": cursor.namespace}
 
     def kill(self, cursor_ids: list[int]) -> dict[str, Any]:
-        killed, not_found = [], []
+        killed: list[Int64] = []
+        not_found: list[Int64] = []
         for cursor_id in cursor_ids:
             (killed if self._open.pop(cursor_id, None) is not None else not_found).append(Int64(cursor_id))
         return {

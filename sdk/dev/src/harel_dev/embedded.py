@@ -116,7 +116,13 @@ class _Collection:
     def bulk_write(self, requests: list[Any], ordered: bool = True) -> BulkWriteResult:
         """Update operations (`UpdateOne`, `UpdateMany`), each applied as its own command would be, with
         PyMongo's error report: mongomock's own `bulk_write` no longer accepts PyMongo's operations."""
-        written = {"nMatched": 0, "nModified": 0, "nUpserted": 0, "upserted": [], "writeErrors": []}
+        written: dict[str, Any] = {
+            "nMatched": 0,
+            "nModified": 0,
+            "nUpserted": 0,
+            "upserted": [],
+            "writeErrors": [],
+        }
         with self._lock:
             for index, request in enumerate(requests):
                 if not isinstance(request, UpdateOne | UpdateMany):
@@ -175,7 +181,7 @@ class EmbeddedClient:
 
     def __init__(self, clock: Clock = time.time) -> None:
         mongomock_patches.install()
-        self._client = mongomock.MongoClient()
+        self._client: mongomock.MongoClient[dict[str, Any]] = mongomock.MongoClient()
         self._lock = threading.RLock()
         self.clock = clock
 

@@ -66,7 +66,7 @@ class CollectionDump:
 @dataclass
 class Engine:
     clock: Clock = time.time
-    _client: mongomock.MongoClient = field(default_factory=mongomock.MongoClient)
+    _client: mongomock.MongoClient[dict[str, Any]] = field(default_factory=mongomock.MongoClient)
     # Options given to `create` (mongomock keeps none): listed by listCollections, never applied to queries.
     _options: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     cursors: CursorRegistry = field(default_factory=CursorRegistry)
@@ -99,7 +99,7 @@ class Engine:
     def serves(self, name: str) -> bool:
         return name in self._handlers
 
-    def collection(self, db: str, name: str) -> mongomock.Collection:
+    def collection(self, db: str, name: str) -> mongomock.Collection[dict[str, Any]]:
         """A collection as it is stored, for the server's own records (the users)."""
         return self._collection(db, name)
 
@@ -149,7 +149,7 @@ class Engine:
         return _write_reply(reply, errors)
 
     def _update_statement(
-        self, coll: mongomock.Collection, statement: dict[str, Any], let: Any
+        self, coll: mongomock.Collection[dict[str, Any]], statement: dict[str, Any], let: Any
     ) -> tuple[int, int, Any]:
         for unsupported in ("sort", "hint"):
             if unsupported in statement:
@@ -205,7 +205,7 @@ class Engine:
 
     def _find_and_update(
         self,
-        coll: mongomock.Collection,
+        coll: mongomock.Collection[dict[str, Any]],
         query: dict[str, Any],
         update: Any,
         existing: dict[str, Any] | None,
@@ -272,7 +272,7 @@ class Engine:
 
     def count(self, db: str, cmd: dict[str, Any]) -> Reply:
         _refuse_collation(cmd)
-        options = {key: int(cmd[key]) for key in ("skip", "limit") if cmd.get(key)}
+        options: dict[str, Any] = {key: int(cmd[key]) for key in ("skip", "limit") if cmd.get(key)}
         n = self._collection(db, cmd["count"]).count_documents(cmd.get("query") or {}, **options)
         return {"n": n, "ok": 1.0}
 
@@ -297,7 +297,9 @@ class Engine:
             reply["note"] = "all indexes already exist"
         return {**reply, "ok": 1.0}
 
-    def _create_index(self, db: str, coll: mongomock.Collection, spec: dict[str, Any]) -> None:
+    def _create_index(
+        self, db: str, coll: mongomock.Collection[dict[str, Any]], spec: dict[str, Any]
+    ) -> None:
         key, index_name = list(spec["key"].items()), spec["name"]
         unknown = set(spec) - _INDEX_IGNORED - set(_INDEX_OPTIONS) - {"collation"}
         if unknown:
@@ -445,7 +447,7 @@ class Engine:
 
     # --- helpers -------------------------------------------------------------------------------------
 
-    def _collection(self, db: str, name: Any) -> mongomock.Collection:
+    def _collection(self, db: str, name: Any) -> mongomock.Collection[dict[str, Any]]:
         if not isinstance(name, str) or not name:
             raise CommandError(73, f"Invalid collection name: {name!r}")
         return self._client[db][name]
@@ -518,7 +520,10 @@ def _write_reply(reply: Reply, errors: list[dict[str, Any]]) -> Reply:
 
 
 def _write_error(
-    index: int, exc: OperationFailure, coll: mongomock.Collection, document: dict[str, Any] | None
+    index: int,
+    exc: OperationFailure,
+    coll: mongomock.Collection[dict[str, Any]],
+    document: dict[str, Any] | None,
 ) -> dict[str, Any]:
     if isinstance(exc, DuplicateKeyError):
         return {"index": index, **_duplicate_key(coll, document, exc)}
@@ -526,7 +531,7 @@ def _write_error(
 
 
 def _duplicate_key(
-    coll: mongomock.Collection, document: dict[str, Any] | None, exc: DuplicateKeyError
+    coll: mongomock.Collection[dict[str, Any]], document: dict[str, Any] | None, exc: DuplicateKeyError
 ) -> dict[str, Any]:
     """The server's E11000 error, naming the unique index the document collides on when that is known."""
     namespace = f"{coll.database.name}.{coll.name}"

@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime
 import numbers
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from mongomock import aggregate
 from pymongo.errors import OperationFailure
@@ -50,12 +50,13 @@ _EPOCH = datetime.datetime(1970, 1, 1)
 def patch() -> None:
     """Apply the corrections to mongomock; once per process (`mongomock_patches.install`)."""
     parser = aggregate._Parser
-    parser.parse = _array_literals(parser.parse)
-    parser._handle_comparison_operator = _comparison(parser._handle_comparison_operator)
-    parser._handle_set_operator = _set_operator(parser._handle_set_operator)
-    parser._handle_boolean_operator = _boolean(parser._handle_boolean_operator)
-    parser._handle_arithmetic_operator = _arithmetic(parser._handle_arithmetic_operator)
-    parser._handle_type_convertion_operator = _conversion(parser._handle_type_convertion_operator)
+    # Replacing mongomock's methods is the patch, which mypy refuses for a method (method-assign).
+    parser.parse = _array_literals(parser.parse)  # type: ignore[method-assign]
+    parser._handle_comparison_operator = _comparison(parser._handle_comparison_operator)  # type: ignore[method-assign]
+    parser._handle_set_operator = _set_operator(parser._handle_set_operator)  # type: ignore[method-assign]
+    parser._handle_boolean_operator = _boolean(parser._handle_boolean_operator)  # type: ignore[method-assign]
+    parser._handle_arithmetic_operator = _arithmetic(parser._handle_arithmetic_operator)  # type: ignore[method-assign]
+    parser._handle_type_convertion_operator = _conversion(parser._handle_type_convertion_operator)  # type: ignore[method-assign]
     handlers = aggregate._PIPELINE_HANDLERS
     handlers["$set"] = handlers["$addFields"] = _add_fields
     handlers["$unset"] = _unset
@@ -201,4 +202,5 @@ def _unset(documents: list[dict[str, Any]], database: Any, options: Any) -> list
         raise OperationFailure(
             "$unset specification must be a string or an array of non-empty strings", 31002
         )
-    return aggregate._handle_project_stage(documents, database, dict.fromkeys(fields, 0))
+    projected = aggregate._handle_project_stage(documents, database, dict.fromkeys(fields, 0))
+    return cast(list[Any], projected)  # mongomock's stage handlers are untyped

@@ -24,6 +24,8 @@ from bson import ObjectId
 from mongomock import collection, filtering
 
 Bounds = list[tuple[Callable[[Any, Any], bool], float]]
+# A collection's documents that may match a filter (mongomock's `Collection._iter_documents`).
+Scan = Callable[[collection.Collection, Any], Iterator[dict[str, Any]]]
 _COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "$gt": operator.gt,
     "$gte": operator.ge,
@@ -34,10 +36,11 @@ _COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
 
 def patch() -> None:
     """Patch mongomock's document iteration; once per process (`mongomock_patches.install`)."""
-    collection.Collection._iter_documents = narrowed(collection.Collection._iter_documents)
+    # Replacing mongomock's method is the patch, which mypy refuses for a method (method-assign).
+    collection.Collection._iter_documents = narrowed(collection.Collection._iter_documents)  # type: ignore[method-assign]
 
 
-def narrowed(scan: Any) -> Any:
+def narrowed(scan: Scan) -> Scan:
     """`scan` (mongomock's `Collection._iter_documents`), reading only the candidates a filter allows."""
 
     def iter_documents(self: collection.Collection, filter: Any) -> Iterator[dict[str, Any]]:

@@ -19,7 +19,7 @@ import hmac
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from bson import Binary
 from pymongo.saslprep import saslprep
@@ -85,7 +85,8 @@ def derive(
 
 def _secret(mechanism: str, user: str, password: str) -> bytes:
     if mechanism == SCRAM_SHA_256:
-        return saslprep(password).encode("utf-8")
+        prepared = cast(str, saslprep(password))  # typed Any by pymongo; a str for a str
+        return prepared.encode("utf-8")
     return hashlib.md5(f"{user}:mongo:{password}".encode()).hexdigest().encode()
 
 

@@ -41,7 +41,7 @@ class User:
 class UserStore:
     """The users of one server, on the collection `admin.system.users` that `collection()` returns."""
 
-    def __init__(self, collection: Callable[[], mongomock.Collection]) -> None:
+    def __init__(self, collection: Callable[[], mongomock.Collection[dict[str, Any]]]) -> None:
         self._collection = collection
         self._handlers: dict[str, Callable[[str, dict[str, Any]], Reply]] = {
             "createUser": self.create_user,
