@@ -111,9 +111,10 @@ mutate: $(STAMP) ## plant each bug of tests/mutants/catalog.py in a scratch copy
 chaos: $(STAMP) ## worker processes killed, stopped and stalled under fork/join load, verified from the store (CHAOS_ARGS=--help)
 	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)
 
-lint: $(STAMP) ## ruff (lint + format check), ansible-lint, helm lint
+lint: $(STAMP) ## ruff (lint + format check), mypy --strict on the SDK, ansible-lint, helm lint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy --config-file sdk/pyproject.toml
 	cd playbooks && PATH="$(CURDIR)/$(BIN):$$PATH" ansible-lint --offline --profile production
 	$(BIN)/python -m tests.infra.helm_lint
 
