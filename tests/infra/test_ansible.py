@@ -484,7 +484,7 @@ def task_results(run: Run) -> dict[str, str]:
 
 def app_variables(folder: Path) -> dict[str, str]:
     """The page's group_vars for the workers, with the order app's folder this test laid out."""
-    documented = yaml.safe_load(page_files()["inventories/production/group_vars/workers.yml"])
+    documented = yaml.safe_load(page_files()["inventories/prod/group_vars/workers.yml"])
     assert documented == {
         "worker_app_package": "{{ playbook_dir }}/../../shop",
         "worker_app": "orders.app:app",
