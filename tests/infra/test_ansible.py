@@ -7,6 +7,9 @@
   systemd, no account): it builds the SDK wheel, installs it into a virtualenv and renders the environment file
   and the unit; a second run changes nothing. From that virtualenv, `harel check` passes against the fake
   replica set, and the smoke role fails with the report while no worker runs and passes once one does;
+- the worker role ships the README's order app as docs/deploying-your-app.md does: in check mode (its folder, and
+  its wheel alone) it would copy and install it and run `--app` from the folder, writing nothing; for real, the App
+  loads from the virtualenv in that folder, and a second run changes nothing;
 - the mongodb role's configuration (mongod.conf, keyfile) renders under a temporary directory, in check mode
   first (nothing written), then for real, then in check mode again (nothing to change); its secrets are required;
 - the mongodb role's mongosh scripts run under the real mongosh against the fake replica set (with authentication
