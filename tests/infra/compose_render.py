@@ -6,7 +6,7 @@ resolves the profiles, the included observability.yml with its TLS mode file, an
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ from tests.infra.tools import docker_compose
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_DIR = REPOSITORY_ROOT / "compose"
 COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yml"
+# Read after COMPOSE_FILE once HAREL_APP is set: the workers run the user's app.
+APP_FILE = COMPOSE_DIR / "app.yml"
 ENV_EXAMPLE = COMPOSE_DIR / ".env.example"
 
 
@@ -41,10 +43,17 @@ def env_file(directory: Path, **overrides: str) -> Path:
     return path
 
 
-def render(env: Path, *profiles: str, variables: Mapping[str, str] | None = None) -> dict[str, Any]:
+def render(
+    env: Path,
+    *profiles: str,
+    variables: Mapping[str, str] | None = None,
+    files: Sequence[Path] = (COMPOSE_FILE,),
+) -> dict[str, Any]:
     """`docker compose -f compose/docker-compose.yml --env-file ENV -p harel [--profile P]... config`, as JSON, with
-    `variables` in compose's environment (as harel-stack runs it)."""
-    arguments = ["-f", str(COMPOSE_FILE), "--env-file", str(env), "-p", "harel"]
+    `variables` in compose's environment (as harel-stack runs it); `files` replaces the one -f (compose/app.yml
+    after the compose file, as harel-stack adds it once HAREL_APP is set)."""
+    arguments = [option for path in files for option in ("-f", str(path))]
+    arguments += ["--env-file", str(env), "-p", "harel"]
     for profile in profiles:
         arguments += ["--profile", profile]
     result = docker_compose(

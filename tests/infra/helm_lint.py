@@ -64,6 +64,13 @@ def configurations() -> dict[str, dict[str, Any]]:
             "tls": {"mode": "requireTLS", "existingSecret": "private-ca"},
             "networkPolicy": {"externalMongodbTo": [{"ipBlock": {"cidr": "203.0.113.0/24"}}]},
         },
+        # docs/deploying-your-app.md: the README's order app in its own image.
+        "your app's image": {
+            "worker": {
+                "image": {"repository": "registry.example/shop/order-worker", "tag": "1.0.0"},
+                "app": "orders.app:app",
+            }
+        },
         "autoscaling + ServiceMonitor": {
             "worker": {
                 "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 6},

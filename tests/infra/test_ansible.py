@@ -7,6 +7,9 @@
   systemd, no account): it builds the SDK wheel, installs it into a virtualenv (harel alone: neither harel-dev nor
   mongomock) and renders the environment file and the unit; a second run changes nothing. From that virtualenv, `harel check` passes against the fake
   replica set, and the smoke role fails with the report while no worker runs and passes once one does;
+- the worker role ships the README's order app as docs/deploying-your-app.md does: in check mode (its folder, and
+  its wheel alone) it would copy and install it and run `--app` from the folder, writing nothing; for real, the App
+  loads from the virtualenv in that folder, and a second run changes nothing;
 - the mongodb role's configuration (mongod.conf, keyfile) renders under a temporary directory, in check mode
   first (nothing written), then for real, then in check mode again (nothing to change); its secrets are required;
 - the mongodb role's mongosh scripts run under the real mongosh against the fake replica set (with authentication
@@ -60,6 +63,7 @@ from tests.fake_mongod.fixtures import (
     FakeProcess,
     start_fake_mongod_process,
 )
+from tests.infra.order_app import lay_out, page_files
 from tests.infra.tools import mongosh
 from tests.unit.mongo_init import load as load_mongo_init
 from tests.wheelhouse import fill_wheelhouse, runtime_dependencies
@@ -244,6 +248,8 @@ def test_example_inventory_builds_the_workers_url_from_the_members_and_the_vault
 class WorkerInstall:
     prefix: Path
     url: str
+    # What the runs were given: every path under prefix, pip from a wheelhouse of this environment.
+    variables: Mapping[str, object]
     first: Run
     second: Run
 
@@ -305,7 +311,7 @@ def worker_install(ansible: Ansible, fake_replica_set: FakeProcess) -> WorkerIns
     assert first.returncode == 0, first.output
     second = ansible.playbook(playbook, inventory, variables)
     assert second.returncode == 0, second.output
-    return WorkerInstall(prefix, fake_replica_set.url, first, second)
+    return WorkerInstall(prefix, fake_replica_set.url, variables, first, second)
 
 
 def test_worker_role_installs_the_sdk_wheel_into_the_virtualenv(worker_install: WorkerInstall) -> None:
@@ -472,6 +478,201 @@ def test_harel_check_passes_from_the_installed_virtualenv(worker_install: Worker
     )
 
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+# --- the README's order app, shipped by the worker role (docs/deploying-your-app.md) -------------------------------
+
+TASK_RESULT = re.compile(
+    r"^TASK \[worker : (?P<task>.+?)\] \**\n(?:.*\n)*?(?P<result>ok|changed|skipping|fatal): \[localhost\]",
+    re.MULTILINE,
+)
+
+
+def task_results(run: Run) -> dict[str, str]:
+    """The worker role's tasks in a run's output, by name: ok, changed, skipping or fatal on localhost (the first
+    item's, for a loop)."""
+    return {match.group("task"): match.group("result") for match in TASK_RESULT.finditer(run.output)}
+
+
+def app_variables(folder: Path) -> dict[str, str]:
+    """The page's group_vars for the workers, with the order app's folder this test laid out."""
+    documented = yaml.safe_load(page_files()["inventories/prod/group_vars/workers.yml"])
+    assert documented == {
+        "worker_app_package": "{{ playbook_dir }}/../../shop",
+        "worker_app": "orders.app:app",
+    }
+    return {**documented, "worker_app_package": str(folder)}
+
+
+@pytest.fixture(scope="module")
+def order_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return lay_out(tmp_path_factory.mktemp("shop"))
+
+
+def check_with_app(ansible: Ansible, install: WorkerInstall, package: Path) -> Run:
+    """The worker role in check mode, with the order app as `package`, over the installed worker."""
+    return ansible.playbook(
+        role_playbook(ansible.scratch, "worker"),
+        local_inventory(ansible.scratch, "workers"),
+        {**install.variables, **app_variables(package)},
+        "--check",
+        "--diff",
+    )
+
+
+def test_worker_role_in_check_mode_would_ship_the_order_app_and_run_it(
+    ansible: Ansible, worker_install: WorkerInstall, order_folder: Path
+) -> None:
+    install = worker_install
+    run = check_with_app(ansible, install, order_folder)
+    assert run.returncode == 0, run.output
+    results = task_results(run)
+
+    # Shipped and installed: its wheel, built on the controller from its folder, copied and installed; its folder
+    # copied as the working directory; the unit rewritten.
+    for task in (
+        "Copy the app's wheel to the host",
+        "Install the app and its dependencies into the virtualenv",
+        "Copy the app's folder to the host, the worker's working directory",
+        "Write the systemd unit",
+    ):
+        assert results[task] == "changed", task
+    # The SDK's wheel, rebuilt on the controller, has the same bytes as the installed one.
+    assert results["Copy the wheel to the host"] == "ok"
+    app_dir = install.prefix / "opt" / "harel" / "app"
+    assert f'+ExecStart={install.harel} worker "--app" "orders.app:app"\n' in run.output
+    assert f"-WorkingDirectory={install.home}\n+WorkingDirectory={app_dir}\n" in run.output
+    # Check mode: nothing written on the host.
+    assert not app_dir.exists()
+    assert [wheel.name for wheel in (install.prefix / "opt" / "harel" / "wheels").iterdir()] == [
+        f"harel-{importlib.metadata.version('harel')}-py3-none-any.whl"
+    ]
+    assert unit_directives(install.unit_file.read_text())["Service.ExecStart"] == [f"{install.harel} worker"]
+
+
+def test_worker_role_in_check_mode_would_ship_the_order_apps_wheel_alone(
+    ansible: Ansible, worker_install: WorkerInstall, order_folder: Path, tmp_path: Path
+) -> None:
+    # Built from a copy: a wheel build leaves build/ in the folder it builds.
+    source = shutil.copytree(order_folder, tmp_path / "shop")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", tmp_path / "dist", source],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    [wheel] = (tmp_path / "dist").glob("orders-1.0.0-*.whl")
+
+    run = check_with_app(ansible, worker_install, wheel)
+
+    assert run.returncode == 0, run.output
+    results = task_results(run)
+    assert results["Build the app's wheel on the controller"] == "skipping"
+    assert results["Copy the app's wheel to the host"] == "changed"
+    assert results["Install the app and its dependencies into the virtualenv"] == "changed"
+    assert results["Copy the app's folder to the host, the worker's working directory"] == "skipping"
+    assert f'+ExecStart={worker_install.harel} worker "--app" "orders.app:app"\n' in run.output
+    # No folder: the working directory stays the worker's home.
+    assert "+WorkingDirectory=" not in run.output
+    assert "-WorkingDirectory=" not in run.output
+
+
+@dataclass(frozen=True)
+class AppInstall:
+    prefix: Path
+    first: Run
+    second: Run
+
+    @property
+    def venv(self) -> Path:
+        return self.prefix / "opt" / "harel" / "venv"
+
+    @property
+    def app_dir(self) -> Path:
+        return self.prefix / "opt" / "harel" / "app"
+
+
+@pytest.fixture(scope="module")
+def app_install(ansible: Ansible, worker_install: WorkerInstall, order_folder: Path) -> AppInstall:
+    """The worker role with the order app, for real, twice, on a prefix of its own."""
+    prefix = ansible.scratch / "app-prefix"
+    variables = {**worker_install.variables, **app_variables(order_folder), "worker_prefix": str(prefix)}
+    playbook = role_playbook(ansible.scratch, "worker")
+    inventory = local_inventory(ansible.scratch, "workers")
+    first = ansible.playbook(playbook, inventory, variables)
+    assert first.returncode == 0, first.output
+    second = ansible.playbook(playbook, inventory, variables)
+    assert second.returncode == 0, second.output
+    return AppInstall(prefix, first, second)
+
+
+def test_worker_role_installs_the_order_app_which_loads_in_its_folder(app_install: AppInstall) -> None:
+    unit = unit_directives(
+        (app_install.prefix / "etc" / "systemd" / "system" / "harel-worker.service").read_text()
+    )
+    harel = app_install.venv / "bin" / "harel"
+    home = app_install.prefix / "var" / "lib" / "harel"
+    clean = {"PATH": os.environ["PATH"], "HOME": str(home)}
+
+    assert unit["Service.ExecStart"] == [f'{harel} worker "--app" "orders.app:app"']
+    assert unit["Service.WorkingDirectory"] == [str(app_install.app_dir)]
+    # Installed by pip into the virtualenv, from the wheel the controller built.
+    installed = subprocess.run(
+        [
+            app_install.venv / "bin" / "python",
+            "-c",
+            "import importlib.metadata as m; print(m.version('orders'))",
+        ],
+        cwd=home,
+        env=clean,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert installed.stdout.strip() == "1.0.0"
+    assert (app_install.prefix / "opt" / "harel" / "wheels" / "orders-1.0.0-py3-none-any.whl").is_file()
+    # In the unit's working directory the App loads, with the chart it names by a relative path.
+    shown = subprocess.run(
+        [harel, "chart", "show", "order", "--app", "orders.app:app"],
+        cwd=app_install.app_dir,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "s0 : placed" in shown.stdout
+    assert "s0 --> s1 : approve [order_is_valid]" in shown.stdout
+
+
+def test_worker_role_with_the_order_app_second_run_changes_nothing(app_install: AppInstall) -> None:
+    assert app_install.second.recap()["changed"] == 0, app_install.second.output
+
+
+@pytest.mark.parametrize(
+    ("variables", "why"),
+    [
+        ({"worker_app_package": "/nonexistent/shop", "worker_app": "orders.app:app"}, "missing package"),
+        ({"worker_app_package": str(REPOSITORY / "sdk")}, "a package without its App"),
+        ({"worker_app": "orders.app"}, "no attribute"),
+    ],
+    ids=["missing-package", "package-without-app", "no-attribute"],
+)
+def test_worker_role_refuses_an_app_it_cannot_ship_or_load(
+    ansible: Ansible, variables: dict[str, str], why: str
+) -> None:
+    prefix = ansible.scratch / f"refused-app-{secrets.token_hex(4)}"
+    run = ansible.playbook(
+        role_playbook(ansible.scratch, "worker"),
+        local_inventory(ansible.scratch, "workers"),
+        {"worker_prefix": str(prefix), "worker_manage_system": False, "worker_mongo_url": "mongodb://h/harel"}
+        | variables,
+    )
+
+    assert run.returncode != 0, why
+    assert "worker_app must be module:attribute" in run.output
+    assert not prefix.exists()
 
 
 # --- the smoke role against the installed worker ----------------------------------------------------------------

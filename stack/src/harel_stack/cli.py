@@ -29,7 +29,7 @@ def _default_project() -> Project:
 
 
 def _default_compose(project: Project, settings: StackSettings) -> Compose:
-    return DockerCompose(project, settings.members, settings.observability)
+    return DockerCompose(project, settings.members, settings.observability, app=bool(settings.app))
 
 
 @dataclass

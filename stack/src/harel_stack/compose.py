@@ -61,30 +61,32 @@ class DockerCompose:
         project: Project,
         members: int,
         observability: bool = False,
+        app: bool = False,
         run: Runner = run_attached,
         probe: Probe = run_quiet,
     ) -> None:
         self.project = project
         self.members = members
         self.observability = observability
+        self.app = app
         self._run = run
         self._probe = probe
         self._available = False
 
     def command(self, *args: str, all_profiles: bool = False, profiles: Sequence[str] = ()) -> list[str]:
         """The full command line. `all_profiles` (for `down`) also reaches the services of earlier runs with other
-        settings: members of a 3-member set, the observability services, the one-shots."""
+        settings: members of a 3-member set, the observability services, the one-shots. With `app` (HAREL_APP set)
+        compose/app.yml follows the compose file, for every command: the workers are the user's app's."""
         chosen = [THREE_MEMBERS_PROFILE] if self.members == 3 or all_profiles else []
         if self.observability or all_profiles:
             chosen.append(OBSERVABILITY_PROFILE)
         if all_profiles:
             chosen += [SMOKE_PROFILE, BACKUP_PROFILE]
         chosen += [profile for profile in profiles if profile not in chosen]
-        options = [
-            "-f", str(self.project.compose_file),
-            "--env-file", str(self.project.env_file),
-            "-p", self.project.name,
-        ]  # fmt: skip
+        options = ["-f", str(self.project.compose_file)]
+        if self.app:
+            options += ["-f", str(self.project.app_compose_file)]
+        options += ["--env-file", str(self.project.env_file), "-p", self.project.name]
         for profile in chosen:
             options += ["--profile", profile]
         return ["docker", "compose", *options, *args]

@@ -8,6 +8,8 @@ from pathlib import Path
 from harel_stack.errors import ProjectNotFound
 
 COMPOSE_FILE = Path("compose") / "docker-compose.yml"
+# Read after COMPOSE_FILE when compose/.env sets HAREL_APP: the workers run the user's app.
+APP_COMPOSE_FILE = Path("compose") / "app.yml"
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,10 @@ class Project:
     @property
     def compose_file(self) -> Path:
         return self.root / COMPOSE_FILE
+
+    @property
+    def app_compose_file(self) -> Path:
+        return self.root / APP_COMPOSE_FILE
 
     @property
     def env_file(self) -> Path:

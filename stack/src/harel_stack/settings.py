@@ -109,6 +109,8 @@ class StackSettings(BaseModel):
     app_password: Secret = Field(alias="HAREL_APP_PASSWORD")
     tls_mode: TlsMode = Field("disabled", alias="HAREL_TLS_MODE")
     tls_dir: str = Field("./tls", min_length=1, alias="HAREL_TLS_DIR")
+    # The user's App (module:attribute); set, the workers run it (compose/app.yml).
+    app: str = Field("", alias="HAREL_APP")
     # compose/, which HAREL_TLS_DIR is relative to; load_settings sets it from where compose/.env is.
     compose_dir: Path = Path("compose")
 
