@@ -2,8 +2,7 @@
 
 Each backend opens a `Harness`: a store with a synchronous face (the async store runs through
 `SyncFacade` on a private event loop, so every check is written once), a reader for the raw stored
-document, and, for MongoDB backends, the log of every collection call the store made plus a switch
-to make one of those calls fail. A later tier adds a backend by appending a `Backend` to `BACKENDS`
+document, the log of every collection call the store made and a switch to make one of those calls fail. A later tier adds a backend by appending a `Backend` to `BACKENDS`
 (or calling `register`); every check in the suite then runs on it too.
 """
 
@@ -21,9 +20,7 @@ from typing import Any
 import pytest
 
 from harel.aio_store import AsyncMongoStore
-from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
-from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import AsyncMongoTransport, MongoTransport
 from harel_dev.embedded import EmbeddedClient
 from tests.conftest import REAL_MONGO_URL
@@ -176,20 +173,18 @@ class StoreOptions:
 @dataclass
 class Harness:
     """One store and the transport over the same executions. `database` is the raw (synchronous) database
-    behind a MongoDB store, read past the store; `recorder` logs the collection calls of the store and the
-    transport. Both are None for the memory store."""
+    behind the store, read past the store; `recorder` logs the collection calls of the store and the
+    transport."""
 
     backend: str
     store: Any
     transport: Any
     database: Any
-    recorder: Recorder | None
+    recorder: Recorder
     reopen: Callable[[StoreOptions], Harness]
 
     def raw(self, execution_id: str) -> dict[str, Any] | None:
-        """The stored document: read from the database, or the memory store's copy of the same shape."""
-        if self.database is None:
-            return self.store.document(execution_id)
+        """The stored document, read from the database past the store."""
         return self.database["executions"].find_one({"_id": execution_id})
 
     def fresh(self, **options: Any) -> Harness:
@@ -204,15 +199,7 @@ Opener = Callable[[StoreOptions, Callable[[StoreOptions], Harness]], AbstractCon
 class Backend:
     name: str
     open: Opener
-    mongo: bool
     marks: tuple[pytest.MarkDecorator, ...] = ()
-
-
-@contextmanager
-def memory_backend(options: StoreOptions, reopen: Callable[[StoreOptions], Harness]) -> Iterator[Harness]:
-    database = MemoryDatabase()
-    store = (options.store_class or MemoryStore)(database, **options.kwargs())
-    yield Harness("memory", store, MemoryTransport(database), None, None, reopen)
 
 
 @contextmanager
@@ -359,15 +346,14 @@ _needs_real_mongo = pytest.mark.skipif(
 _real = (pytest.mark.real, _needs_real_mongo)
 
 BACKENDS: list[Backend] = [
-    Backend("memory", memory_backend, mongo=False),
-    Backend("mongomock", mongomock_backend, mongo=True),
-    Backend("mongomock-motor", mongomock_motor_backend, mongo=True),
-    Backend("fake-rs", fake_rs_backend, mongo=True, marks=(pytest.mark.wire,)),
-    Backend("fake-rs-async", fake_rs_async_backend, mongo=True, marks=(pytest.mark.wire,)),
-    Backend("fake-rs-motor", fake_rs_motor_backend, mongo=True, marks=(pytest.mark.wire,)),
-    Backend("real-mongo", real_mongo_backend, mongo=True, marks=_real),
-    Backend("real-mongo-async", real_mongo_async_backend, mongo=True, marks=_real),
-    Backend("real-mongo-motor", real_mongo_motor_backend, mongo=True, marks=_real),
+    Backend("mongomock", mongomock_backend),
+    Backend("mongomock-motor", mongomock_motor_backend),
+    Backend("fake-rs", fake_rs_backend, marks=(pytest.mark.wire,)),
+    Backend("fake-rs-async", fake_rs_async_backend, marks=(pytest.mark.wire,)),
+    Backend("fake-rs-motor", fake_rs_motor_backend, marks=(pytest.mark.wire,)),
+    Backend("real-mongo", real_mongo_backend, marks=_real),
+    Backend("real-mongo-async", real_mongo_async_backend, marks=_real),
+    Backend("real-mongo-motor", real_mongo_motor_backend, marks=_real),
 ]
 
 
@@ -375,12 +361,8 @@ def register(backend: Backend) -> None:
     BACKENDS.append(backend)
 
 
-def params(*, mongo_only: bool = False) -> list[Any]:
-    return [
-        pytest.param(backend, id=backend.name, marks=backend.marks)
-        for backend in BACKENDS
-        if backend.mongo or not mongo_only
-    ]
+def params() -> list[Any]:
+    return [pytest.param(backend, id=backend.name, marks=backend.marks) for backend in BACKENDS]
 
 
 class HarnessPool:

@@ -9,21 +9,11 @@ import pytest
 from tests.conformance.backends import Harness, HarnessPool, StoreOptions, params
 
 
-def _harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+@pytest.fixture(params=params())
+def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """Every backend: its collection calls are recorded and can be made to fail."""
     pool = HarnessPool(request.param)
     try:
         yield pool.open(StoreOptions())
     finally:
         pool.close()
-
-
-@pytest.fixture(params=params())
-def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
-    """Every backend, the memory store included."""
-    yield from _harness(request)
-
-
-@pytest.fixture(params=params(mongo_only=True))
-def mongo_harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
-    """The MongoDB backends: their collection calls are recorded and can be made to fail."""
-    yield from _harness(request)

@@ -146,11 +146,11 @@ def _prefix_covers(keys: list[str], shape: Shape) -> bool:
 
 @pytest.mark.parametrize("shape", SHAPES, ids=[s.name for s in SHAPES])
 def test_the_index_meant_for_each_query_exists_and_leads_with_its_fields(
-    mongo_harness: Harness, shape: Shape
+    harness: Harness, shape: Shape
 ) -> None:
-    mongo_harness.store.ensure_indexes()
-    mongo_harness.transport.ensure_indexes()
-    indexes = mongo_harness.database[shape.collection].index_information()
+    harness.store.ensure_indexes()
+    harness.transport.ensure_indexes()
+    indexes = harness.database[shape.collection].index_information()
     if shape.index is None:
         assert "_id" in shape.filter
         return
@@ -236,16 +236,16 @@ def _stages(plan: Any) -> list[str]:
 
 @requires_real_mongo
 @pytest.mark.real
-def test_no_query_scans_a_collection_or_sorts_in_memory_on_a_real_deployment(mongo_harness: Harness) -> None:
+def test_no_query_scans_a_collection_or_sorts_in_memory_on_a_real_deployment(harness: Harness) -> None:
     assert REAL_MONGO_URL is not None
-    if not mongo_harness.backend.startswith("real"):
+    if not harness.backend.startswith("real"):
         pytest.skip("runs on the real deployment only")
-    mongo_harness.store.ensure_indexes()
-    mongo_harness.transport.ensure_indexes()
-    _populate(mongo_harness)
+    harness.store.ensure_indexes()
+    harness.transport.ensure_indexes()
+    _populate(harness)
     problems = []
     for shape in SHAPES:
-        stages = _stages(_explain(mongo_harness, shape))
+        stages = _stages(_explain(harness, shape))
         if "COLLSCAN" in stages:
             problems.append(f"{shape.name}: collection scan")
         if "SORT" in stages:

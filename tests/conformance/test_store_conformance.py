@@ -1,8 +1,7 @@
 """The store conformance suite: every check runs on every backend in `backends.BACKENDS`.
 
-`harness` checks hold for every store (the memory store reports its documents in MongoStore's shape);
-`mongo_harness` checks look at what a MongoDB store sends: its calls, projections, update pipelines and
-indexes, and what a failed round trip leaves behind. The checks raise AssertionError when a store
+Some checks look at what a store does, others at what it sends: its calls, projections, update pipelines
+and indexes, and what a failed round trip leaves behind. The checks raise AssertionError when a store
 breaks its contract (never pytest.raises, which fails with its own exception type), so
 test_broken_stores.py can run them against deliberately broken stores and expect them to fail.
 
@@ -638,8 +637,8 @@ def test_too_large_commit_is_refused_before_it_is_sent(harness: Harness) -> None
 # --- what a MongoDB store sends --------------------------------------------------------------------
 
 
-def test_every_commit_is_one_update(mongo_harness: Harness) -> None:
-    store, recorder = mongo_harness.store, mongo_harness.recorder
+def test_every_commit_is_one_update(harness: Harness) -> None:
+    store, recorder = harness.store, harness.recorder
     recorder.clear()
     exe = created(store)
     assert [(c.collection, c.method) for c in recorder.calls] == [("executions", "update_one")]
@@ -676,8 +675,8 @@ def test_every_commit_is_one_update(mongo_harness: Harness) -> None:
     }
 
 
-def test_update_document_does_not_grow_with_the_execution(mongo_harness: Harness) -> None:
-    store, recorder = mongo_harness.store, mongo_harness.recorder
+def test_update_document_does_not_grow_with_the_execution(harness: Harness) -> None:
+    store, recorder = harness.store, harness.recorder
     exe = created(store)
     updates: dict[int, tuple[list[dict[str, Any]], str]] = {}
     for number in range(1, 1001):
@@ -691,7 +690,7 @@ def test_update_document_does_not_grow_with_the_execution(mongo_harness: Harness
         if number in (10, 1000):
             [update_call] = recorder.of("executions", "update_one")
             updates[number] = (update_call.args[1], exe.model_dump_json())
-    document = mongo_harness.raw(exe.id)
+    document = harness.raw(exe.id)
     assert len(document["outbox"]) == 1000
     assert len(document["processed"]) == 1000
     assert len(document["trace"]) == store.trace_max
@@ -705,8 +704,8 @@ def test_update_document_does_not_grow_with_the_execution(mongo_harness: Harness
     assert len(bson.encode({"u": updates[1000][0]})) < len(bson.encode(document)) / 100
 
 
-def test_reads_fetch_only_what_they_use(mongo_harness: Harness) -> None:
-    store, recorder = mongo_harness.store, mongo_harness.recorder
+def test_reads_fetch_only_what_they_use(harness: Harness) -> None:
+    store, recorder = harness.store, harness.recorder
     exe = execution(context={"k": "v"})
     rich_commit(store, exe, "a")
 
@@ -734,8 +733,8 @@ def test_reads_fetch_only_what_they_use(mongo_harness: Harness) -> None:
     ]
 
 
-def test_sweep_and_relays_select_only_pending_documents(mongo_harness: Harness) -> None:
-    store, recorder = mongo_harness.store, mongo_harness.recorder
+def test_sweep_and_relays_select_only_pending_documents(harness: Harness) -> None:
+    store, recorder = harness.store, harness.recorder
     now = time.time()
     arm(store, created(store, "due"), {"wait": now - 10})
     arm(store, created(store, "later"), {"wait": now + 3600})
@@ -751,12 +750,12 @@ def test_sweep_and_relays_select_only_pending_documents(mongo_harness: Harness) 
     assert outbox_filter == {"relay_at": {"$gte": 0}}
 
 
-def test_ensure_indexes_is_idempotent(mongo_harness: Harness) -> None:
-    executions = mongo_harness.database["executions"]
+def test_ensure_indexes_is_idempotent(harness: Harness) -> None:
+    executions = harness.database["executions"]
     executions.create_index("outbox.seq", name="outbox.seq_1", sparse=True)  # an earlier release's
-    mongo_harness.store.ensure_indexes()
-    mongo_harness.store.ensure_indexes()
-    mongo_harness.transport.ensure_indexes()
+    harness.store.ensure_indexes()
+    harness.store.ensure_indexes()
+    harness.transport.ensure_indexes()
     indexes = executions.index_information()
     wanted = {
         "created": [("created_at", -1), ("_id", 1)],
@@ -783,20 +782,20 @@ def test_ensure_indexes_is_idempotent(mongo_harness: Harness) -> None:
     ],
     ids=["BSONObjectTooLarge", "update-result-too-large", "DocumentTooLarge"],
 )
-def test_server_size_errors_are_typed(mongo_harness: Harness, server_error: Exception) -> None:
-    store = mongo_harness.store
+def test_server_size_errors_are_typed(harness: Harness, server_error: Exception) -> None:
+    store = harness.store
     exe = created(store)
-    mongo_harness.recorder.fail_write(1, error=server_error)
+    harness.recorder.fail_write(1, error=server_error)
     error = raises(ExecutionTooLarge, store.commit, exe, processed_event_id="in-1")
     assert error.__cause__ is server_error
     assert exe.version == 1
 
 
-def test_other_server_errors_pass_through(mongo_harness: Harness) -> None:
-    store = mongo_harness.store
+def test_other_server_errors_pass_through(harness: Harness) -> None:
+    store = harness.store
     exe = created(store)
     failure = pymongo.errors.WriteError("not too large", 2)
-    mongo_harness.recorder.fail_write(1, error=failure)
+    harness.recorder.fail_write(1, error=failure)
     assert raises(pymongo.errors.WriteError, store.commit, exe) is failure
 
 
@@ -813,27 +812,27 @@ def landed_whole(document: dict[str, Any], tag: str) -> bool:
     )
 
 
-def test_commit_is_all_or_nothing_when_a_round_trip_fails(mongo_harness: Harness) -> None:
+def test_commit_is_all_or_nothing_when_a_round_trip_fails(harness: Harness) -> None:
     """A fault before or after the write of a commit (a lost request or a lost reply) leaves the document
     as it was or fully committed; a retry then completes it exactly once."""
-    store, recorder = mongo_harness.store, mongo_harness.recorder
+    store, recorder = harness.store, harness.recorder
     for when in ("before", "after"):
         exe = created(store, f"exe-{when}")
-        before = stored_bytes(mongo_harness, exe.id)
+        before = stored_bytes(harness, exe.id)
         recorder.fail_write(1, when)
         try:
             rich_commit(store, exe, "a")
         except InjectedFault:
             assert exe.version == 1
         recorder.clear()
-        after = mongo_harness.raw(exe.id)
+        after = harness.raw(exe.id)
         assert bson.encode(after) == before or landed_whole(after, "a"), (when, after)
 
         reloaded, processed = store.load_for_event(exe.id, "a-in")
         if not processed:
             rich_commit(store, reloaded, "a")
-        assert landed_whole(mongo_harness.raw(exe.id), "a"), when
+        assert landed_whole(harness.raw(exe.id), "a"), when
         # Nothing lost and nothing doubled: one outbox entry, one spawn, one timer.
         assert [e.event.id for e in store.pending_outbox() if e.source_id == exe.id] == ["a-out"]
         assert [s.child_id for s in store.pending_spawns() if s.parent_id == exe.id] == [f"{exe.id}-a"]
-        assert mongo_harness.raw(exe.id)["timers"] == {key("fork.a.wait"): 100.0}
+        assert harness.raw(exe.id)["timers"] == {key("fork.a.wait"): 100.0}

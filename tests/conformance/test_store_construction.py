@@ -15,7 +15,6 @@ from mongomock_motor import AsyncMongoMockClient
 from harel import connection
 from harel.aio_store import AsyncMongoStore
 from harel.model import Execution
-from harel.store.memory import MemoryStore
 from harel.store.mongo import MongoStore
 from tests.conftest import REAL_MONGO_URL, requires_real_mongo
 
@@ -80,8 +79,6 @@ def test_from_url_on_a_real_server() -> None:
 
 @pytest.mark.parametrize("option", ["trace_max", "dedupe_window"])
 def test_window_sizes_must_be_positive(option: str) -> None:
-    with pytest.raises(ValueError, match=option):
-        MemoryStore(**{option: 0})
     with pytest.raises(ValueError, match=option):
         MongoStore(mongomock.MongoClient(), **{option: 0})
     with pytest.raises(ValueError, match=option):

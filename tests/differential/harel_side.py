@@ -3,7 +3,7 @@ events through the client API, its state read back from the store.
 
 `wait_until_quiescent` is the one place that knows how to tell that the engine has nothing left to do.
 
-The deployment is the one `open_backend("mongomock://")` (or "memory://") builds, on a clock the script moves: every lease,
+The deployment is the one `open_backend("mongomock://")` builds, on a clock the script moves: every lease,
 mailbox due time and timer is decided by the deployment's clock (`$$NOW`), so a `JumpClock` (real time
 plus an offset) given to the embedded client stands for the server's clock; waiting jumps it from one due
 timer to the next, so a chart's timers (seconds long) fire on time without the test sleeping."""
@@ -11,18 +11,16 @@ timer to the next, so a chart's timers (seconds long) fire on time without the t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from harel.app import App
 from harel.backend import Backend
-from harel.catalog import MemoryCatalog, MongoCatalog
+from harel.catalog import MongoCatalog
 from harel.chart import Chart
 from harel.client import send_event, start_execution
+from harel.heartbeat import MongoHeartbeats
 from harel.model import Execution, ExecutionStatus
 from harel.servertime import ServerClock
-from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
-from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
 from harel_dev.embedded import EmbeddedClient
@@ -43,26 +41,16 @@ class JumpClock:
         return time.time() + self.offset
 
 
-def memory_backend(clock: JumpClock) -> Backend:
-    """`open_backend("memory://")` with the deployment's clock given."""
-    database = MemoryDatabase(clock)
-    return Backend("memory://", MemoryStore(database), MemoryTransport(database), None, MemoryCatalog())
-
-
-BACKENDS: dict[str, Callable[[JumpClock], Backend]] = {"memory": memory_backend}
-
-
 def embedded_backend(clock: JumpClock) -> Backend:
     """`open_backend("mongomock://")` with the deployment's clock given."""
     client = EmbeddedClient(clock)
     transport = MongoTransport(client, clock=ServerClock(local=clock, monotonic=clock), watch=False)
-    backend = Backend("mongomock://", MongoStore(client), transport, None, MongoCatalog(client), client)
+    backend = Backend(
+        "mongomock://", MongoStore(client), transport, MongoHeartbeats(client), MongoCatalog(client), client
+    )
     backend.store.ensure_indexes()
     backend.transport.ensure_indexes()
     return backend
-
-
-BACKENDS["mongomock"] = embedded_backend
 
 
 def wait_until_quiescent(backend: Backend, clock: JumpClock, timeout: float = 60.0) -> None:
@@ -109,11 +97,11 @@ def next_timer(backend: Backend) -> float | None:
 
 
 class HarelRun:
-    def __init__(self, chart: Chart, root_id: str, backend: str = "mongomock") -> None:
+    def __init__(self, chart: Chart, root_id: str) -> None:
         self.chart = chart
         self.root_id = root_id
         self.clock = JumpClock()
-        self.backend = BACKENDS[backend](self.clock)
+        self.backend = embedded_backend(self.clock)
         self.app = App("differential")
         self.app.chart(chart)
         registry = harel_registry(chart)

@@ -42,9 +42,8 @@ VOTES = load_chart(
 
 @pytest.mark.semantics("sem-order-per-sender", "sem-region-forward", "sem-region-join")
 @pytest.mark.parametrize("run", range(5))
-@pytest.mark.parametrize("backend", ["memory", "mongomock"])
-def test_every_vote_sent_before_a_region_finished_is_counted_at_the_join(backend: str, run: int) -> None:
-    harel = HarelRun(VOTES, root_id=f"votes-{run}", backend=backend)
+def test_every_vote_sent_before_a_region_finished_is_counted_at_the_join(run: int) -> None:
+    harel = HarelRun(VOTES, root_id=f"votes-{run}")
     try:
         harel.send("approve")  # forwarded to the three regions; each votes, then finishes
         root = harel.backend.store.load(harel.root_id)
@@ -83,10 +82,9 @@ APPROVAL = load_chart(
 
 
 @pytest.mark.semantics("sem-region-results", "sem-region-join")
-@pytest.mark.parametrize("url", ["memory://", "mongomock://"])
-def test_an_approval_join_decides_from_both_results_in_100_of_100_runs_with_3_workers(url: str) -> None:
+def test_an_approval_join_decides_from_both_results_in_100_of_100_runs_with_3_workers() -> None:
     runs = 100
-    backend = open_backend(url)
+    backend = open_backend("mongomock://")
     app = App("approvals")
     app.chart(APPROVAL)
     app.registry.guards.update(harel_registry(APPROVAL).guards)

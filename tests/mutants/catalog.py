@@ -4,9 +4,8 @@ SDK and runs their tests against it (tests/mutants/runner.py); the working tree 
 
 An edit is anchored on code, not on line numbers: its `anchor` must occur exactly once in its file, or the
 mutant no longer applies and says so (`MutantNoLongerApplies`; tests/mutants/test_catalog.py checks every
-mutant against the current source). A bug that can exist in both MongoStore/MongoTransport (the shared
-document builders, so the sync and the async twins) and in the in-memory backend is planted in each, as two
-mutants.
+mutant against the current source). A bug of MongoStore/MongoTransport is planted once, in the shared
+document builders, so it is in the sync and the async twins, on every backend.
 """
 
 from __future__ import annotations
@@ -67,8 +66,6 @@ def current_sources(mutant: Mutant, package: Path = SDK_PACKAGE) -> dict[str, st
 WORKER = "worker.py"
 DOCUMENTS = "store/_documents.py"
 MAILBOX = "transport/_mailbox.py"
-MEMORY_STORE = "store/memory.py"
-MEMORY_TRANSPORT = "transport/memory.py"
 MONGO_STORE = "store/mongo.py"
 INTERPRETER = "interpreter.py"
 RULES = "connection/rules.py"
@@ -89,12 +86,11 @@ def _on(module: str, *tests: str, ids: tuple[str, ...] = ("",)) -> tuple[str, ..
 
 
 MONGO = ("mongomock",)
-MEMORY = ("memory",)
 FAKE_RS = ("fake-rs",)
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
-        "cas-without-version-mongo",
+        "cas-without-version",
         "a commit's CAS filter matches `_id` alone, not `{_id, version}`",
         (
             Edit(
@@ -109,7 +105,7 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_one_writer_per_version",
             ids=MONGO,
         )
-        + _on(UNIT_WORKER, "test_a_rival_commit_loses_nothing", ids=MONGO)
+        + _on(UNIT_WORKER, "test_a_rival_commit_loses_nothing")
         + _on(
             FAULTS,
             "test_concurrent_commits_over_the_wire_have_one_winner_per_version",
@@ -118,44 +114,14 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
-        "cas-without-version-memory",
-        "a commit is applied whatever version the store holds",
-        (
-            Edit(
-                MEMORY_STORE,
-                'if current is None or current.get("version") != parts.expected:',
-                "if current is None:",
-            ),
-        ),
-        _on(
-            STORE_CHECKS,
-            "test_stale_commit_conflicts_and_changes_nothing",
-            "test_one_writer_per_version",
-            ids=MEMORY,
-        )
-        + _on(UNIT_WORKER, "test_a_rival_commit_loses_nothing", ids=MEMORY),
-    ),
-    Mutant(
-        "commit-ignores-lease-owner-mongo",
+        "commit-ignores-lease-owner",
         "a claim's commit is not fenced by the lease's owner token",
         (Edit(DOCUMENTS, 'cas["lease.owner"] = claim.owner', "pass"),),
         _on(MAILBOX_CHECKS, "test_a_lost_lease_cannot_commit", ids=MONGO)
         + _on(FAULTS, "test_a_lease_expiring_during_a_slow_action_cannot_double_the_event", ids=FAKE_RS),
     ),
     Mutant(
-        "commit-ignores-lease-owner-memory",
-        "a claim's commit is not fenced by the lease's owner token",
-        (
-            Edit(
-                MEMORY_STORE,
-                'if owner is not None and (current.get("lease") or {}).get("owner") != owner:',
-                "if False:",
-            ),
-        ),
-        _on(MAILBOX_CHECKS, "test_a_lost_lease_cannot_commit", ids=MEMORY),
-    ),
-    Mutant(
-        "lease-fence-ignores-owner-mongo",
+        "lease-fence-ignores-owner",
         "a claim's extend, release and failed attempt are not fenced by the lease's owner token",
         (
             Edit(
@@ -167,46 +133,21 @@ MUTANTS: tuple[Mutant, ...] = (
         _on(MAILBOX_CHECKS, "test_a_lost_lease_cannot_extend_release_or_fail", ids=MONGO),
     ),
     Mutant(
-        "lease-fence-ignores-owner-memory",
-        "a claim's extend, release and failed attempt are not fenced by the lease's owner token",
-        (
-            Edit(
-                MEMORY_TRANSPORT,
-                'if document is None or (document.get("lease") or {}).get("owner") != claim.owner:',
-                "if document is None:",
-            ),
-        ),
-        _on(MAILBOX_CHECKS, "test_a_lost_lease_cannot_extend_release_or_fail", ids=MEMORY),
-    ),
-    Mutant(
-        "send-cuts-the-lease-short-mongo",
+        "send-cuts-the-lease-short",
         "a send to a leased execution makes it claimable at once",
         (Edit(MAILBOX, '{"$ifNull": ["$inbox_at", NOW]},', "NOW,"),),
-        _on(UNIT_WORKER, "test_two_workers_racing_never_step_one_execution_at_once", ids=MONGO),
+        _on(UNIT_WORKER, "test_two_workers_racing_never_step_one_execution_at_once"),
     ),
     Mutant(
-        "send-cuts-the-lease-short-memory",
-        "a send to a leased execution makes it claimable at once",
-        (Edit(MEMORY_STORE, "return now if current is None else current", "return now"),),
-        _on(UNIT_WORKER, "test_two_workers_racing_never_step_one_execution_at_once", ids=MEMORY),
-    ),
-    Mutant(
-        "dedupe-hit-ignored-mongo",
+        "dedupe-hit-ignored",
         "a send of an event id already processed is queued again",
         (Edit(MAILBOX, '"processed": {"$ne": new["id"]},', ""),),
         _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MONGO)
-        + _on(UNIT_WORKER, "test_an_expired_lease_is_taken_over_and_the_late_commit_refused", ids=MONGO)
+        + _on(UNIT_WORKER, "test_an_expired_lease_is_taken_over_and_the_late_commit_refused")
         + _on(FAULTS, "test_relay_stopping_between_send_and_ack_resends_and_dedupe_absorbs_it", ids=FAKE_RS),
     ),
     Mutant(
-        "dedupe-hit-ignored-memory",
-        "a send of an event id already processed is queued again",
-        (Edit(MEMORY_TRANSPORT, 'if event.id in document.get("processed", []) or any(', "if any("),),
-        _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MEMORY)
-        + _on(UNIT_WORKER, "test_an_expired_lease_is_taken_over_and_the_late_commit_refused", ids=MEMORY),
-    ),
-    Mutant(
-        "dedupe-window-unbounded-mongo",
+        "dedupe-window-unbounded",
         "the processed ids are appended without the window's bound",
         (
             Edit(
@@ -218,13 +159,7 @@ MUTANTS: tuple[Mutant, ...] = (
         _on(STORE_CHECKS, "test_dedupe_window_keeps_the_latest_ids", ids=MONGO),
     ),
     Mutant(
-        "dedupe-window-unbounded-memory",
-        "the processed ids are appended without the window's bound",
-        (Edit(MEMORY_STORE, "*parts.processed][-dedupe_window:]", "*parts.processed]"),),
-        _on(STORE_CHECKS, "test_dedupe_window_keeps_the_latest_ids", ids=MEMORY),
-    ),
-    Mutant(
-        "sweep-early-mongo",
+        "sweep-early",
         "the sweep finds and fires timers by the worker's estimate (its bound), not the server's `$$NOW`",
         (
             Edit(DOCUMENTS, ', "$expr": {"$lte": ["$next_fire_at", NOW]}}', "}"),
@@ -236,22 +171,7 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_a_timer_not_yet_due_is_not_fired",
             ids=MONGO,
         )
-        + _on(UNIT_WORKER, "test_a_timer_event_is_never_early_on_the_deployments_clock", ids=MONGO),
-    ),
-    Mutant(
-        "sweep-early-memory",
-        "the sweep finds and fires timers by the worker's estimate (its bound), not the deployment's clock",
-        (
-            Edit(MEMORY_STORE, "now = min(self._now(), bound)", "now = bound"),
-            Edit(MEMORY_STORE, "                or doc.due_from(due.fire_at) > self._now()\n", ""),
-        ),
-        _on(
-            STORE_CHECKS,
-            "test_due_timers_are_due_on_the_servers_clock",
-            "test_a_timer_not_yet_due_is_not_fired",
-            ids=MEMORY,
-        )
-        + _on(UNIT_WORKER, "test_a_timer_event_is_never_early_on_the_deployments_clock", ids=MEMORY),
+        + _on(UNIT_WORKER, "test_a_timer_event_is_never_early_on_the_deployments_clock"),
     ),
     Mutant(
         "sweep-takes-timer-before-delivery",
@@ -326,7 +246,7 @@ MUTANTS: tuple[Mutant, ...] = (
         _on(
             UNIT_WORKER,
             "test_an_unknown_commit_outcome_is_resolved",
-            ids=("memory-lost-before-applying", "mongomock-lost-before-applying"),
+            ids=("lost-before-applying",),
         )
         + _on(
             FAULTS,
@@ -343,7 +263,7 @@ MUTANTS: tuple[Mutant, ...] = (
         + _on(
             REGION_CHECKS, "test_each_done_records_the_region_result_before_the_join_guards_and_actions_run"
         )
-        + _on(UNIT_WORKER, "test_smoke_workflow_passes_with_three_workers", ids=("memory://",)),
+        + _on(UNIT_WORKER, "test_smoke_workflow_passes_with_three_workers"),
     ),
     Mutant(
         "region-result-dropped",
@@ -373,7 +293,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
-        "lease-on-the-callers-clock-mongo",
+        "lease-on-the-callers-clock",
         "a claim takes what is due by the worker's estimate (its bound), not the server's `$$NOW`",
         (Edit(MAILBOX, '            "$expr": {"$lte": ["$inbox_at", NOW]},\n', ""),),
         _on(MAILBOX_CHECKS, "test_leases_run_on_the_servers_clock", ids=MONGO)
@@ -384,13 +304,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
-        "lease-on-the-callers-clock-memory",
-        "a claim takes what is due by the worker's estimate (its bound), not the deployment's clock",
-        (Edit(MEMORY_TRANSPORT, 'and d["inbox_at"] <= min(now, bound)', 'and d["inbox_at"] <= bound'),),
-        _on(MAILBOX_CHECKS, "test_leases_run_on_the_servers_clock", ids=MEMORY),
-    ),
-    Mutant(
-        "mailbox-out-of-order-mongo",
+        "mailbox-out-of-order",
         "a send puts its event at the head of the mailbox",
         (
             Edit(
@@ -400,18 +314,11 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MONGO)
-        + _on(UNIT_WORKER, "test_events_to_one_execution_apply_in_the_order_sent", ids=MONGO)
+        + _on(UNIT_WORKER, "test_events_to_one_execution_apply_in_the_order_sent")
         + _on(
             "tests/wire/test_ordering.py",
             "test_a_later_event_never_overtakes_a_slow_earlier_one",
             ids=FAKE_RS,
         ),
-    ),
-    Mutant(
-        "mailbox-out-of-order-memory",
-        "a send puts its event at the head of the mailbox",
-        (Edit(MEMORY_TRANSPORT, "inbox.append(new)", "inbox.insert(0, new)"),),
-        _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MEMORY)
-        + _on(UNIT_WORKER, "test_events_to_one_execution_apply_in_the_order_sent", ids=MEMORY),
     ),
 )

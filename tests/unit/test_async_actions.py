@@ -56,9 +56,9 @@ def paying_app(seen: dict[str, Any], *, charge_seconds: float = 0.0) -> App:
     return app
 
 
-@pytest.fixture(params=["memory", "mongomock"])
-def backend(request: pytest.FixtureRequest) -> Deployment:
-    return deployment(request.param, Clock())
+@pytest.fixture
+def backend() -> Deployment:
+    return deployment(Clock())
 
 
 @pytest.fixture
@@ -136,7 +136,7 @@ def test_an_async_action_outside_a_worker_is_refused_by_name() -> None:
 
 
 def test_the_loop_runs_while_a_worker_holds_it() -> None:
-    live = open_backend("memory://")
+    live = open_backend("mongomock://")
     app = paying_app({})
     first, second = (
         Worker(live.store, live.transport, app, config=WorkerConfig(concurrency=1)) for _ in range(2)

@@ -1,14 +1,12 @@
-"""The chart catalog workers publish to, on both kinds of backend, and the App's lookup through it."""
+"""The chart catalog workers publish to, and the App's lookup through it."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import mongomock
 import pytest
 
 from harel.app import App
-from harel.catalog import Catalog, MemoryCatalog, MongoCatalog
+from harel.catalog import Catalog, MongoCatalog
 from harel.chart import load_chart
 from harel.errors import ChartError, UnknownChart
 
@@ -22,9 +20,9 @@ def chart(version: int, target: str = "done") -> dict[str, object]:
     }
 
 
-@pytest.fixture(params=["memory", "mongo"])
-def catalog(request: pytest.FixtureRequest) -> Iterator[Catalog]:
-    yield MemoryCatalog() if request.param == "memory" else MongoCatalog(mongomock.MongoClient())
+@pytest.fixture
+def catalog() -> Catalog:
+    return MongoCatalog(mongomock.MongoClient())
 
 
 def test_publish_is_idempotent_and_get_finds_a_version_or_the_newest(catalog: Catalog) -> None:

@@ -62,14 +62,13 @@ def test_connect_gives_a_client_of_the_deployment() -> None:
         bare.start("ticket")  # nothing registered, and nothing published in this new store
 
 
-@pytest.mark.parametrize("url", ["mongomock://", "memory://"])
-def test_the_async_client_refuses_an_in_process_store_and_says_what_to_use(url: str) -> None:
+def test_the_async_client_refuses_an_in_process_store_and_says_what_to_use() -> None:
     with pytest.raises(InvalidURL) as refused:
-        asyncio.run(aio.Client.connect(url, tickets(), deadline=1))
+        asyncio.run(aio.Client.connect("mongomock://", tickets(), deadline=1))
 
-    assert refused.value.url == url
+    assert refused.value.url == "mongomock://"
     assert str(refused.value) == (
-        f"invalid store URL {url}: harel.aio needs a deployment, and {url} is a synchronous in-process "
+        "invalid store URL mongomock://: harel.aio needs a deployment, and mongomock:// is a synchronous in-process "
         "store; give a mongodb:// or mongodb+srv:// URL (`harel dev` serves one on this machine), or use the "
         "sync harel.client.Client, which runs on it"
     )

@@ -607,9 +607,9 @@ def test_a_url_that_is_not_a_mongodb_url_is_invalid_and_redacted(url: str, reaso
 
 
 def test_embedded_urls_are_told_apart() -> None:
-    assert [embedded_backend(u) for u in ("mongomock://", "MEMORY://", "mongodb://h1/")] == [
+    assert [embedded_backend(u) for u in ("mongomock://", "MongoMock://", "mongodb://h1/")] == [
         "mongomock",
-        "memory",
+        "mongomock",
         None,
     ]
     report = embedded_report("mongomock://")

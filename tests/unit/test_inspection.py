@@ -17,9 +17,9 @@ from harel.model import Event
 from tests.unit.test_worker import Clock, Deployment, deployment, make_app, pump
 
 
-@pytest.fixture(params=["memory", "mongomock"])
-def backend(request: pytest.FixtureRequest) -> Deployment:
-    return deployment(request.param, Clock())
+@pytest.fixture
+def backend() -> Deployment:
+    return deployment(Clock())
 
 
 def test_the_mailbox_lists_what_waits_in_order(backend: Deployment) -> None:

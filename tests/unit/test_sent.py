@@ -18,9 +18,10 @@ from harel.app import App
 from harel.client import start_execution
 from harel.metrics import Metrics
 from harel.sent import CONSUMER, HEARTBEAT, IDLE, OTHER, RELAY, SWEEP, CommandCounter, sending
-from harel.store.memory import MemoryDatabase, MemoryStore
-from harel.transport.memory import MemoryTransport
+from harel.store.mongo import MongoStore
+from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
+from harel_dev.embedded import EmbeddedClient
 
 EVENT = monitoring.CommandStartedEvent({"ping": 1}, "admin", 1, ("localhost", 27017), 1)
 CHART = {
@@ -123,8 +124,8 @@ def expected_loop(thread: str, method: str, found_nothing: bool) -> str:
 
 @pytest.mark.parametrize("executions", [1, 12])
 def test_a_worker_counts_each_command_under_the_loop_that_sent_it(executions: int) -> None:
-    database = MemoryDatabase()
-    store, transport = MemoryStore(database), MemoryTransport(database)
+    client = EmbeddedClient()
+    store, transport = MongoStore(client), MongoTransport(client, watch=False)
     app = App("test")
     app.chart(CHART)
     ids = [

@@ -19,14 +19,12 @@ from pymongo.errors import InvalidOperation
 
 from harel.app import ActionContext, ActionResult, App, Send
 from harel.backend import Backend
-from harel.catalog import MemoryCatalog, MongoCatalog
+from harel.catalog import MongoCatalog
 from harel.client import send_event, start_execution
 from harel.heartbeat import MongoHeartbeats
 from harel.model import Event
-from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
 from harel.transport.base import SendOutcome
-from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
 from harel_dev.embedded import EmbeddedClient
@@ -167,14 +165,9 @@ class RelayGate:
         return outcome
 
 
-def open_seams(kind: str, inner: EmbeddedClient | None = None) -> tuple[Backend, ClosingClient | None]:
-    """The seams `open_backend` builds for memory:// and mongomock://, the latter on a ClosingClient (over
-    `inner`, to reopen the same data) with change streams watched."""
-    if kind == "memory":
-        database = MemoryDatabase()
-        return Backend(
-            "memory://", MemoryStore(database), MemoryTransport(database), None, MemoryCatalog()
-        ), None
+def open_seams(inner: EmbeddedClient | None = None) -> tuple[Backend, ClosingClient]:
+    """The seams `open_backend` builds for mongomock://, on a ClosingClient (over `inner`, to reopen the
+    same data) with change streams watched."""
     client = ClosingClient(inner or EmbeddedClient())
     backend = Backend(
         "mongomock://",
@@ -185,11 +178,6 @@ def open_seams(kind: str, inner: EmbeddedClient | None = None) -> tuple[Backend,
         client,
     )
     return backend, client
-
-
-@pytest.fixture(params=["memory", "mongomock"])
-def kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture
@@ -220,14 +208,14 @@ def delivered_pings(backend: Backend) -> list[int]:
 
 
 def test_stop_ends_every_thread_before_the_client_closes_and_loses_nothing(
-    kind: str, logs: pytest.LogCaptureFixture
+    logs: pytest.LogCaptureFixture,
 ) -> None:
     """Stopped while the relay delivers: after `stop` no worker thread is alive, the client closes after
     all of them (the change-stream watcher included), nothing logs a use of the closed client, and a new
     worker on the same data delivers every ping once, in order."""
     app = fanout_app()
     inner = EmbeddedClient()
-    backend, client = open_seams(kind, inner)
+    backend, client = open_seams(inner)
     before = set(threading.enumerate())
     gate = RelayGate(backend.transport)
     worker = Worker(
@@ -235,19 +223,17 @@ def test_stop_ends_every_thread_before_the_client_closes_and_loses_nothing(
     )
     worker.start()
     fan_out_to_a_missing_sink(backend, gate, app)
-    if client is not None:
-        assert client.watching.wait(HANG), "the consumers' waits start the change-stream watcher"
+    assert client.watching.wait(HANG), "the consumers' waits start the change-stream watcher"
     gate.open.set()
     worker.stop()
     # the watcher is the transport's (it may serve other workers): `backend.close` stops it
     assert [n for n in harel_threads(before) if n != WATCHER] == [], "stop returned with worker threads alive"
     backend.close()
-    if client is not None:
-        assert client.alive_at_close == [], "the client closed under these threads"
+    assert client.alive_at_close == [], "the client closed under these threads"
     assert not [r for r in logs.records if "after close" in r.getMessage() + str(getattr(r, "error", ""))]
     assert not [r for r in logs.records if r.levelno >= logging.ERROR or r.exc_info]
 
-    again, _ = (backend, None) if client is None else open_seams(kind, inner)
+    again, _ = open_seams(inner)
     successor = Worker(again.store, again.transport, app, config=WorkerConfig(relay_poll_max=0.05))
     successor.start()
     try:
@@ -264,8 +250,7 @@ def test_a_thread_that_cannot_stop_in_time_is_named_and_ends_quietly(
     """The relay is blocked inside a send past `stop_seconds`: `stop` returns anyway, naming it in one log
     line; once its send returns into the closed client, it ends without a word."""
     app = fanout_app()
-    backend, client = open_seams("mongomock")
-    assert client is not None
+    backend, client = open_seams()
     gate = RelayGate(backend.transport)
     worker = Worker(
         backend.store,

@@ -16,7 +16,7 @@ from harel.worker import Worker, WorkerConfig
 
 @pytest.fixture(scope="module")
 def good_run() -> Iterator[SmokeRun]:
-    backend = open_backend("memory://")
+    backend = open_backend("mongomock://")
     app = App()
     chart_id = register_smoke(app, region_timer=0.05, final_timer=0.05)
     workers = [

@@ -12,11 +12,10 @@ import pymongo.errors
 
 from harel.model import Event, Execution
 from harel.servertime import NOW
-from harel.store.memory import MemoryDatabase, MemoryStore
+from harel.store.mongo import MongoStore
 from harel.transport import _mailbox as mailbox
 from harel.transport._mailbox import chart_key
 from harel.transport.base import BACKOFF_CAP_SECONDS, backoff
-from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
 from harel_dev.embedded import EmbeddedClient
 
@@ -49,9 +48,10 @@ def test_every_client_value_enters_a_pipeline_as_a_literal() -> None:
     assert write.filter["_id"] == "$target" and write.filter["inbox.id"] == {"$ne": "$id"}
 
 
-def test_a_memory_send_wakes_a_waiting_consumer() -> None:
-    database = MemoryDatabase()
-    store, transport = MemoryStore(database), MemoryTransport(database)
+def test_a_send_wakes_a_consumer_waiting_on_the_same_transport() -> None:
+    """Without a change stream: workers sharing one process's transport hear of its sends at once."""
+    client = EmbeddedClient()
+    store, transport = MongoStore(client), MongoTransport(client, watch=False)
     store.create(Execution(id="a", definition_id="order", definition_version=1), now=time.time())
     woken: list[bool] = []
     waiter = threading.Thread(target=lambda: woken.append(transport.wait_hint(5.0)))
@@ -63,8 +63,6 @@ def test_a_memory_send_wakes_a_waiting_consumer() -> None:
 
 
 def _one_event_due(client: Any) -> None:
-    from harel.store.mongo import MongoStore
-
     MongoStore(client).create(Execution(id="a", definition_id="order", definition_version=1), now=time.time())
 
 

@@ -245,7 +245,7 @@ CASES = [
         "demo on a deployment",
         ("demo", "--url", "{url}"),
         USAGE,
-        "harel demo runs in this process on mongomock:// or memory://",
+        "harel demo runs in this process on mongomock://, not mongodb://",
     ),
     # --- harel dev
     Case(

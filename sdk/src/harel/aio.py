@@ -58,11 +58,11 @@ class Client:
         allow_standalone: bool = False,
     ) -> Client:
         """Connect (waiting up to `deadline` seconds for the deployment; None: indefinitely) and run the
-        start-up checks: DeploymentRefused on errors, as for every harel client. InvalidURL for mongomock://
-        and memory://, which only the sync client runs on."""
+        start-up checks: DeploymentRefused on errors, as for every harel client. InvalidURL for mongomock://,
+        which only the sync client runs on."""
         kind = embedded_backend(url)
         if kind is not None:
-            # The async store and transport speak to a server; the embedded stores have only synchronous twins.
+            # The async store and transport speak to a server; the embedded backend's client is synchronous.
             raise InvalidURL(
                 redact(url),
                 f"harel.aio needs a deployment, and {kind}:// is a synchronous in-process store; give a "

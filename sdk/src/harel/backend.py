@@ -2,9 +2,9 @@
 
     mongodb://… / mongodb+srv://…   MongoStore + MongoTransport on a replica set, checked before use
     mongomock://                     the same MongoStore + MongoTransport on an in-process mongomock
-    memory://                        the pure in-memory store and transport
+    memory://                        deprecated: an alias of mongomock:// (it says so once)
 
-The embedded schemes live and die with the process: they serve `harel demo`, tests and experiments.
+The embedded backend lives and dies with the process: it serves `harel demo`, tests and experiments.
 `mongomock://` is the development distribution's (harel-dev, sdk/dev), imported only when opened: without it
 installed, opening it raises DevServerNotInstalled.
 """
@@ -17,16 +17,14 @@ from typing import Any
 
 from pymongo import monitoring
 
-from harel.catalog import Catalog, MemoryCatalog, MongoCatalog
+from harel.catalog import Catalog, MongoCatalog
 from harel.connection import CheckReport, check, connect, embedded_backend
 from harel.devdist import requires_harel_dev
 from harel.heartbeat import Heartbeats, MongoHeartbeats
 from harel.servertime import ServerClock
 from harel.store.base import ExecutionStore
-from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
 from harel.transport.base import Transport
-from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
 
 DEFAULT_URL = "mongomock://"
@@ -41,9 +39,9 @@ class Backend:
     url: str
     store: ExecutionStore
     transport: Transport
-    heartbeats: Heartbeats | None  # None in memory://: no other process could read them
+    heartbeats: Heartbeats
     catalog: Catalog
-    client: Any | None = None
+    client: Any
     report: CheckReport | None = None
     db_name: str = "harel"
 
@@ -55,8 +53,7 @@ class Backend:
         """Close the seams, the transport first: it stops its change-stream watcher before the client
         closes. Call it after `Worker.stop`, which ends the threads that use the client."""
         self.transport.close()
-        if self.client is not None:
-            self.client.close()  # the transport's client already, for the embedded and replica-set seams
+        self.client.close()  # the transport's client already
 
 
 def open_backend(
@@ -70,11 +67,8 @@ def open_backend(
     """Connect, run the start-up checks (refusing with DeploymentRefused on errors), create the indexes and
     build the seams. A URL that names no backend raises InvalidURL (from `connect`), `mongomock://` without
     harel-dev DevServerNotInstalled; `deadline` None waits for the deployment indefinitely. `listeners` watch
-    every command of a real deployment's client (the embedded backends have no command monitoring)."""
+    every command of a real deployment's client (the embedded backend has no command monitoring)."""
     kind = embedded_backend(url)
-    if kind == "memory":
-        database = MemoryDatabase()
-        return Backend(url, MemoryStore(database), MemoryTransport(database), None, MemoryCatalog())
     report = None
     clock = ServerClock()
     if kind == "mongomock":

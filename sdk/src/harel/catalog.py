@@ -12,7 +12,6 @@ version refuses to start (`ChartError`), so two workers can never run different 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -90,25 +89,3 @@ class AsyncMongoCatalog:
 
     async def get(self, chart_id: str, version: int | None = None) -> Chart | None:
         return parse_newest([d async for d in newest_find(chart_id, version).open(self._charts)])
-
-
-class MemoryCatalog:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._charts: dict[str, dict[str, Any]] = {}
-
-    def publish(self, charts: Iterable[Chart]) -> None:
-        with self._lock:
-            for chart in charts:
-                document = self._charts.setdefault(chart_key(chart.id, chart.version), chart_document(chart))
-                _same_or_refuse(chart, document)
-
-    def get(self, chart_id: str, version: int | None = None) -> Chart | None:
-        with self._lock:
-            versions = [
-                d
-                for d in self._charts.values()
-                if d["chart_id"] == chart_id and version in (None, d["version"])
-            ]
-        newest = max(versions, key=lambda d: d["version"], default=None)
-        return load_chart(newest["definition"]) if newest is not None else None

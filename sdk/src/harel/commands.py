@@ -1,7 +1,6 @@
 """Shapes of the MongoDB commands the SDK sends, shared by the stores, the transport and the catalog.
 
-The sync and async twins (and the in-memory backend's readers) build every command from these, so they
-differ only in how they await it.
+The sync and async twins build every command from these, so they differ only in how they await it.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ class Metrics:
             "Database commands this process sent, by the loop that sent them (consumer; idle: consumer polls "
             "that found nothing due; relay; sweep; heartbeat; watch: the mailbox change stream; scrape: "
             "statistics read for /metrics; other: start-up). Counted on mongodb:// deployments only: "
-            "memory:// and mongomock:// leave it at zero",
+            "mongomock:// leaves it at zero",
             ["loop"],
             registry=r,
         )

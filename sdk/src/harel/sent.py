@@ -10,8 +10,8 @@ Context variables belong to the thread (or task) that sets them, and each loop r
 so concurrent loops never count into each other's pass. A command sent outside any pass (the start-up checks,
 index creation, the statistics read on a scrape) is counted at once under `OTHER`.
 
-Only a real client carries the listener: `memory://` sends no commands, and `mongomock://` has no command
-monitoring, so both leave the metric at zero.
+Only a real client carries the listener: `mongomock://` has no command monitoring, so it leaves the metric
+at zero.
 """
 
 from __future__ import annotations

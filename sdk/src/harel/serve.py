@@ -128,10 +128,9 @@ def serve(
                         },
                     )
         probes.worker = worker = start_worker(backend, app, config, metrics)
-        if backend.client is not None:
-            probes.stats = DeploymentStats(
-                backend.client, backend.db_name, metrics, worker.clock, config.heartbeat_seconds
-            )
+        probes.stats = DeploymentStats(
+            backend.client, backend.db_name, metrics, worker.clock, config.heartbeat_seconds
+        )
         stop.wait()
         worker.stop()
     finally:

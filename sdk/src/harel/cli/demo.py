@@ -63,7 +63,7 @@ def show_report(out: Output, report: SmokeReport) -> None:
 def smoke(timeout: float, connection: Connection, out: Output) -> int:
     """Run the fork/join + durable-timer smoke workflow through the deployment's workers and check it:
     every timer fired once and not early, the join followed every region, no event took effect twice.
-    On mongomock:// or memory:// it brings its own workers."""
+    On mongomock:// it brings its own workers."""
     app = App("smoke")
     chart_id = register_smoke(app)
     backend = connection.open()
@@ -108,7 +108,9 @@ def smoke(timeout: float, connection: Connection, out: Output) -> int:
 @click.option(
     "--timeout", type=POSITIVE_SECONDS, default=60.0, show_default=True, help="seconds the workflow may take"
 )
-@click.option("--url", metavar="URL", help="mongomock:// (default) or memory://; nothing else")
+@click.option(
+    "--url", metavar="URL", help="mongomock:// (default; memory:// is a deprecated alias); nothing else"
+)
 @json_option
 def demo(workers: int, timer: float, timeout: float, url: str | None, out: Output) -> int:
     """No services needed: workers and the smoke workflow in this process, on the production MongoStore and
@@ -117,7 +119,7 @@ def demo(workers: int, timer: float, timeout: float, url: str | None, out: Outpu
     if not is_embedded(url):
         raise InvalidArgument(
             "--url",
-            f"harel demo runs in this process on mongomock:// or memory://, not {url.split('://')[0]}://; "
+            f"harel demo runs in this process on mongomock://, not {url.split('://')[0]}://; "
             "to run the workflow through a deployment's workers, use `harel smoke --url URL`",
         )
     app = App("demo")

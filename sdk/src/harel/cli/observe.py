@@ -86,10 +86,8 @@ def look(backend: Backend, execution_id: str) -> Snapshot:
     return Snapshot(exe, box, served, list(document.get("trace") or ()), at, undelivered_of(document, at))
 
 
-def served_charts(backend: Backend) -> set[str] | None:
+def served_charts(backend: Backend) -> set[str]:
     """The chart versions live workers serve, on the deployment's clock as this process estimates it."""
-    if backend.heartbeats is None:
-        return None
     return backend.heartbeats.served_charts(backend.transport.clock.now(), WorkerConfig.heartbeat_seconds)
 
 

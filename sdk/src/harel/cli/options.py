@@ -141,9 +141,9 @@ NON_EMPTY = NonEmpty()
 url_option = click.option(
     "--url",
     metavar="URL",
-    help=f"mongodb://, mongodb+srv://, mongomock:// or memory:// [env var: {URL_VARIABLE}, else the file "
-    f"{URL_FILE_VARIABLE} names, else the store of a running `harel dev` (.harel/dev.json here or above); "
-    "default: mongomock://]",
+    help=f"mongodb://, mongodb+srv:// or mongomock:// (memory:// is a deprecated alias) [env var: "
+    f"{URL_VARIABLE}, else the file {URL_FILE_VARIABLE} names, else the store of a running `harel dev` "
+    "(.harel/dev.json here or above); default: mongomock://]",
 )
 dev_option = click.option(
     "--dev",

@@ -77,7 +77,7 @@ def embedded_report(url: str) -> CheckReport:
     """The report for an embedded backend: there is no deployment to check."""
     backend = embedded_backend(url)
     if backend is None:
-        raise InvalidURL(redact(url), "not an embedded backend (mongomock:// or memory://)")
+        raise InvalidURL(redact(url), "not the embedded backend (mongomock://)")
     return CheckReport(
         target=f"{backend}://",
         deployment=f"embedded, in-process backend ({backend}): no deployment to check",

@@ -1,10 +1,12 @@
 """Store URLs: which backend a URL names, the client's safe defaults, and keeping passwords out of every message.
 
-Pure: no client is built and nothing touches the network here.
+Pure: no client is built and nothing touches the network here. The one side effect is the log line a
+deprecated scheme (`memory://`) earns, once per process.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -12,8 +14,14 @@ from urllib.parse import parse_qsl, unquote_plus
 
 from harel.errors import InvalidURL
 
+logger = logging.getLogger("harel.connection")
+
 MONGODB_SCHEMES = frozenset({"mongodb", "mongodb+srv"})
-EMBEDDED_SCHEMES = frozenset({"mongomock", "memory"})
+EMBEDDED_SCHEMES = frozenset({"mongomock"})
+# Deprecated schemes and the one each now opens. memory:// named a second embedded backend, a pure-Python
+# copy of the store and the transport; it is the one embedded backend now, so URLs written for it still work.
+ALIASES = {"memory": "mongomock"}
+_ALIASES_NAMED: set[str] = set()  # the deprecated schemes already named in the log: once per process
 
 # How long a write waits for a majority to acknowledge it, in milliseconds, when the URL and the options set no
 # bound. A deployment that lost its majority but kept its primary (two data-bearing members and an arbiter,
@@ -96,9 +104,26 @@ def scrub(text: str, url: str) -> str:
 
 
 def embedded_backend(url: str) -> str | None:
-    """`mongomock` or `memory` when the URL names an embedded, in-process backend; None otherwise."""
+    """`mongomock` when the URL names the embedded, in-process backend (the deprecated `memory://` too,
+    saying so in the log the first time); None otherwise."""
     scheme = _scheme(url)
+    if scheme in ALIASES:
+        _name_deprecated(scheme)
+        scheme = ALIASES[scheme]
     return scheme if scheme in EMBEDDED_SCHEMES else None
+
+
+def _name_deprecated(scheme: str) -> None:
+    if scheme in _ALIASES_NAMED:
+        return
+    _ALIASES_NAMED.add(scheme)
+    logger.warning(
+        "%s:// is deprecated and opens %s://, the embedded backend (MongoStore and MongoTransport on an "
+        "in-process mongomock); write %s://",
+        scheme,
+        ALIASES[scheme],
+        ALIASES[scheme],
+    )
 
 
 def _named_options(url: str, options: Mapping[str, Any]) -> set[str]:
@@ -111,7 +136,7 @@ def client_arguments(url: str, app_name: str, options: Mapping[str, Any]) -> dic
     """The keyword arguments for the client: the safe defaults the URL and `options` leave unset, the app
     name, then `options` as given. Raises InvalidURL for anything that is not a MongoDB URL."""
     scheme = _scheme(url)
-    if scheme in EMBEDDED_SCHEMES:
+    if embedded_backend(url) is not None:
         raise InvalidURL(
             redact(url), f"{scheme}:// is an embedded, in-process backend with no server to connect to"
         )

@@ -1,4 +1,4 @@
-"""Execution stores: the protocol, the in-memory store and MongoStore."""
+"""Execution stores: the protocol and MongoStore."""
 
 from harel.errors import ExecutionTooLarge, StoreConflict
 from harel.store.base import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX, AsyncExecutionStore, ExecutionStore

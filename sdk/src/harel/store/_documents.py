@@ -1,7 +1,7 @@
 """The execution document model as pure functions: every query, update and parser the stores use.
 
-MongoStore, AsyncMongoStore and the in-memory store all call these, so the twins differ only in how they
-reach the data (a blocking call, an awaited one, a dict under a lock) and never in what they write or read.
+MongoStore and AsyncMongoStore both call these, so the twins differ only in how they reach the data (a
+blocking call or an awaited one) and never in what they write or read.
 
 One execution is one document in the `executions` collection. The seed's fields:
 
@@ -147,7 +147,7 @@ class StepRecord:
 
 @dataclass(frozen=True)
 class CommitParts:
-    """Everything a commit adds, built once and shared by the Mongo writes and the in-memory store."""
+    """Everything a commit adds, built once and shared by the sync and async writes."""
 
     execution_id: str
     expected: int
@@ -371,7 +371,7 @@ def created_document(
     parts: CommitParts, entries: Sequence[Mapping[str, Any]], chart: str, now: float
 ) -> dict[str, Any]:
     """The document a creation leaves, built in Python: what `plan_create`'s pipeline makes on a server
-    whose clock reads `now` (the in-memory store stores it; benchmarks insert it directly)."""
+    whose clock reads `now` (benchmarks insert it directly)."""
     document: dict[str, Any] = {
         "_id": parts.execution_id,
         **copy.deepcopy(parts.promoted),

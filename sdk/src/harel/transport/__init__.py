@@ -1,5 +1,4 @@
-"""Transports: the Transport protocol (each execution's mailbox), MongoTransport (sync + async) and the
-in-memory transport."""
+"""Transports: the Transport protocol (each execution's mailbox) and MongoTransport (sync + async)."""
 
 from harel.transport.base import Claim, Parked, Pending, SendOutcome, Transport
 

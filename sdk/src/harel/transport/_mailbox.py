@@ -1,5 +1,5 @@
 """The mailbox document model: events waiting in their execution's document, as pure builders shared by
-MongoTransport, AsyncMongoTransport, the stores' commits and the in-memory backend.
+MongoTransport, AsyncMongoTransport and the stores' commits.
 
 Fields MongoTransport writes on the `executions` document, beside the seed's:
 

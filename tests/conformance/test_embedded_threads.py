@@ -1,24 +1,42 @@
-"""MemoryStore under threads: concurrent writers racing on one execution serialize through the CAS.
+"""The embedded backend under threads: concurrent writers racing on one execution serialize through the CAS.
 
-(The MongoDB backends get their atomicity from the server; mongomock does not model concurrent
-writers, so this race runs on the memory store only.)
+`harel demo`, `harel smoke` on mongomock:// and the in-process tests run several workers, each with its
+consumers, relay and sweep threads, on one mongomock. A server gives each command its atomicity; here the
+embedded client's lock must (plain mongomock lets two threads win one version). Every racing step must
+take effect exactly once: its state change, its emitted event and its dedupe mark.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+from collections.abc import Iterator
+
+import pytest
 
 from harel.errors import StoreConflict
 from harel.model import Event, Execution
-from harel.store.memory import MemoryStore
+from harel.store.mongo import MongoStore
+from harel_dev.embedded import EmbeddedClient
 
 WRITERS = 4
 STEPS = 50
 
 
+@pytest.fixture
+def eager_thread_switches() -> Iterator[None]:
+    """Switch threads every microsecond, so that writers interleave inside one command (without the
+    embedded client's lock this test then fails every run; at the default interval it rarely would)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)
+
+
+@pytest.mark.usefixtures("eager_thread_switches")
 def test_racing_writers_each_take_effect_once() -> None:
-    store = MemoryStore()
+    store = MongoStore(EmbeddedClient())
     store.commit(Execution(id="shared", definition_id="counter", definition_version=1, context={"n": 0}))
     start = threading.Barrier(WRITERS)
 
