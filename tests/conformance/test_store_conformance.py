@@ -21,8 +21,8 @@ import pymongo.errors
 import pytest
 
 from harel.errors import ExecutionTooLarge, StoreConflict
+from harel.executions.fields import DOT_STANDIN, RELAY_GRACE_SECONDS, SEQ_STRIDE
 from harel.model import DueTimer, Event, Execution, ExecutionStatus, SpawnEntry, TimerOp
-from harel.store._documents import DOT_STANDIN, RELAY_GRACE_SECONDS, SEQ_STRIDE
 from tests.conformance.backends import Harness, InjectedFault
 
 # --- builders ----------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ SDK and runs their tests against it (tests/mutants/runner.py); the working tree 
 An edit is anchored on code, not on line numbers: its `anchor` must occur exactly once in its file, or the
 mutant no longer applies and says so (`MutantNoLongerApplies`; tests/mutants/test_catalog.py checks every
 mutant against the current source). A bug that can exist in both MongoStore/MongoTransport (the shared
-document builders, so the sync and the async twins) and in the in-memory backend is planted in each, as two
-mutants.
+document builders of `harel.executions`, so the sync and the async twins) and in the in-memory backend is
+planted in each, as two mutants.
 """
 
 from __future__ import annotations
@@ -65,8 +65,9 @@ def current_sources(mutant: Mutant, package: Path = SDK_PACKAGE) -> dict[str, st
 
 
 WORKER = "worker.py"
-DOCUMENTS = "store/_documents.py"
-MAILBOX = "transport/_mailbox.py"
+COMMITS = "executions/commits.py"
+QUERIES = "executions/queries.py"
+WRITES = "executions/writes.py"
 MEMORY_STORE = "store/memory.py"
 MEMORY_TRANSPORT = "transport/memory.py"
 MONGO_STORE = "store/mongo.py"
@@ -98,7 +99,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a commit's CAS filter matches `_id` alone, not `{_id, version}`",
         (
             Edit(
-                DOCUMENTS,
+                COMMITS,
                 'cas = {"_id": parts.execution_id, "version": parts.expected}',
                 'cas = {"_id": parts.execution_id}',
             ),
@@ -138,7 +139,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "commit-ignores-lease-owner-mongo",
         "a claim's commit is not fenced by the lease's owner token",
-        (Edit(DOCUMENTS, 'cas["lease.owner"] = claim.owner', "pass"),),
+        (Edit(COMMITS, 'cas["lease.owner"] = claim.owner', "pass"),),
         _on(MAILBOX_CHECKS, "test_a_lost_lease_cannot_commit", ids=MONGO)
         + _on(FAULTS, "test_a_lease_expiring_during_a_slow_action_cannot_double_the_event", ids=FAKE_RS),
     ),
@@ -159,7 +160,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a claim's extend, release and failed attempt are not fenced by the lease's owner token",
         (
             Edit(
-                MAILBOX,
+                WRITES,
                 'return {"_id": claim.execution_id, "lease.owner": claim.owner}',
                 'return {"_id": claim.execution_id}',
             ),
@@ -181,7 +182,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "send-cuts-the-lease-short-mongo",
         "a send to a leased execution makes it claimable at once",
-        (Edit(MAILBOX, '{"$ifNull": ["$inbox_at", NOW]},', "NOW,"),),
+        (Edit(WRITES, '{"$ifNull": ["$inbox_at", NOW]},', "NOW,"),),
         _on(UNIT_WORKER, "test_two_workers_racing_never_step_one_execution_at_once", ids=MONGO),
     ),
     Mutant(
@@ -193,7 +194,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dedupe-hit-ignored-mongo",
         "a send of an event id already processed is queued again",
-        (Edit(MAILBOX, '"processed": {"$ne": new["id"]},', ""),),
+        (Edit(WRITES, '"processed": {"$ne": new["id"]},', ""),),
         _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MONGO)
         + _on(UNIT_WORKER, "test_an_expired_lease_is_taken_over_and_the_late_commit_refused", ids=MONGO)
         + _on(FAULTS, "test_relay_stopping_between_send_and_ack_resends_and_dedupe_absorbs_it", ids=FAKE_RS),
@@ -210,7 +211,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the processed ids are appended without the window's bound",
         (
             Edit(
-                DOCUMENTS,
+                COMMITS,
                 '_appended("processed", parts.processed, dedupe_window)',
                 '_appended("processed", parts.processed)',
             ),
@@ -227,8 +228,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "sweep-early-mongo",
         "the sweep finds and fires timers by the worker's estimate (its bound), not the server's `$$NOW`",
         (
-            Edit(DOCUMENTS, ', "$expr": {"$lte": ["$next_fire_at", NOW]}}', "}"),
-            Edit(MAILBOX, ', "$expr": {"$lte": [literal(due_from), NOW]}}', "}"),
+            Edit(QUERIES, ', "$expr": {"$lte": ["$next_fire_at", NOW]}}', "}"),
+            Edit(WRITES, '            "$expr": {"$lte": [literal(due_from(due.fire_at)), NOW]},\n', ""),
         ),
         _on(
             STORE_CHECKS,
@@ -243,7 +244,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the sweep finds and fires timers by the worker's estimate (its bound), not the deployment's clock",
         (
             Edit(MEMORY_STORE, "now = min(self._now(), bound)", "now = bound"),
-            Edit(MEMORY_STORE, "                or doc.due_from(due.fire_at) > self._now()\n", ""),
+            Edit(MEMORY_STORE, "                or fields.due_from(due.fire_at) > self._now()\n", ""),
         ),
         _on(
             STORE_CHECKS,
@@ -259,7 +260,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 MONGO_STORE,
-                "        return self._executions.update_one(write.filter, write.update).matched_count == 1\n",
+                "        return matched(writes.fire_write(due, now).send(self._executions))\n",
+                "        write = writes.fire_write(due, now)\n"
                 "        [deliver, size] = write.update\n"
                 '        taken = {"next_fire_at": deliver["$set"]["next_fire_at"]}\n'
                 '        if self._executions.update_one(write.filter, [{"$set": taken}]).matched_count != 1:\n'
@@ -375,7 +377,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "lease-on-the-callers-clock-mongo",
         "a claim takes what is due by the worker's estimate (its bound), not the server's `$$NOW`",
-        (Edit(MAILBOX, '            "$expr": {"$lte": ["$inbox_at", NOW]},\n', ""),),
+        (Edit(WRITES, '            "$expr": {"$lte": ["$inbox_at", NOW]},\n', ""),),
         _on(MAILBOX_CHECKS, "test_leases_run_on_the_servers_clock", ids=MONGO)
         + _on(
             "tests/wire/test_clock_skew.py",
@@ -394,9 +396,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "a send puts its event at the head of the mailbox",
         (
             Edit(
-                MAILBOX,
-                '"inbox": {"$concatArrays": [_array("inbox"), literal([dict(new)])]},',
-                '"inbox": {"$concatArrays": [literal([dict(new)]), _array("inbox")]},',
+                WRITES,
+                '"inbox": {"$concatArrays": [array("inbox"), literal([dict(new)])]},',
+                '"inbox": {"$concatArrays": [literal([dict(new)]), array("inbox")]},',
             ),
         ),
         _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MONGO)

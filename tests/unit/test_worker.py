@@ -20,6 +20,7 @@ from harel.backend import Backend, open_backend
 from harel.cli.views import status_view
 from harel.client import cancel_execution, send_event, start_execution
 from harel.errors import MailboxFull, StoreConflict
+from harel.executions.fields import INBOX_LIMIT_BYTES
 from harel.heartbeat import MongoHeartbeats
 from harel.inspection import UNDELIVERED_AFTER_SECONDS, undelivered_of
 from harel.local.embedded import EmbeddedClient
@@ -28,7 +29,6 @@ from harel.servertime import ServerClock
 from harel.smoke import FORK, REGIONS, check, gather, register_smoke, run_smoke
 from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
-from harel.transport._mailbox import INBOX_LIMIT_BYTES
 from harel.transport.base import SendOutcome
 from harel.transport.memory import MemoryTransport
 from harel.transport.mongo import MongoTransport
@@ -1038,7 +1038,7 @@ def test_a_step_sending_more_than_a_step_may_parks_its_event_with_nothing_of_it_
     """`go` would send 1001 events: the step is refused as StepTooLarge (naming the count and the limit)
     and the execution is parked at once on it — the event before it in the batch committed, nothing of the
     refused step written or sent, the event behind it waiting; dropped, the execution carries on."""
-    from harel.store._documents import SEQ_STRIDE
+    from harel.executions.fields import SEQ_STRIDE
 
     app = fan_app()
     w = backend.worker(app)
@@ -1064,7 +1064,7 @@ def test_a_step_sending_more_than_a_step_may_parks_its_event_with_nothing_of_it_
 
 
 def test_a_step_sending_as_many_as_a_step_may_is_delivered(backend: Deployment) -> None:
-    from harel.store._documents import SEQ_STRIDE
+    from harel.executions.fields import SEQ_STRIDE
 
     app = fan_app()
     w = backend.worker(app)

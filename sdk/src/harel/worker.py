@@ -55,28 +55,15 @@ from harel.errors import (
     UnknownChart,
 )
 from harel.eventloop import PROCESS_LOOP
+from harel.executions.commits import CommitParts, claim_commit_parts, require_step_fits
+from harel.executions.fields import chart_key
+from harel.executions.records import Claim, Failure, Pending, RelayWork, SendOutcome, StepRecord
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
 from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
 from harel.sent import CONSUMER, HEARTBEAT, IDLE, RELAY, SWEEP, sending
-from harel.store._documents import (
-    CommitParts,
-    RelayWork,
-    StepRecord,
-    claim_commit_parts,
-    require_step_fits,
-)
 from harel.store.base import ExecutionStore
-from harel.transport._mailbox import chart_key
-from harel.transport.base import (
-    DEFAULT_LEASE_SECONDS,
-    Claim,
-    Failure,
-    Pending,
-    SendOutcome,
-    Transport,
-    backoff,
-)
+from harel.transport.base import DEFAULT_LEASE_SECONDS, Transport, backoff
 
 log = logging.getLogger("harel.worker")
 

@@ -1,7 +1,7 @@
 """The embedded in-memory backend (`memory://`): MemoryStore and, over the same documents, MemoryTransport.
 
-It keeps each execution as the very document MongoStore would store (built by `harel.store._documents`
-and `harel.transport._mailbox`) and changes it under one lock, so it has MongoStore's semantics exactly:
+It keeps each execution as the very document MongoStore would store (built by `harel.executions`)
+and changes it under one lock, so it has MongoStore's semantics exactly:
 the version CAS (a stale commit raises StoreConflict and changes nothing, `exe.version` included),
 all-or-nothing commits, the mailbox with its leases fenced by an owner token, the dedupe window, the trace
 ring, relay work held by one relay at a time, timers fired into the mailbox, newest-first listings and
@@ -19,8 +19,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harel.commands import parse_execution
 from harel.errors import LeaseLost, StoreConflict
+from harel.executions import commits, fields, queries, records, replies, writes
+from harel.executions.fields import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX
+from harel.executions.records import Claim, Emit, Failure, Pending, Spawn
 from harel.model import (
     ChildSeed,
     DueTimer,
@@ -35,10 +37,6 @@ from harel.model import (
     start_event,
     timer_event,
 )
-from harel.store import _documents as doc
-from harel.store.base import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX, Emit, Spawn
-from harel.transport import _mailbox as mailbox
-from harel.transport.base import Claim, Failure, Pending
 
 Document = dict[str, Any]
 
@@ -58,7 +56,7 @@ def _is_due(value: Any, now: float) -> bool:
 
 
 def inbox_due_unless_busy(document: Document, now: float) -> Any:
-    """What `_mailbox`'s send and fire set `inbox_at` to: now for an idle execution, unchanged otherwise."""
+    """What `writes`' send and fire set `inbox_at` to: now for an idle execution, unchanged otherwise."""
     if document.get("parked") is not None:
         return None
     current = document.get("inbox_at")
@@ -66,7 +64,7 @@ def inbox_due_unless_busy(document: Document, now: float) -> Any:
 
 
 def settle(document: Document, applied: Sequence[Pending], failure: Failure | None, now: float) -> None:
-    """`_mailbox.settle_stages`, in Python."""
+    """`writes.settle_stages`, in Python."""
     ids = {p.id for p in applied}
     document["lease"] = None
     document["inbox"] = [e for e in document.get("inbox", []) if e["id"] not in ids]
@@ -76,7 +74,7 @@ def settle(document: Document, applied: Sequence[Pending], failure: Failure | No
         document["last_error"] = None
         document["inbox_at"] = now if document["inbox"] else None
         return
-    error = failure.error[: mailbox.ERROR_LIMIT]
+    error = failure.error[: fields.ERROR_LIMIT]
     document["attempts"] = failure.attempts
     document["last_error"] = error
     if failure.park:
@@ -93,7 +91,7 @@ def settle(document: Document, applied: Sequence[Pending], failure: Failure | No
 
 
 def _apply_parts(
-    document: Document, parts: doc.CommitParts, now: float, trace_max: int, dedupe_window: int
+    document: Document, parts: commits.CommitParts, now: float, trace_max: int, dedupe_window: int
 ) -> None:
     document.update(copy.deepcopy(parts.promoted))
     document["version"] = parts.version
@@ -122,8 +120,8 @@ class MemoryStore:
         dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
     ) -> None:
         self.database = database or MemoryDatabase()
-        self.trace_max = doc.require_positive("trace_max", trace_max)
-        self.dedupe_window = doc.require_positive("dedupe_window", dedupe_window)
+        self.trace_max = fields.require_positive("trace_max", trace_max)
+        self.dedupe_window = fields.require_positive("dedupe_window", dedupe_window)
 
     @property
     def _documents(self) -> dict[str, Document]:
@@ -134,13 +132,13 @@ class MemoryStore:
 
     # --- the write path ----------------------------------------------------------------------------
 
-    def _insert(self, parts: doc.CommitParts, entries: Sequence[Document], chart: str) -> None:
+    def _insert(self, parts: commits.CommitParts, entries: Sequence[Document], chart: str) -> None:
         if parts.execution_id in self._documents:
             raise StoreConflict(parts.execution_id, 0, self._documents[parts.execution_id].get("version"))
-        self._documents[parts.execution_id] = doc.created_document(parts, entries, chart, self._now())
+        self._documents[parts.execution_id] = commits.created_document(parts, entries, chart, self._now())
         self.database.lock.notify_all()
 
-    def _current(self, parts: doc.CommitParts, owner: str | None = None) -> Document:
+    def _current(self, parts: commits.CommitParts, owner: str | None = None) -> Document:
         current = self._documents.get(parts.execution_id)
         if current is None or current.get("version") != parts.expected:
             raise StoreConflict(
@@ -159,27 +157,27 @@ class MemoryStore:
         processed_event_id: str | None = None,
         trace: dict[str, Any] | None = None,
     ) -> None:
-        record = doc.StepRecord(processed_event_id, emits, spawns, trace)
+        record = records.StepRecord(processed_event_id, emits, spawns, trace)
         with self.database.lock:
-            parts = doc.commit_parts(
+            parts = commits.commit_parts(
                 exe, [record], expected=exe.version, timers_changed=bool(timers) or exe.version == 0
             )
             if exe.version == 0:
-                self._insert(parts, (), doc.mailbox.chart_key(exe.definition_id, exe.definition_version))
+                self._insert(parts, (), fields.chart_key(exe.definition_id, exe.definition_version))
             else:
-                write = doc.plan_commit(parts, self.trace_max, self.dedupe_window)
+                write = commits.plan_commit(parts, self.trace_max, self.dedupe_window)
                 current = copy.deepcopy(self._current(parts))
                 _apply_parts(current, parts, self._now(), self.trace_max, self.dedupe_window)
-                doc.ensure_fits(exe.id, {"u": write.pipeline})
+                commits.ensure_fits(exe.id, {"u": write.write.update})
                 self._documents[exe.id] = current
         exe.version = parts.version
 
     def create(self, exe: Execution, events: Sequence[Event] = (), *, now: float) -> bool:
-        parts = doc.commit_parts(exe, (), expected=0, timers_changed=True)
-        entries = [mailbox.entry(event, None, now) for event in events]
+        parts = commits.commit_parts(exe, (), expected=0, timers_changed=True)
+        entries = [writes.entry(event, None, now) for event in events]
         with self.database.lock:
             try:
-                self._insert(parts, entries, mailbox.chart_key(exe.definition_id, exe.definition_version))
+                self._insert(parts, entries, fields.chart_key(exe.definition_id, exe.definition_version))
             except StoreConflict:
                 return False
         return True
@@ -188,14 +186,14 @@ class MemoryStore:
         self,
         claim: Claim,
         exe: Execution,
-        records: Sequence[doc.StepRecord],
+        records: Sequence[records.StepRecord],
         *,
         applied: Sequence[Pending],
         failure: Failure | None = None,
         timers_changed: bool,
-    ) -> doc.CommitParts:
-        parts = doc.claim_commit_parts(claim, exe, records, applied, timers_changed)
-        doc.plan_commit(
+    ) -> commits.CommitParts:
+        parts = commits.claim_commit_parts(claim, exe, records, applied, timers_changed)
+        commits.plan_commit(
             parts, self.trace_max, self.dedupe_window, claim=claim, applied=applied, failure=failure
         )
         with self.database.lock:
@@ -209,20 +207,20 @@ class MemoryStore:
 
     def commit_outcome(self, execution_id: str) -> tuple[int | None, str | None]:
         with self.database.lock:
-            return doc.parse_commit_outcome(copy.deepcopy(self._documents.get(execution_id)))
+            return replies.parse_commit_outcome(copy.deepcopy(self._documents.get(execution_id)))
 
     # --- reads -------------------------------------------------------------------------------------
 
     def load(self, execution_id: str) -> Execution | None:
         with self.database.lock:
-            return parse_execution(self._documents.get(execution_id))
+            return replies.parse_execution(self._documents.get(execution_id))
 
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         with self.database.lock:
             document = self._documents.get(execution_id)
             if document is None:
                 return None, False
-            return parse_execution(document), event_id in document.get("processed", [])
+            return replies.parse_execution(document), event_id in document.get("processed", [])
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
         with self.database.lock:
@@ -243,7 +241,7 @@ class MemoryStore:
         cursor: str | None = None,
     ) -> ExecutionPage:
         offset = decode_offset(cursor)
-        listing = doc.list_find(status, definition_id, roots_only, offset, limit)
+        listing = queries.list_find(status, definition_id, roots_only, offset, limit)
         wanted = {k: v for k, v in listing.filter.items() if k != "data"}
         with self.database.lock:
             found = [
@@ -253,7 +251,7 @@ class MemoryStore:
             ]
         found.sort(key=lambda d: d["_id"])
         found.sort(key=lambda d: d.get("created_at", 0.0), reverse=True)
-        return doc.parse_page(found[offset : offset + listing.limit], offset, limit)
+        return replies.parse_page(found[offset : offset + listing.limit], offset, limit)
 
     # --- relays ------------------------------------------------------------------------------------
 
@@ -263,16 +261,16 @@ class MemoryStore:
         return sorted(holding, key=lambda d: d["relay_at"])
 
     def pending_outbox(self, limit: int = 100) -> list[OutboxEntry]:
-        return doc.parse_pending_outbox(self._holding_relays(), limit)
+        return replies.parse_pending_outbox(self._holding_relays(), limit)
 
     def ack_outbox(self, execution_id: str, seq: int) -> None:
-        self.ack_relay(execution_id, [seq], [], retry_in=doc.RELAY_GRACE_SECONDS)
+        self.ack_relay(execution_id, [seq], [], retry_in=fields.RELAY_GRACE_SECONDS)
 
     def pending_spawns(self, limit: int = 100) -> list[SpawnEntry]:
-        return doc.parse_pending_spawns(self._holding_relays(), limit)
+        return replies.parse_pending_spawns(self._holding_relays(), limit)
 
     def ack_spawn(self, execution_id: str, seq: int) -> None:
-        self.ack_relay(execution_id, [], [seq], retry_in=doc.RELAY_GRACE_SECONDS)
+        self.ack_relay(execution_id, [], [seq], retry_in=fields.RELAY_GRACE_SECONDS)
 
     def create_children(self, entries: Sequence[SpawnEntry], *, now: float) -> list[str]:
         existing = []
@@ -282,7 +280,7 @@ class MemoryStore:
                 existing.append(child.id)
         return existing
 
-    def take_relay_work(self, lease: float, bound: float) -> doc.RelayWork | None:
+    def take_relay_work(self, lease: float, bound: float) -> records.RelayWork | None:
         with self.database.lock:
             now = self._now()
             due = [d for d in self._documents.values() if _is_due(d.get("relay_at"), min(now, bound))]
@@ -290,7 +288,7 @@ class MemoryStore:
                 return None
             document = min(due, key=lambda d: d["relay_at"])
             document["relay_at"] = now + lease
-            return doc.parse_relay_work(copy.deepcopy(document))
+            return replies.parse_relay_work(copy.deepcopy(document))
 
     def ack_relay(
         self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
@@ -310,17 +308,17 @@ class MemoryStore:
         with self.database.lock:
             now = min(self._now(), bound)
             due = [copy.deepcopy(d) for d in self._documents.values() if _is_due(d.get("next_fire_at"), now)]
-        return doc.parse_due(sorted(due, key=lambda d: d["next_fire_at"])[:limit])
+        return replies.parse_due(sorted(due, key=lambda d: d["next_fire_at"])[:limit])
 
     def fire_timer(self, due: DueTimer, *, now: float) -> bool:
         event = timer_event(due.execution_id, due.path, due.fire_at, now)
-        new = mailbox.entry(event, None, now)
+        new = writes.entry(event, None, now)
         with self.database.lock:
             document = self._documents.get(due.execution_id)
             if (
                 document is None
                 or document.get("timers") != due.stored_timers
-                or doc.due_from(due.fire_at) > self._now()
+                or fields.due_from(due.fire_at) > self._now()
             ):
                 return False
             waiting = {e["id"] for e in document.get("inbox", [])}
@@ -343,15 +341,17 @@ class MemoryStore:
         """Append outside a commit; like MongoStore, an unknown id gets a trace-only document."""
         with self.database.lock:
             index = (
-                entry["index"] if "index" in entry else self._allocate(doc.trace_counter(execution_id), 1) - 1
+                entry["index"]
+                if "index" in entry
+                else self._allocate(fields.trace_counter(execution_id), 1) - 1
             )
-            step = copy.deepcopy(doc.trace_step(entry, index))
+            step = copy.deepcopy(writes.trace_step(entry, index))
             document = self._documents.setdefault(execution_id, {"_id": execution_id})
             document["trace"] = [*document.get("trace", []), step][-self.trace_max :]
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         with self.database.lock:
-            return copy.deepcopy(doc.parse_trace(self._documents.get(execution_id)))
+            return copy.deepcopy(replies.parse_trace(self._documents.get(execution_id)))
 
     # --- lifecycle ---------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """MongoStore: every execution in one MongoDB document, every commit one atomic `update_one`.
 
-The document model is in `harel.store._documents` (the mailbox fields in `harel.transport._mailbox`). The
-design in short:
+The document model is in `harel.executions` (`harel.executions.fields` lists every field and who writes
+it); this class only sends what its builders make and parses the replies with its parsers. The design in
+short:
 
 - **One document, one update.** An execution's snapshot (`data`), its outbox, spawn intents, dedupe
   window, timers, trace ring and mailbox live in one document, so a commit — the steps and everything they
@@ -15,7 +16,7 @@ design in short:
   rings' trims — never the document. `load` fetches only `data`; relays and the sweep fetch only their
   arrays or sub-document.
 - **No counters on the hot path.** Outbox and spawn seqs are numbered per execution from the version
-  (`_documents.SEQ_STRIDE`); a commit's trace step is indexed by its step number. Only `append_trace` of an
+  (`fields.SEQ_STRIDE`); a commit's trace step is indexed by its step number. Only `append_trace` of an
   entry without an index draws from the `counters` collection (`trace:<id>`).
 - **Dedupe window.** `processed` keeps the last `dedupe_window` (default 1000) applied event ids; a send
   of an id found there (or already in the mailbox) is refused. An event redelivered after `dedupe_window`
@@ -38,10 +39,23 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from harel.commands import only, parse_execution
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+
+from harel.commands import matched
+from harel.driver_errors import too_large_as_typed
 from harel.errors import StoreConflict
+from harel.executions import commits, queries, replies, writes
+from harel.executions.commits import Commit, CommitParts
+from harel.executions.fields import (
+    DEFAULT_DEDUPE_WINDOW,
+    DEFAULT_TRACE_MAX,
+    RELAY_GRACE_SECONDS,
+    trace_counter,
+)
+from harel.executions.indexes import RETIRED_INDEXES, STORE_INDEXES
+from harel.executions.records import Claim, Emit, Failure, Pending, RelayWork, Spawn, StepRecord
 from harel.model import (
     DueTimer,
     Event,
@@ -53,10 +67,7 @@ from harel.model import (
     TimerOp,
     decode_offset,
 )
-from harel.store import _documents as doc
-from harel.store._collections import MongoCollections, conflict_for
-from harel.store.base import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX, Emit, Spawn
-from harel.transport.base import Claim, Failure, Pending
+from harel.store.collections import MongoCollections
 
 
 class MongoStore(MongoCollections):
@@ -81,18 +92,18 @@ class MongoStore(MongoCollections):
 
     # --- the write path ----------------------------------------------------------------------------
 
-    def _write(self, write: doc.CommitWrite, owner: str | None = None) -> None:
-        with doc.too_large_as_typed(write):
+    def _write(self, commit: Commit, owner: str | None = None) -> None:
+        with too_large_as_typed(commit.execution_id, commit.size):
             try:
-                result = self._executions.update_one(write.filter, write.pipeline, upsert=write.creates)
-            except self._duplicate_key:
-                self._raise_conflict(write, owner)
-            if not write.creates and result.matched_count != 1:
-                self._raise_conflict(write, owner)
+                result = commit.write.send(self._executions)
+            except DuplicateKeyError:
+                self._raise_conflict(commit, owner)
+            if not commit.creates and not matched(result):
+                self._raise_conflict(commit, owner)
 
-    def _raise_conflict(self, write: doc.CommitWrite, owner: str | None) -> None:
-        found = self._executions.find_one({"_id": write.execution_id}, only("version", "lease"))
-        raise conflict_for(write, found, owner)
+    def _raise_conflict(self, commit: Commit, owner: str | None) -> NoReturn:
+        found = queries.outcome_find(commit.execution_id).one(self._executions)
+        raise replies.conflict_for(commit.execution_id, commit.expected, found, owner)
 
     def commit(
         self,
@@ -103,22 +114,14 @@ class MongoStore(MongoCollections):
         processed_event_id: str | None = None,
         trace: dict[str, Any] | None = None,
     ) -> None:
-        record = doc.StepRecord(processed_event_id, emits, spawns, trace)
-        parts = doc.commit_parts(
-            exe, [record], expected=exe.version, timers_changed=bool(timers) or exe.version == 0
-        )
-        if exe.version == 0:
-            write = doc.plan_create(
-                parts, (), doc.mailbox.chart_key(exe.definition_id, exe.definition_version)
-            )
-        else:
-            write = doc.plan_commit(parts, self.trace_max, self.dedupe_window)
-        self._write(write)
-        exe.version = parts.version
+        record = StepRecord(processed_event_id, emits, spawns, trace)
+        commit = commits.step_commit(exe, record, bool(timers), self.trace_max, self.dedupe_window)
+        self._write(commit)
+        exe.version = commit.version
 
     def create(self, exe: Execution, events: Sequence[Event] = (), *, now: float) -> bool:
         try:
-            self._write(doc.creation(exe, events, now))
+            self._write(commits.creation(exe, events, now))
         except StoreConflict:
             return False
         return True
@@ -127,40 +130,38 @@ class MongoStore(MongoCollections):
         self,
         claim: Claim,
         exe: Execution,
-        records: Sequence[doc.StepRecord],
+        records: Sequence[StepRecord],
         *,
         applied: Sequence[Pending],
         failure: Failure | None = None,
         timers_changed: bool,
-    ) -> doc.CommitParts:
-        parts = doc.claim_commit_parts(claim, exe, records, applied, timers_changed)
-        write = doc.plan_commit(
+    ) -> CommitParts:
+        parts = commits.claim_commit_parts(claim, exe, records, applied, timers_changed)
+        commit = commits.plan_commit(
             parts, self.trace_max, self.dedupe_window, claim=claim, applied=applied, failure=failure
         )
-        self._write(write, claim.owner)
+        self._write(commit, claim.owner)
         return parts
 
     def commit_outcome(self, execution_id: str) -> tuple[int | None, str | None]:
-        return doc.parse_commit_outcome(
-            self._executions.find_one({"_id": execution_id}, only("version", "lease"))
-        )
+        found = queries.outcome_find(execution_id).one(self._executions)
+        return replies.parse_commit_outcome(found)
 
     # --- reads -------------------------------------------------------------------------------------
 
     def load(self, execution_id: str) -> Execution | None:
-        return parse_execution(self._executions.find_one({"_id": execution_id}, only("data")))
+        return replies.parse_execution(queries.load_find(execution_id).one(self._executions))
 
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
-        found = list(self._executions.aggregate(doc.load_for_event_pipeline(execution_id, event_id)))
-        return doc.parse_load_for_event(found)
+        found = list(self._executions.aggregate(queries.load_for_event(execution_id, event_id)))
+        return replies.parse_load_for_event(found)
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
-        found = self._executions.find_one(doc.processed_filter(execution_id, event_id), only("_id"))
-        return found is not None
+        return queries.processed_find(execution_id, event_id).one(self._executions) is not None
 
     def document(self, execution_id: str) -> dict[str, Any] | None:
         """The stored document as it is (for `harel status --document` and inspection)."""
-        return self._executions.find_one({"_id": execution_id})
+        return queries.document_find(execution_id).one(self._executions)
 
     def list_executions(
         self,
@@ -172,84 +173,83 @@ class MongoStore(MongoCollections):
         cursor: str | None = None,
     ) -> ExecutionPage:
         offset = decode_offset(cursor)
-        found = doc.list_find(status, definition_id, roots_only, offset, limit).open(self._executions)
-        return doc.parse_page(list(found), offset, limit)
+        found = queries.list_find(status, definition_id, roots_only, offset, limit).open(self._executions)
+        return replies.parse_page(list(found), offset, limit)
 
     # --- relays ------------------------------------------------------------------------------------
 
     def pending_outbox(self, limit: int = 100) -> list[OutboxEntry]:
-        return doc.parse_pending_outbox(doc.pending_relays_find(limit).open(self._executions), limit)
+        found = list(queries.pending_relays_find(limit).open(self._executions))
+        return replies.parse_pending_outbox(found, limit)
 
     def ack_outbox(self, execution_id: str, seq: int) -> None:
-        self.ack_relay(execution_id, [seq], [], retry_in=doc.RELAY_GRACE_SECONDS)
+        self.ack_relay(execution_id, [seq], [], retry_in=RELAY_GRACE_SECONDS)
 
     def pending_spawns(self, limit: int = 100) -> list[SpawnEntry]:
-        return doc.parse_pending_spawns(doc.pending_relays_find(limit).open(self._executions), limit)
+        found = list(queries.pending_relays_find(limit).open(self._executions))
+        return replies.parse_pending_spawns(found, limit)
 
     def ack_spawn(self, execution_id: str, seq: int) -> None:
-        self.ack_relay(execution_id, [], [seq], retry_in=doc.RELAY_GRACE_SECONDS)
+        self.ack_relay(execution_id, [], [seq], retry_in=RELAY_GRACE_SECONDS)
 
     def create_children(self, entries: Sequence[SpawnEntry], *, now: float) -> list[str]:
         if not entries:
             return []
-        writes = [doc.child_creation(entry, now) for entry in entries]
+        created = [commits.child_creation(entry, now) for entry in entries]
         try:
-            self._executions.bulk_write(self._children_requests(writes), ordered=False)
-        except self._bulk_error as exc:
-            return self._existing_children(exc, writes)
+            self._executions.bulk_write([c.write.request() for c in created], ordered=False)
+        except BulkWriteError as exc:
+            existed = replies.existing_children(exc.details or {}, [c.execution_id for c in created])
+            if existed is None:
+                raise
+            return existed
         return []
 
-    def take_relay_work(self, lease: float, bound: float) -> doc.RelayWork | None:
-        query, update = doc.relay_claim(lease, bound)
-        found = self._executions.find_one_and_update(
-            query,
-            update,
-            sort=list(doc.RELAY_SORT),
-            projection=only(*doc.RELAY_PROJECTION),
-            return_document=self._after,
-        )
-        return doc.parse_relay_work(found) if found is not None else None
+    def take_relay_work(self, lease: float, bound: float) -> RelayWork | None:
+        found = writes.relay_take_write(lease, bound).send(self._executions)
+        return replies.parse_relay_work(found) if found is not None else None
 
     def ack_relay(
         self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
     ) -> None:
-        self._executions.update_one(*doc.relay_ack(execution_id, outbox_seqs, spawn_seqs, retry_in))
+        writes.relay_ack_write(execution_id, outbox_seqs, spawn_seqs, retry_in).send(self._executions)
 
     # --- timers ------------------------------------------------------------------------------------
 
     def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
-        return doc.parse_due(doc.due_find(bound, limit).open(self._executions))
+        return replies.parse_due(list(queries.due_find(bound, limit).open(self._executions)))
 
     def fire_timer(self, due: DueTimer, *, now: float) -> bool:
-        write = doc.fire(due, now)
-        return self._executions.update_one(write.filter, write.update).matched_count == 1
+        return matched(writes.fire_write(due, now).send(self._executions))
 
     # --- trace -------------------------------------------------------------------------------------
 
     def _allocate(self, counter: str, count: int) -> int:
-        found = self._counters.find_one_and_update(
-            {"_id": counter}, doc.counter_update(count), upsert=True, return_document=self._after
-        )
-        return doc.first_of_block(found, count)
+        found = writes.counter_write(counter, count).send(self._counters)
+        return replies.first_of_block(found, count)
+
+    def _index_of(self, execution_id: str, entry: dict[str, Any]) -> int:
+        if "index" in entry:
+            return entry["index"]
+        return self._allocate(trace_counter(execution_id), 1) - 1
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         """Append outside a commit. Upserts: an id with no execution yet gets a trace-only document,
         which loads as absent; creating that execution afterwards raises StoreConflict."""
-        index = entry["index"] if "index" in entry else self._allocate(doc.trace_counter(execution_id), 1) - 1
-        update = doc.append_trace_update(doc.trace_step(entry, index), self.trace_max)
-        self._executions.update_one({"_id": execution_id}, update, upsert=True)
+        step = writes.trace_step(entry, self._index_of(execution_id, entry))
+        writes.trace_write(execution_id, step, self.trace_max).send(self._executions)
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return doc.parse_trace(self._executions.find_one({"_id": execution_id}, only("trace")))
+        return replies.parse_trace(queries.trace_find(execution_id).one(self._executions))
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
     def ensure_indexes(self) -> None:
         """Create the indexes listings, the sweep and the relays use, and drop retired ones. Idempotent."""
-        for index in doc.INDEXES:
+        for index in STORE_INDEXES:
             index.create_on(self._executions)
-        for name in doc.RETIRED_INDEXES:
-            with contextlib.suppress(self._operation_failure):
+        for name in RETIRED_INDEXES:
+            with contextlib.suppress(OperationFailure):
                 self._executions.drop_index(name)
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
 """The in-memory transport (`memory://`): MongoTransport's mailbox semantics over a MemoryStore's documents.
 
-Each operation is the Python reading of its builder in `harel.transport._mailbox`, under the database's
+Each operation is the Python reading of its builder in `harel.executions.writes`, under the database's
 lock; the conformance suite runs the same checks on this and on MongoTransport.
 """
 
@@ -10,12 +10,13 @@ import copy
 import dataclasses
 from collections.abc import Sequence
 
+from harel.executions import fields, replies, writes
+from harel.executions.fields import DEFAULT_DEDUPE_WINDOW
+from harel.executions.records import Claim, Failure, Parked, SendOutcome
 from harel.model import Event
 from harel.servertime import ServerClock
-from harel.store.base import DEFAULT_DEDUPE_WINDOW
 from harel.store.memory import MemoryDatabase, inbox_due_unless_busy, settle
-from harel.transport import _mailbox as mailbox
-from harel.transport.base import DEFAULT_MAX_ATTEMPTS, Claim, Failure, Parked, SendOutcome
+from harel.transport.base import DEFAULT_MAX_ATTEMPTS
 from harel.transport.mongo import new_owner_token
 
 
@@ -45,8 +46,8 @@ class MemoryTransport:
             inbox = document.setdefault("inbox", [])
             if event.id in document.get("processed", []) or any(e["id"] == event.id for e in inbox):
                 return SendOutcome.DUPLICATE
-            new = mailbox.entry(event, source, now)
-            if document.get("inbox_bytes", 0) + new["size"] > mailbox.INBOX_LIMIT_BYTES:
+            new = writes.entry(event, source, now)
+            if document.get("inbox_bytes", 0) + new["size"] > fields.INBOX_LIMIT_BYTES:
                 return SendOutcome.FULL
             inbox.append(new)
             document["inbox_bytes"] = sum(int(e["size"]) for e in inbox)
@@ -74,7 +75,7 @@ class MemoryTransport:
             if previous is not None:
                 document["lease"]["previous"] = previous
             document["inbox_at"] = now + lease
-            claim = mailbox.parse_claim(copy.deepcopy(document), owner)
+            claim = replies.parse_claim(copy.deepcopy(document), owner)
         self.clock.observe(claim.server_time)
         return claim
 
@@ -118,7 +119,7 @@ class MemoryTransport:
                 copy.deepcopy(d) for d in self.database.documents.values() if d.get("parked") is not None
             ]
         found.sort(key=lambda d: d["parked"]["at"])
-        return [mailbox.parse_parked(d) for d in found[:limit]]
+        return [replies.parse_parked(d) for d in found[:limit]]
 
     def retry(self, execution_id: str) -> bool:
         with self.database.lock:

@@ -1,6 +1,6 @@
 """MongoTransport: each execution's mailbox, in its own document on the same replica set (sync + async).
 
-Events wait in their target execution's `inbox` (`harel.transport._mailbox` has the document model). A
+Events wait in their target execution's `inbox` (`harel.executions.fields` has the document model). A
 `send` is one update of the target; a `claim` is one `findAndModify` that leases the execution whose
 mailbox has been due longest (of the charts the worker serves) and returns its data and pending events;
 the store's `commit_claim` removes the applied events and ends the lease in the same update as the steps.
@@ -26,17 +26,17 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from pymongo import ReturnDocument
 from pymongo.errors import OperationFailure, PyMongoError
 
-from harel.commands import only
+from harel.commands import drained, matched, resolved
+from harel.executions import queries, replies, writes
+from harel.executions.fields import DEFAULT_DEDUPE_WINDOW, EXECUTIONS
+from harel.executions.indexes import MAILBOX_INDEXES
+from harel.executions.records import Claim, Failure, Parked, SendOutcome
 from harel.model import Event
 from harel.sent import WATCH, sending
 from harel.servertime import ServerClock
-from harel.store._documents import EXECUTIONS
-from harel.store.base import DEFAULT_DEDUPE_WINDOW
-from harel.transport import _mailbox as mailbox
-from harel.transport.base import DEFAULT_MAX_ATTEMPTS, Claim, Failure, Parked, SendOutcome
+from harel.transport.base import DEFAULT_MAX_ATTEMPTS
 
 log = logging.getLogger("harel.transport")
 
@@ -83,13 +83,14 @@ class _MailboxCollection:
     def _claimed(self, found: dict[str, Any] | None, owner: str) -> Claim | None:
         if found is None:
             return None
-        claim = mailbox.parse_claim(found, owner)
+        claim = replies.parse_claim(found, owner)
         self.clock.observe(claim.server_time)
         return claim
 
     @staticmethod
     def _extended(claim: Claim, found: dict[str, Any] | None) -> Claim | None:
-        return dataclasses.replace(claim, lease_until=float(found["lease"]["until"])) if found else None
+        until = replies.parse_lease_until(found)
+        return dataclasses.replace(claim, lease_until=until) if until is not None else None
 
 
 class MongoTransport(_MailboxCollection):
@@ -108,57 +109,40 @@ class MongoTransport(_MailboxCollection):
         return cls(connect(url), db_name, **options)
 
     def send(self, target_id: str, event: Event, *, source: str | None = None) -> SendOutcome:
-        write = mailbox.send_write(target_id, mailbox.entry(event, source, self.clock.now()))
-        if self._executions.update_one(write.filter, write.update).matched_count == 1:
+        write = writes.send_write(target_id, writes.entry(event, source, self.clock.now()))
+        if matched(write.send(self._executions)):
             self._wake.set()  # consumers sharing this transport need no change stream to hear of it
             return SendOutcome.QUEUED
-        return mailbox.parse_send_diagnosis(
-            list(self._executions.aggregate(mailbox.send_diagnosis(target_id, event.id)))
-        )
+        found = list(self._executions.aggregate(queries.send_diagnosis(target_id, event.id)))
+        return replies.parse_send_diagnosis(found)
 
     def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
         self._wake.clear()  # this claim sees whatever a wake so far announced: only later ones cut a wait short
         owner = new_owner_token()
-        write = mailbox.claim_write(charts, owner, lease, bound)
-        found = self._executions.find_one_and_update(
-            write.filter,
-            write.update,
-            sort=list(mailbox.CLAIM_SORT),
-            projection=only(*mailbox.CLAIM_PROJECTION),
-            return_document=ReturnDocument.AFTER,
-        )
+        found = writes.claim_write(charts, owner, lease, bound).send(self._executions)
         return self._claimed(found, owner)
 
     def extend(self, claim: Claim, lease: float) -> Claim | None:
-        write = mailbox.extend_write(claim, lease)
-        found = self._executions.find_one_and_update(
-            write.filter, write.update, projection=only("lease"), return_document=ReturnDocument.AFTER
-        )
-        return self._extended(claim, found)
+        return self._extended(claim, writes.extend_write(claim, lease).send(self._executions))
 
     def release(self, claim: Claim, delay: float = 0.0) -> bool:
-        write = mailbox.release_write(claim, delay)
-        return self._executions.update_one(write.filter, write.update).matched_count == 1
+        return matched(writes.release_write(claim, delay).send(self._executions))
 
     def fail(self, claim: Claim, failure: Failure) -> bool:
-        write = mailbox.fail_write(claim, failure)
-        return self._executions.update_one(write.filter, write.update).matched_count == 1
+        return matched(writes.fail_write(claim, failure).send(self._executions))
 
     def parked(self, limit: int = 100) -> list[Parked]:
-        query, projection, sort, count = mailbox.parked_find(limit)
-        found = self._executions.find(query, projection).sort(list(sort)).limit(count)
-        return [mailbox.parse_parked(d) for d in found]
+        found = list(queries.parked_find(limit).open(self._executions))
+        return [replies.parse_parked(d) for d in found]
 
     def retry(self, execution_id: str) -> bool:
-        write = mailbox.retry_write(execution_id)
-        return self._executions.update_one(write.filter, write.update).matched_count == 1
+        return matched(writes.retry_write(execution_id).send(self._executions))
 
     def drop(self, execution_id: str, event_id: str) -> bool:
-        write = mailbox.drop_write(execution_id, event_id, self.dedupe_window)
-        return self._executions.update_one(write.filter, write.update).matched_count == 1
+        return matched(writes.drop_write(execution_id, event_id, self.dedupe_window).send(self._executions))
 
     def pending_count(self) -> int:
-        return mailbox.parse_count(list(self._executions.aggregate(mailbox.PENDING_COUNT)))
+        return replies.parse_count(list(self._executions.aggregate(queries.PENDING_COUNT)))
 
     def wait_hint(self, timeout: float) -> bool:
         self._start_watcher()
@@ -178,7 +162,7 @@ class MongoTransport(_MailboxCollection):
         while not self._closed.is_set():
             try:
                 with sending(WATCH):
-                    stream = self._executions.watch(mailbox.WATCH_PIPELINE, max_await_time_ms=WATCH_AWAIT_MS)
+                    stream = self._executions.watch(queries.WATCH_PIPELINE, max_await_time_ms=WATCH_AWAIT_MS)
                 with stream:
                     pause = WATCH_RETRY_FIRST
                     while not self._closed.is_set():
@@ -197,7 +181,7 @@ class MongoTransport(_MailboxCollection):
                 pause = min(WATCH_RETRY_MAX, pause * 2)
 
     def ensure_indexes(self) -> None:
-        for index in mailbox.INDEXES:
+        for index in MAILBOX_INDEXES:
             index.create_on(self._executions)
 
     def close(self) -> None:
@@ -229,61 +213,42 @@ class AsyncMongoTransport(_MailboxCollection):
         return cls(await connect_async(url), db_name, **options)
 
     async def send(self, target_id: str, event: Event, *, source: str | None = None) -> SendOutcome:
-        from harel.aio_store.mongo import drained, resolved
-
-        write = mailbox.send_write(target_id, mailbox.entry(event, source, self.clock.now()))
-        if (await self._executions.update_one(write.filter, write.update)).matched_count == 1:
-            self._wake.set()
+        write = writes.send_write(target_id, writes.entry(event, source, self.clock.now()))
+        if matched(await write.send(self._executions)):
+            self._wake.set()  # consumers sharing this transport need no change stream to hear of it
             return SendOutcome.QUEUED
-        cursor = await resolved(self._executions.aggregate(mailbox.send_diagnosis(target_id, event.id)))
-        return mailbox.parse_send_diagnosis(await drained(cursor))
+        found = await drained(self._executions.aggregate(queries.send_diagnosis(target_id, event.id)))
+        return replies.parse_send_diagnosis(found)
 
     async def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
         self._wake.clear()  # this claim sees whatever a wake so far announced: only later ones cut a wait short
         owner = new_owner_token()
-        write = mailbox.claim_write(charts, owner, lease, bound)
-        found = await self._executions.find_one_and_update(
-            write.filter,
-            write.update,
-            sort=list(mailbox.CLAIM_SORT),
-            projection=only(*mailbox.CLAIM_PROJECTION),
-            return_document=ReturnDocument.AFTER,
-        )
+        found = await writes.claim_write(charts, owner, lease, bound).send(self._executions)
         return self._claimed(found, owner)
 
     async def extend(self, claim: Claim, lease: float) -> Claim | None:
-        write = mailbox.extend_write(claim, lease)
-        found = await self._executions.find_one_and_update(
-            write.filter, write.update, projection=only("lease"), return_document=ReturnDocument.AFTER
-        )
-        return self._extended(claim, found)
+        return self._extended(claim, await writes.extend_write(claim, lease).send(self._executions))
 
     async def release(self, claim: Claim, delay: float = 0.0) -> bool:
-        write = mailbox.release_write(claim, delay)
-        return (await self._executions.update_one(write.filter, write.update)).matched_count == 1
+        return matched(await writes.release_write(claim, delay).send(self._executions))
 
     async def fail(self, claim: Claim, failure: Failure) -> bool:
-        write = mailbox.fail_write(claim, failure)
-        return (await self._executions.update_one(write.filter, write.update)).matched_count == 1
+        return matched(await writes.fail_write(claim, failure).send(self._executions))
 
     async def parked(self, limit: int = 100) -> list[Parked]:
-        query, projection, sort, count = mailbox.parked_find(limit)
-        cursor = self._executions.find(query, projection).sort(list(sort)).limit(count)
-        return [mailbox.parse_parked(d) async for d in cursor]
+        found = await drained(queries.parked_find(limit).open(self._executions))
+        return [replies.parse_parked(d) for d in found]
 
     async def retry(self, execution_id: str) -> bool:
-        write = mailbox.retry_write(execution_id)
-        return (await self._executions.update_one(write.filter, write.update)).matched_count == 1
+        return matched(await writes.retry_write(execution_id).send(self._executions))
 
     async def drop(self, execution_id: str, event_id: str) -> bool:
-        write = mailbox.drop_write(execution_id, event_id, self.dedupe_window)
-        return (await self._executions.update_one(write.filter, write.update)).matched_count == 1
+        return matched(
+            await writes.drop_write(execution_id, event_id, self.dedupe_window).send(self._executions)
+        )
 
     async def pending_count(self) -> int:
-        from harel.aio_store.mongo import drained, resolved
-
-        cursor = await resolved(self._executions.aggregate(mailbox.PENDING_COUNT))
-        return mailbox.parse_count(await drained(cursor))
+        return replies.parse_count(await drained(self._executions.aggregate(queries.PENDING_COUNT)))
 
     async def wait_hint(self, timeout: float) -> bool:
         self._start_watcher()
@@ -301,13 +266,11 @@ class AsyncMongoTransport(_MailboxCollection):
             self._watcher = asyncio.get_running_loop().create_task(self._watch())
 
     async def _watch(self) -> None:
-        from harel.aio_store.mongo import resolved
-
         pause = WATCH_RETRY_FIRST
         while True:
             try:
                 stream = await resolved(
-                    self._executions.watch(mailbox.WATCH_PIPELINE, max_await_time_ms=1000)
+                    self._executions.watch(queries.WATCH_PIPELINE, max_await_time_ms=WATCH_AWAIT_MS)
                 )
                 async with stream as changes:
                     pause = WATCH_RETRY_FIRST
@@ -322,7 +285,7 @@ class AsyncMongoTransport(_MailboxCollection):
                 pause = min(WATCH_RETRY_MAX, pause * 2)
 
     async def ensure_indexes(self) -> None:
-        for index in mailbox.INDEXES:
+        for index in MAILBOX_INDEXES:
             await index.create_on(self._executions)
 
     async def close(self) -> None:
@@ -330,6 +293,4 @@ class AsyncMongoTransport(_MailboxCollection):
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
-        closing = self._client.close()
-        if asyncio.iscoroutine(closing):
-            await closing
+        await resolved(self._client.close())
