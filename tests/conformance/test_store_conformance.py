@@ -20,7 +20,13 @@ import bson
 import pymongo.errors
 import pytest
 
-from harel.errors import ExecutionTooLarge, StoreConflict
+from harel.errors import (
+    CommitOutcomeUnknown,
+    DeploymentError,
+    DeploymentUnavailable,
+    ExecutionTooLarge,
+    StoreConflict,
+)
 from harel.executions.fields import DOT_STANDIN, RELAY_GRACE_SECONDS, SEQ_STRIDE
 from harel.model import DueTimer, Event, Execution, ExecutionStatus, SpawnEntry, TimerOp
 from tests.conformance.backends import Harness, InjectedFault
@@ -792,12 +798,43 @@ def test_server_size_errors_are_typed(mongo_harness: Harness, server_error: Exce
     assert exe.version == 1
 
 
-def test_other_server_errors_pass_through(mongo_harness: Harness) -> None:
+def test_other_server_errors_are_deployment_errors_caused_by_the_drivers(mongo_harness: Harness) -> None:
     store = mongo_harness.store
     exe = created(store)
     failure = pymongo.errors.WriteError("not too large", 2)
     mongo_harness.recorder.fail_write(1, error=failure)
-    assert raises(pymongo.errors.WriteError, store.commit, exe) is failure
+    error = raises(DeploymentError, store.commit, exe)
+    assert type(error) is DeploymentError and error.__cause__ is failure
+    assert (error.kind, error.message, str(error)) == (
+        "WriteError",
+        "not too large",
+        "WriteError: not too large",
+    )
+    assert exe.version == 1
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_commit_cut_off_by_the_network_has_an_unknown_outcome(mongo_harness: Harness, when: str) -> None:
+    """Lost on its way (`before`) or its reply lost (`after`): the store cannot tell, so it says so."""
+    store = mongo_harness.store
+    exe = created(store)
+    lost = pymongo.errors.AutoReconnect("connection closed")
+    mongo_harness.recorder.fail_write(1, when, error=lost)
+    error = raises(CommitOutcomeUnknown, store.commit, exe, processed_event_id="in-1")
+    assert (error.execution_id, error.kind, error.__cause__) == (exe.id, "AutoReconnect", lost)
+    assert exe.version == 1
+
+
+def test_any_other_write_cut_off_by_the_network_is_deployment_unavailable(mongo_harness: Harness) -> None:
+    store, transport = mongo_harness.store, mongo_harness.transport
+    exe = created(store)
+    timed_out = pymongo.errors.NetworkTimeout("db:27017: timed out")
+    mongo_harness.recorder.fail_write(1, error=timed_out)
+    error = raises(DeploymentUnavailable, store.ack_relay, exe.id, [], [], retry_in=1.0)
+    assert not isinstance(error, CommitOutcomeUnknown) and error.__cause__ is timed_out
+    mongo_harness.recorder.fail_write(1, error=timed_out)
+    error = raises(DeploymentUnavailable, transport.send, exe.id, event("ping"))
+    assert str(error) == "NetworkTimeout: db:27017: timed out" and error.__cause__ is timed_out
 
 
 def landed_whole(document: dict[str, Any], tag: str) -> bool:

@@ -1,5 +1,5 @@
-"""The SDK's import graph, read from its sources with `ast` (nothing is imported): no import cycle, and no
-module reaching into another package's private module.
+"""The SDK's import graph, read from its sources with `ast` (nothing is imported): no import cycle, no
+module reaching into another package's private module, and the driver's errors only at the boundary.
 
 Every module of sdk/src/harel is a node. An import adds an edge to each SDK module it names:
 `import harel.a.b` and `from harel.a import b` where `b` is a module lead to `harel.a.b`; `from harel.a import
@@ -15,6 +15,10 @@ and a cycle hidden in a function is a cycle all the same.
 
 Private modules: a module whose name starts with `_` (not `__init__`, `__main__`) is imported only by the
 modules of its own package, every import counted (TYPE_CHECKING and function-local ones too).
+
+The driver's errors: `pymongo.errors` is named (imported anywhere in a module, or reached as
+`pymongo.errors.X`) only by the modules that talk to the deployment and translate what it raises
+(`DRIVER_BOUNDARY`); the worker, the clients, the CLI and the rest see the SDK's errors only.
 """
 
 from __future__ import annotations
@@ -27,6 +31,16 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sdk" / "src" / "harel"
+# The stores and transports (sync and async), the connection (connect, check), the translation itself, and
+# harel.local, the dev server, which stands in for MongoDB and raises the server's errors.
+DRIVER_BOUNDARY = (
+    "harel.store",
+    "harel.aio_store",
+    "harel.transport",
+    "harel.connection",
+    "harel.driver_errors",
+    "harel.local",
+)
 
 
 @dataclass(frozen=True)
@@ -168,6 +182,39 @@ def test_no_module_imports_another_packages_private_module() -> None:
     assert reaching == []
 
 
+def names_driver_errors(source: str) -> bool:
+    """Whether `source` imports `pymongo.errors` (or a name from it), or reaches it as `pymongo.errors.X`."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import) and any(alias.name == "pymongo.errors" for alias in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (
+            node.module == "pymongo.errors"
+            or (node.module == "pymongo" and any(alias.name == "errors" for alias in node.names))
+        ):
+            return True
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "errors"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "pymongo"
+        ):
+            return True
+    return False
+
+
+def in_boundary(module: str) -> bool:
+    return any(module == part or module.startswith(f"{part}.") for part in DRIVER_BOUNDARY)
+
+
+def test_only_the_driver_boundary_names_the_drivers_errors() -> None:
+    naming = [
+        module
+        for module, path in sdk_modules().items()
+        if names_driver_errors(path.read_text(encoding="utf-8")) and not in_boundary(module)
+    ]
+    assert naming == []
+
+
 # --- the checks themselves --------------------------------------------------------------------------------
 
 
@@ -215,3 +262,24 @@ def test_imports_are_read_as_the_interpreter_resolves_them(
 def test_a_private_module_is_one_whose_name_starts_with_an_underscore() -> None:
     assert is_private("harel.store._documents")
     assert not is_private("harel.store.__init__") and not is_private("harel.store.mongo")
+
+
+@pytest.mark.parametrize(
+    ("source", "names"),
+    [
+        ("from pymongo.errors import PyMongoError", True),
+        ("import pymongo.errors", True),
+        ("from pymongo import errors", True),
+        ("import pymongo\n\ndef f():\n    return pymongo.errors.AutoReconnect", True),
+        ("from pymongo import ReturnDocument", False),
+        ("from harel.errors import DeploymentError", False),
+    ],
+    ids=["from", "import", "from-package", "attribute", "other-pymongo", "harel-errors"],
+)
+def test_the_drivers_errors_are_found_however_they_are_named(source: str, names: bool) -> None:
+    assert names_driver_errors(source) is names
+
+
+def test_the_boundary_is_its_packages_and_modules_only() -> None:
+    assert in_boundary("harel.store.mongo") and in_boundary("harel.driver_errors")
+    assert not in_boundary("harel.worker") and not in_boundary("harel.storekeeper")

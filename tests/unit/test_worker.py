@@ -19,7 +19,7 @@ from harel.app import ActionContext, ActionResult, App, Send
 from harel.backend import Backend, open_backend
 from harel.cli.views import status_view
 from harel.client import cancel_execution, send_event, start_execution
-from harel.errors import MailboxFull, StoreConflict
+from harel.errors import CommitOutcomeUnknown, MailboxFull, StoreConflict
 from harel.executions.fields import INBOX_LIMIT_BYTES
 from harel.heartbeat import MongoHeartbeats
 from harel.inspection import UNDELIVERED_AFTER_SECONDS, undelivered_of
@@ -487,8 +487,6 @@ def test_a_rival_commit_loses_nothing(backend: Deployment) -> None:
 
 @pytest.mark.parametrize("applied", [True, False], ids=["applied-then-lost", "lost-before-applying"])
 def test_an_unknown_commit_outcome_is_resolved(backend: Deployment, applied: bool) -> None:
-    from pymongo.errors import AutoReconnect
-
     app = make_app()
     w = backend.worker(app)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="u1")
@@ -501,7 +499,9 @@ def test_an_unknown_commit_outcome_is_resolved(backend: Deployment, applied: boo
         if len(calls) == 1:
             if applied:
                 original(*args, **kwargs)
-            raise AutoReconnect("connection closed; the write may or may not have been applied")
+            raise CommitOutcomeUnknown(
+                "u1", "AutoReconnect", "connection closed; the write may or may not have been applied"
+            )
         return original(*args, **kwargs)
 
     backend.store.commit_claim = reply_lost  # type: ignore[method-assign]

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pymongo.errors import PyMongoError
-
 from harel.backups import latest_success, parse_statuses, read_statuses
+from harel.driver_errors import mapped
+from harel.errors import DeploymentError
 from harel.executions import queries, replies
 from harel.executions.fields import EXECUTIONS
 from harel.heartbeat import MongoHeartbeats
@@ -60,8 +60,9 @@ class DeploymentStats:
                 return
             self._read_at = self._monotonic()
             try:
-                self._read()
-            except PyMongoError as exc:
+                with mapped():
+                    self._read()
+            except DeploymentError as exc:
                 log.warning("deployment statistics not read", extra={"error": str(exc)})
 
     def _read(self) -> None:

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from harel.commands import drained, matched, resolved
-from harel.driver_errors import too_large_as_typed
+from harel.driver_errors import committing, translating
 from harel.errors import StoreConflict
 from harel.executions import commits, queries, replies, writes
 from harel.executions.commits import Commit, CommitParts
@@ -45,6 +45,7 @@ from harel.model import (
 from harel.store.collections import MongoCollections
 
 
+@translating
 class AsyncMongoStore(MongoCollections):
     """AsyncExecutionStore on MongoDB: collections `executions` and `counters` under `db_name`."""
 
@@ -68,7 +69,7 @@ class AsyncMongoStore(MongoCollections):
     # --- the write path ----------------------------------------------------------------------------
 
     async def _write(self, commit: Commit, owner: str | None = None) -> None:
-        with too_large_as_typed(commit.execution_id, commit.size):
+        with committing(commit.execution_id, commit.size):
             try:
                 result = await commit.write.send(self._executions)
             except DuplicateKeyError:

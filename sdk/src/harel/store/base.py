@@ -51,7 +51,9 @@ class ExecutionStore(Protocol):
         (version 0: create), with everything the step produced, all or nothing; on success `exe.version`
         is the new version. Raises StoreConflict, leaving the store and `exe.version` unchanged, when it
         does not, and ExecutionTooLarge, before writing anything, when the execution would outgrow a
-        document."""
+        document. On a deployment: CommitOutcomeUnknown when it became unavailable once the commit was
+        sent (it may have been applied: the stored version tells), DeploymentError when it failed or
+        refused the commit otherwise."""
 
     def create(self, exe: Execution, events: Sequence[Event] = (), *, now: float) -> bool:
         """Create a version-0 execution with `events` waiting in its mailbox; False when it existed."""

@@ -30,6 +30,9 @@ short:
   per execution at a time.
 - **Size.** A commit whose payload reaches 15 MiB raises ExecutionTooLarge before anything is sent; the
   driver's DocumentTooLarge and the server's BSONObjectTooLarge map to the same error.
+- **Errors.** Every method raises the SDK's errors, never the driver's (`harel.driver_errors`): an
+  unavailable deployment is DeploymentUnavailable, and CommitOutcomeUnknown during a commit, whose
+  outcome the stored version then tells.
 
 The client is injected and duck-typed (PyMongo, or mongomock in tests); PyMongo is imported only for its
 error and operation classes.
@@ -44,7 +47,7 @@ from typing import Any, NoReturn
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from harel.commands import matched
-from harel.driver_errors import too_large_as_typed
+from harel.driver_errors import committing, translating
 from harel.errors import StoreConflict
 from harel.executions import commits, queries, replies, writes
 from harel.executions.commits import Commit, CommitParts
@@ -70,6 +73,7 @@ from harel.model import (
 from harel.store.collections import MongoCollections
 
 
+@translating
 class MongoStore(MongoCollections):
     """ExecutionStore on MongoDB: collections `executions` and `counters` under `db_name`."""
 
@@ -93,7 +97,7 @@ class MongoStore(MongoCollections):
     # --- the write path ----------------------------------------------------------------------------
 
     def _write(self, commit: Commit, owner: str | None = None) -> None:
-        with too_large_as_typed(commit.execution_id, commit.size):
+        with committing(commit.execution_id, commit.size):
             try:
                 result = commit.write.send(self._executions)
             except DuplicateKeyError:

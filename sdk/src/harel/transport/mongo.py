@@ -10,6 +10,8 @@ An attempt that raises is recorded on the execution (`attempts`, `last_error`) a
 backoff, with the events behind it waiting; after `max_attempts` the execution is parked with the event
 and its error until an operator retries or drops it (`harel dead`), so later events never overtake it.
 
+Every method raises the SDK's errors, never the driver's (`harel.driver_errors`).
+
 Wake-up: where the deployment has change streams (a replica set), a mailbox that becomes due wakes waiting
 consumers early. That is a hint only: consumers still poll with a bounded backoff, which stays the source
 of truth; a watcher that fails is restarted with a backoff, and until then costs latency, never an event.
@@ -29,6 +31,7 @@ from typing import Any
 from pymongo.errors import OperationFailure, PyMongoError
 
 from harel.commands import drained, matched, resolved
+from harel.driver_errors import translating
 from harel.executions import queries, replies, writes
 from harel.executions.fields import DEFAULT_DEDUPE_WINDOW, EXECUTIONS
 from harel.executions.indexes import MAILBOX_INDEXES
@@ -46,14 +49,15 @@ WATCH_RETRY_MAX = 30.0
 # round trip. A watcher still inside one after this is named in the log and the client closes under it.
 WATCH_AWAIT_MS = 1000
 WATCH_STOP_SECONDS = 2.0
-# Replies that say the deployment has no change streams at all (a standalone, a test double): poll only.
+# The server's answers that say the deployment has no change streams at all: IllegalOperation (20), "only
+# supported on replica sets" (40573, a standalone), CommandNotSupported (115), NotImplemented (238: the
+# local server and the embedded mongomock:// client). Then consumers poll only; any other failure of the
+# watch is restarted.
 NO_CHANGE_STREAMS = frozenset({20, 40573, 115, 238})
 
 
-def _unsupported(exc: Exception) -> bool:
-    return isinstance(exc, NotImplementedError | AttributeError | TypeError) or (
-        isinstance(exc, OperationFailure) and exc.code in NO_CHANGE_STREAMS
-    )
+def _unsupported(error: PyMongoError) -> bool:
+    return isinstance(error, OperationFailure) and error.code in NO_CHANGE_STREAMS
 
 
 def new_owner_token() -> str:
@@ -93,6 +97,7 @@ class _MailboxCollection:
         return dataclasses.replace(claim, lease_until=until) if until is not None else None
 
 
+@translating
 class MongoTransport(_MailboxCollection):
     """Mailboxes in `db_name` of an injected pymongo-compatible client (incl. the embedded mongomock)."""
 
@@ -170,7 +175,7 @@ class MongoTransport(_MailboxCollection):
                             change = stream.try_next()
                         if change is not None:
                             self._wake.set()
-            except (PyMongoError, NotImplementedError, AttributeError, TypeError) as exc:
+            except PyMongoError as exc:
                 if self._closed.is_set():
                     return  # the client is closing under it: nothing to restart, nothing to report
                 if _unsupported(exc):
@@ -198,6 +203,7 @@ class MongoTransport(_MailboxCollection):
         self._client.close()
 
 
+@translating
 class AsyncMongoTransport(_MailboxCollection):
     """The awaitable twin of MongoTransport, on PyMongo's AsyncMongoClient (or an injected Motor client)."""
 
@@ -276,7 +282,7 @@ class AsyncMongoTransport(_MailboxCollection):
                     pause = WATCH_RETRY_FIRST
                     async for _ in changes:
                         self._wake.set()
-            except (PyMongoError, NotImplementedError, AttributeError, TypeError) as exc:
+            except PyMongoError as exc:
                 if _unsupported(exc):
                     log.info("change streams unavailable, polling only", extra={"error": str(exc)})
                     return
