@@ -24,8 +24,9 @@ from harel.aio_store import AsyncMongoStore
 from harel.local.embedded import EmbeddedClient
 from harel.store.memory import MemoryDatabase, MemoryStore
 from harel.store.mongo import MongoStore
+from harel.transport.aio_mongo import AsyncMongoTransport
 from harel.transport.memory import MemoryTransport
-from harel.transport.mongo import AsyncMongoTransport, MongoTransport
+from harel.transport.mongo import MongoTransport
 from tests.conftest import REAL_MONGO_URL
 from tests.fake_mongod.server import FakeMongod
 

@@ -87,7 +87,7 @@ def test_the_async_transport_clears_its_wake_at_each_claim_too() -> None:
 
     from mongomock_motor import AsyncMongoMockClient
 
-    from harel.transport.mongo import AsyncMongoTransport
+    from harel.transport.aio_mongo import AsyncMongoTransport
 
     async def scenario() -> list[bool]:
         client = AsyncMongoMockClient(mock_mongo_client=EmbeddedClient())
@@ -157,7 +157,7 @@ class _Client:
 
 
 def test_the_wake_up_watch_restarts_after_an_error(monkeypatch: Any) -> None:
-    monkeypatch.setattr("harel.transport.mongo.WATCH_RETRY_FIRST", 0.01)
+    monkeypatch.setattr("harel.transport.wakeups.WATCH_RETRY_FIRST", 0.01)
     collection = _WatchedCollection([pymongo.errors.AutoReconnect("primary stepped down")] * 2)
     transport = MongoTransport(_Client(collection))
     assert transport.wait_hint(5.0), "woken once the watch came back"

@@ -28,7 +28,7 @@ from harel.chart import Chart
 from harel.connection import check_async, connect_async, embedded_backend, redact
 from harel.errors import InvalidURL
 from harel.model import Event, Execution
-from harel.transport.mongo import AsyncMongoTransport
+from harel.transport.aio_mongo import AsyncMongoTransport
 
 
 class Client:

@@ -1,13 +1,43 @@
-"""AsyncMongoStore: MongoStore's awaitable twin — the same documents, queries and updates, awaited.
+"""AsyncMongoStore: MongoStore awaited, on PyMongo's AsyncMongoClient (`from_url`), or an injected Motor or
+mongomock-motor client (`harel.commands.resolved` and `drained` absorb what each makes awaitable).
+MongoStore (harel.store.mongo) is generated from this file by sdk/tools/synchro.py: edit this one, then
+regenerate (`make synchro`).
 
-Everything it sends or parses comes from `harel.executions`, so it cannot drift from MongoStore; see
-`harel.store.mongo` for the design (one document per execution, one CAS `update_one` per commit, the
-mailbox, the dedupe window, `next_fire_at`, relays that never repeat each other).
+Every execution in one MongoDB document, every commit one atomic `update_one`. The document model is in
+`harel.executions` (`harel.executions.fields` lists every field and who writes it); this class only sends
+what its builders make and parses the replies with its parsers. The design in short:
 
-The default client is PyMongo's native `AsyncMongoClient` (via `from_url`). An injected Motor client
-(`AsyncIOMotorClient`) or mongomock-motor works too. The clients differ in what they make awaitable:
-`aggregate` and `close` are coroutines on AsyncMongoClient but return a cursor / None directly on Motor;
-`harel.commands.resolved` and `drained` absorb both. `find` returns a cursor without awaiting on all of them.
+- **One document, one update.** An execution's snapshot (`data`), its outbox, spawn intents, dedupe
+  window, timers, trace ring and mailbox live in one document, so a commit — the steps and everything they
+  enqueue, and the removal of the events they applied — is a single-document update, atomic on any MongoDB
+  deployment. The update carries the CAS filter `{_id, version}` (and the lease's owner, for a claim): a
+  writer that loaded an older version matches nothing and gets StoreConflict; the stored document is left
+  exactly as it was and so is `exe.version`.
+- **Version 0 creates**, with the first events (a start) already in the mailbox; a concurrent create of
+  the same id loses on the duplicate `_id` and gets StoreConflict (`create` returns False).
+- **Partial writes, projected reads.** A commit sends the new data, the entries the steps added and the
+  rings' trims — never the document. `load` fetches only `data`; relays and the sweep fetch only their
+  arrays or sub-document.
+- **No counters on the hot path.** Outbox and spawn seqs are numbered per execution from the version
+  (`fields.SEQ_STRIDE`); a commit's trace step is indexed by its step number. Only `append_trace` of an
+  entry without an index draws from the `counters` collection (`trace:<id>`).
+- **Dedupe window.** `processed` keeps the last `dedupe_window` (default 1000) applied event ids; a send
+  of an id found there (or already in the mailbox) is refused. An event redelivered after `dedupe_window`
+  newer events of the same execution were applied is no longer recognised by its id; engine events (start,
+  timer, done, cancel) are still guarded by the state.
+- **Timers.** `timers` maps an encoded node path to its fire time; the top-level `next_fire_at` is the
+  earliest timer not yet fired. The sweep fires a due timer in one update of its own execution — the event
+  joins the mailbox and `next_fire_at` moves on — so no crash between a send and a delete can lose it.
+- **Relays.** The worker that commits entries relays them at once and holds them for
+  `RELAY_GRACE_SECONDS` (`relay_at`); background relays take only work left longer than that, one relay
+  per execution at a time.
+- **Size.** A commit whose payload reaches 15 MiB raises ExecutionTooLarge before anything is sent; the
+  driver's DocumentTooLarge and the server's BSONObjectTooLarge map to the same error.
+- **Errors.** Every method raises the SDK's errors, never the driver's (`harel.driver_errors`): an
+  unavailable deployment is DeploymentUnavailable, and CommitOutcomeUnknown during a commit, whose
+  outcome the stored version then tells.
+
+The client is injected and duck-typed; PyMongo is imported only for its error and operation classes.
 """
 
 from __future__ import annotations
@@ -59,8 +89,10 @@ class AsyncMongoStore(MongoCollections):
         dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
         **options: Any,
     ) -> AsyncMongoStore:
-        """A store on PyMongo's AsyncMongoClient from `harel.connection.connect_async`: the same safe
-        defaults and ping-and-retry as MongoStore.from_url."""
+        """A store on a client from `harel.connection.connect_async`: safe defaults (majority writes and
+        reads, primary reads, retryable writes), returned once the deployment answers a ping (retried until
+        the connect deadline). `options` go to `connect_async`; start-up checks are the caller's
+        (`check_async`)."""
         from harel.connection import connect_async
 
         client = await connect_async(url, **options)
