@@ -19,7 +19,7 @@ COMPOSE_STAMP := $(COMPOSE_DIR)/.installed
 TEST_TOOLS := $(CHECKOV_STAMP) $(COMPOSE_STAMP)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv up down status logs smoke demo test mutate chaos lint bench backup restore
+.PHONY: help venv up down status logs smoke demo test mutate chaos lint bench backup restore synchro
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -110,6 +110,9 @@ mutate: $(STAMP) ## plant each bug of tests/mutants/catalog.py in a scratch copy
 
 chaos: $(STAMP) ## worker processes killed, stopped and stalled under fork/join load, verified from the store (CHAOS_ARGS=--help)
 	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)
+
+synchro: $(STAMP) ## regenerate the sync MongoStore and MongoTransport from their async sources (sdk/tools/synchro.py)
+	$(BIN)/python sdk/tools/synchro.py
 
 lint: $(STAMP) ## ruff (lint + format check), mypy --strict on the SDK, ansible-lint, helm lint
 	$(BIN)/ruff check .

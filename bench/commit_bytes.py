@@ -23,9 +23,9 @@ from bench.deployments import Target, client_for, scratch_database
 from bench.report import Row, number
 from bench.whole_document import WholeDocumentWrites
 from harel.chart import load_chart
+from harel.executions.fields import EXECUTIONS
 from harel.interpreter import step
 from harel.model import START_EVENT, Event, Execution
-from harel.store._documents import EXECUTIONS
 from harel.store.mongo import MongoStore
 from tests.accounting import CommandAccounting
 

@@ -22,10 +22,10 @@ from typing import Any
 from bench.deployments import client_for, scratch_database
 from bench.report import Row, number
 from harel.commands import Find
+from harel.executions import commits, queries
+from harel.executions.fields import EXECUTIONS, chart_key
 from harel.model import Execution
-from harel.store import _documents as doc
 from harel.store.mongo import MongoStore
-from harel.transport._mailbox import chart_key
 from harel.worker import WorkerConfig
 from harel_dev.embedded import EmbeddedClient
 
@@ -72,8 +72,8 @@ def documents(executions: int, due: int, now: float) -> list[dict[str, Any]]:
             created_at=now,
             updated_at=now,
         )
-        parts = doc.commit_parts(exe, (), expected=0, timers_changed=True)
-        built.append(doc.created_document(parts, (), chart_key(exe.definition_id, 1), now))
+        parts = commits.commit_parts(exe, (), expected=0, timers_changed=True)
+        built.append(commits.created_document(parts, (), chart_key(exe.definition_id, 1), now))
     return built
 
 
@@ -83,10 +83,10 @@ def measure(executions: int, due: int, real_url: str | None) -> SweepCost:
     client = EmbeddedClient(clock=lambda: now)
     store = MongoStore(client, "harel")
     store.ensure_indexes()
-    collection = client["harel"][doc.EXECUTIONS]
+    collection = client["harel"][EXECUTIONS]
     built = documents(executions, due, now)
     collection.insert_many(built)
-    ours = doc.due_find(now + 1.0, batch)
+    ours = queries.due_find(now + 1.0, batch)
     found = store.due_timers(now + 1.0, batch)
     return SweepCost(
         executions=executions,
@@ -101,7 +101,7 @@ def measure(executions: int, due: int, real_url: str | None) -> SweepCost:
 def explain_on_server(url: str, built: list[dict[str, Any]], ours: Find) -> Examined:
     with client_for(url) as client, scratch_database(client) as db_name:
         MongoStore(client, db_name).ensure_indexes()
-        collection = client[db_name][doc.EXECUTIONS]
+        collection = client[db_name][EXECUTIONS]
         for start in range(0, len(built), INSERT_BATCH):
             collection.insert_many(built[start : start + INSERT_BATCH], ordered=False)
         ours_stats = ours.open(collection).explain()["executionStats"]

@@ -12,10 +12,12 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harel.commands import only
 from harel.errors import StoreConflict
+from harel.executions.commits import CommitParts, commit_parts
+from harel.executions.fields import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX
+from harel.executions.records import StepRecord
 from harel.model import Execution, TimerOp
-from harel.store import _documents as doc
-from harel.store.base import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX
 
 
 class WholeDocumentWrites:
@@ -41,17 +43,17 @@ class WholeDocumentWrites:
         trace: Mapping[str, Any],
     ) -> dict[str, Any]:
         """Replace `document` (as stored at `exe.version`) by its next version; returns what was written."""
-        record = doc.StepRecord(processed_event_id, (), (), trace)
-        parts = doc.commit_parts(exe, [record], expected=exe.version, timers_changed=bool(timers))
+        record = StepRecord(processed_event_id, (), (), trace)
+        parts = commit_parts(exe, [record], expected=exe.version, timers_changed=bool(timers))
         replacement = self.next_document(document, exe, parts)
         cas = {"_id": document["_id"], "version": exe.version}
         if self._executions.replace_one(cas, replacement).matched_count != 1:
-            found = self._executions.find_one({"_id": document["_id"]}, doc.only("version"))
+            found = self._executions.find_one({"_id": document["_id"]}, only("version"))
             raise StoreConflict(str(document["_id"]), exe.version, found["version"] if found else None)
         return replacement
 
     def next_document(
-        self, document: Mapping[str, Any], exe: Execution, parts: doc.CommitParts
+        self, document: Mapping[str, Any], exe: Execution, parts: CommitParts
     ) -> dict[str, Any]:
         """What MongoStore's update operators do to the stored document, done here in Python."""
         after = copy.deepcopy(dict(document))

@@ -21,7 +21,8 @@ import pytest
 
 from harel.aio_store import AsyncMongoStore
 from harel.store.mongo import MongoStore
-from harel.transport.mongo import AsyncMongoTransport, MongoTransport
+from harel.transport.aio_mongo import AsyncMongoTransport
+from harel.transport.mongo import MongoTransport
 from harel_dev.embedded import EmbeddedClient
 from tests.conftest import REAL_MONGO_URL
 from tests.fake_mongod.server import FakeMongod

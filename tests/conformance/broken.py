@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from harel.commands import only
+from harel.executions import commits, queries, replies, writes
+from harel.executions.records import Claim, Emit, Spawn, StepRecord
 from harel.model import DueTimer, Execution, TimerOp
-from harel.store import _documents as doc
-from harel.store.base import Emit, Spawn
 from harel.store.mongo import MongoStore
-from harel.transport import _mailbox as mailbox
-from harel.transport.base import Claim
 from harel.transport.mongo import MongoTransport, new_owner_token
 
 
@@ -27,14 +26,9 @@ class _PlannedCommit(MongoStore):
         timers: Sequence[TimerOp],
         processed_event_id: str | None,
         trace: dict[str, Any] | None,
-    ) -> doc.CommitWrite:
-        record = doc.StepRecord(processed_event_id, emits, spawns, trace)
-        parts = doc.commit_parts(
-            exe, [record], expected=exe.version, timers_changed=bool(timers) or exe.version == 0
-        )
-        if exe.version == 0:
-            return doc.plan_create(parts, (), mailbox.chart_key(exe.definition_id, exe.definition_version))
-        return doc.plan_commit(parts, self.trace_max, self.dedupe_window)
+    ) -> commits.Commit:
+        record = StepRecord(processed_event_id, emits, spawns, trace)
+        return commits.step_commit(exe, record, bool(timers), self.trace_max, self.dedupe_window)
 
 
 class NoVersionFilterStore(_PlannedCommit):
@@ -53,7 +47,7 @@ class NoVersionFilterStore(_PlannedCommit):
         if write.creates:
             self._write(write)
         else:
-            self._executions.update_one({"_id": exe.id}, write.pipeline)
+            self._executions.update_one({"_id": exe.id}, write.write.update)
         exe.version = write.version
 
 
@@ -78,9 +72,9 @@ class SplitCommitStore(_PlannedCommit):
         if write.creates:
             self._write(write)
         else:
-            fields = write.pipeline[0]["$set"]
+            fields = write.write.update[0]["$set"]
             advance = {name: value for name, value in fields.items() if name in self.ADVANCE}
-            if self._executions.update_one(write.filter, [{"$set": advance}]).matched_count != 1:
+            if self._executions.update_one(write.write.filter, [{"$set": advance}]).matched_count != 1:
                 self._raise_conflict(write, None)
             bookkeeping = {name: value for name, value in fields.items() if name not in self.ADVANCE}
             if bookkeeping:
@@ -92,8 +86,8 @@ class FireAtBlindStore(MongoStore):
     """Reports every armed timer as due, whatever its fire time."""
 
     def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
-        armed = self._executions.find({"next_fire_at": {"$ne": None}}, doc.only("timers", "next_fire_at"))
-        return doc.parse_due(armed)[:limit]
+        armed = self._executions.find({"next_fire_at": {"$ne": None}}, only("timers", "next_fire_at"))
+        return replies.parse_due(armed)[:limit]
 
 
 class CallerClockTransport(MongoTransport):
@@ -102,7 +96,7 @@ class CallerClockTransport(MongoTransport):
 
     def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
         owner = new_owner_token()
-        write = mailbox.claim_write(charts, owner, lease, bound)
+        write = writes.claim_write(charts, owner, lease, bound)
         caller_clock = {key: value for key, value in write.filter.items() if key != "$expr"}
         found = self._executions.find_one_and_update(
             caller_clock,
@@ -114,8 +108,8 @@ class CallerClockTransport(MongoTransport):
                     }
                 }
             ],
-            sort=list(mailbox.CLAIM_SORT),
-            projection=doc.only(*mailbox.CLAIM_PROJECTION),
+            sort=list(write.sort),
+            projection=write.projection,
             return_document=True,
         )
         return self._claimed(found, owner)
@@ -127,7 +121,7 @@ class TimerTakenBeforeDeliveryStore(MongoStore):
     timer: its state never moves on."""
 
     def fire_timer(self, due: DueTimer, *, now: float) -> bool:
-        write = doc.fire(due, now)
+        write = writes.fire_write(due, now)
         [deliver, size] = write.update
         taken = {"next_fire_at": deliver["$set"]["next_fire_at"]}
         if self._executions.update_one(write.filter, [{"$set": taken}]).matched_count != 1:
@@ -142,12 +136,12 @@ class CallerClockSweepStore(MongoStore):
     estimate (its bound) has passed it instead of the server's `$$NOW`, so a worker fires timers early."""
 
     def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
-        find = doc.due_find(bound, limit)
+        find = queries.due_find(bound, limit)
         caller_clock = {key: value for key, value in find.filter.items() if key != "$expr"}
         found = self._executions.find(caller_clock, find.projection).sort(list(find.sort)).limit(limit)
-        return doc.parse_due(found)
+        return replies.parse_due(found)
 
     def fire_timer(self, due: DueTimer, *, now: float) -> bool:
-        write = doc.fire(due, now)
+        write = writes.fire_write(due, now)
         caller_clock = {key: value for key, value in write.filter.items() if key != "$expr"}
         return self._executions.update_one(caller_clock, write.update).matched_count == 1

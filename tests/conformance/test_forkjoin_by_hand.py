@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 from harel.app import Registry
 from harel.chart import load_chart
+from harel.executions.records import RelayWork, StepRecord
 from harel.interpreter import step
 from harel.model import Execution, ExecutionStatus, start_event
-from harel.store._documents import RelayWork, StepRecord
 from harel.transport.base import SendOutcome
 from tests.conformance.backends import Harness
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from harel.errors import LeaseLost, StepTooLarge, StoreConflict
+from harel.executions.fields import INBOX_LIMIT_BYTES, SEQ_STRIDE
+from harel.executions.records import StepRecord
 from harel.model import Event, Execution
-from harel.store._documents import SEQ_STRIDE, StepRecord
-from harel.transport._mailbox import INBOX_LIMIT_BYTES
 from harel.transport.base import Claim, Failure, SendOutcome
 from tests.conformance.backends import Harness
 from tests.conformance.test_store_conformance import near, raises

@@ -19,9 +19,15 @@ import bson
 import pymongo.errors
 import pytest
 
-from harel.errors import ExecutionTooLarge, StoreConflict
+from harel.errors import (
+    CommitOutcomeUnknown,
+    DeploymentError,
+    DeploymentUnavailable,
+    ExecutionTooLarge,
+    StoreConflict,
+)
+from harel.executions.fields import DOT_STANDIN, RELAY_GRACE_SECONDS, SEQ_STRIDE
 from harel.model import DueTimer, Event, Execution, ExecutionStatus, SpawnEntry, TimerOp
-from harel.store._documents import DOT_STANDIN, RELAY_GRACE_SECONDS, SEQ_STRIDE
 from tests.conformance.backends import Harness, InjectedFault
 
 # --- builders ----------------------------------------------------------------------------------------
@@ -791,12 +797,43 @@ def test_server_size_errors_are_typed(harness: Harness, server_error: Exception)
     assert exe.version == 1
 
 
-def test_other_server_errors_pass_through(harness: Harness) -> None:
+def test_other_server_errors_are_deployment_errors_caused_by_the_drivers(harness: Harness) -> None:
     store = harness.store
     exe = created(store)
     failure = pymongo.errors.WriteError("not too large", 2)
     harness.recorder.fail_write(1, error=failure)
-    assert raises(pymongo.errors.WriteError, store.commit, exe) is failure
+    error = raises(DeploymentError, store.commit, exe)
+    assert type(error) is DeploymentError and error.__cause__ is failure
+    assert (error.kind, error.message, str(error)) == (
+        "WriteError",
+        "not too large",
+        "WriteError: not too large",
+    )
+    assert exe.version == 1
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_commit_cut_off_by_the_network_has_an_unknown_outcome(harness: Harness, when: str) -> None:
+    """Lost on its way (`before`) or its reply lost (`after`): the store cannot tell, so it says so."""
+    store = harness.store
+    exe = created(store)
+    lost = pymongo.errors.AutoReconnect("connection closed")
+    harness.recorder.fail_write(1, when, error=lost)
+    error = raises(CommitOutcomeUnknown, store.commit, exe, processed_event_id="in-1")
+    assert (error.execution_id, error.kind, error.__cause__) == (exe.id, "AutoReconnect", lost)
+    assert exe.version == 1
+
+
+def test_any_other_write_cut_off_by_the_network_is_deployment_unavailable(harness: Harness) -> None:
+    store, transport = harness.store, harness.transport
+    exe = created(store)
+    timed_out = pymongo.errors.NetworkTimeout("db:27017: timed out")
+    harness.recorder.fail_write(1, error=timed_out)
+    error = raises(DeploymentUnavailable, store.ack_relay, exe.id, [], [], retry_in=1.0)
+    assert not isinstance(error, CommitOutcomeUnknown) and error.__cause__ is timed_out
+    harness.recorder.fail_write(1, error=timed_out)
+    error = raises(DeploymentUnavailable, transport.send, exe.id, event("ping"))
+    assert str(error) == "NetworkTimeout: db:27017: timed out" and error.__cause__ is timed_out
 
 
 def landed_whole(document: dict[str, Any], tag: str) -> bool:

@@ -5,7 +5,7 @@ SDK and runs their tests against it (tests/mutants/runner.py); the working tree 
 An edit is anchored on code, not on line numbers: its `anchor` must occur exactly once in its file, or the
 mutant no longer applies and says so (`MutantNoLongerApplies`; tests/mutants/test_catalog.py checks every
 mutant against the current source). A bug of MongoStore/MongoTransport is planted once, in the shared
-document builders, so it is in the sync and the async twins, on every backend.
+document builders of `harel.executions`, so it is in the sync and the async twins, on every backend.
 """
 
 from __future__ import annotations
@@ -64,8 +64,9 @@ def current_sources(mutant: Mutant, package: Path = SDK_PACKAGE) -> dict[str, st
 
 
 WORKER = "worker.py"
-DOCUMENTS = "store/_documents.py"
-MAILBOX = "transport/_mailbox.py"
+COMMITS = "executions/commits.py"
+QUERIES = "executions/queries.py"
+WRITES = "executions/writes.py"
 MONGO_STORE = "store/mongo.py"
 INTERPRETER = "interpreter.py"
 RULES = "connection/rules.py"
@@ -94,7 +95,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a commit's CAS filter matches `_id` alone, not `{_id, version}`",
         (
             Edit(
-                DOCUMENTS,
+                COMMITS,
                 'cas = {"_id": parts.execution_id, "version": parts.expected}',
                 'cas = {"_id": parts.execution_id}',
             ),
@@ -116,7 +117,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "commit-ignores-lease-owner",
         "a claim's commit is not fenced by the lease's owner token",
-        (Edit(DOCUMENTS, 'cas["lease.owner"] = claim.owner', "pass"),),
+        (Edit(COMMITS, 'cas["lease.owner"] = claim.owner', "pass"),),
         _on(MAILBOX_CHECKS, "test_a_lost_lease_cannot_commit", ids=MONGO)
         + _on(FAULTS, "test_a_lease_expiring_during_a_slow_action_cannot_double_the_event", ids=FAKE_RS),
     ),
@@ -125,7 +126,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a claim's extend, release and failed attempt are not fenced by the lease's owner token",
         (
             Edit(
-                MAILBOX,
+                WRITES,
                 'return {"_id": claim.execution_id, "lease.owner": claim.owner}',
                 'return {"_id": claim.execution_id}',
             ),
@@ -135,13 +136,13 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "send-cuts-the-lease-short",
         "a send to a leased execution makes it claimable at once",
-        (Edit(MAILBOX, '{"$ifNull": ["$inbox_at", NOW]},', "NOW,"),),
+        (Edit(WRITES, '{"$ifNull": ["$inbox_at", NOW]},', "NOW,"),),
         _on(UNIT_WORKER, "test_two_workers_racing_never_step_one_execution_at_once"),
     ),
     Mutant(
         "dedupe-hit-ignored",
         "a send of an event id already processed is queued again",
-        (Edit(MAILBOX, '"processed": {"$ne": new["id"]},', ""),),
+        (Edit(WRITES, '"processed": {"$ne": new["id"]},', ""),),
         _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MONGO)
         + _on(UNIT_WORKER, "test_an_expired_lease_is_taken_over_and_the_late_commit_refused")
         + _on(FAULTS, "test_relay_stopping_between_send_and_ack_resends_and_dedupe_absorbs_it", ids=FAKE_RS),
@@ -151,7 +152,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the processed ids are appended without the window's bound",
         (
             Edit(
-                DOCUMENTS,
+                COMMITS,
                 '_appended("processed", parts.processed, dedupe_window)',
                 '_appended("processed", parts.processed)',
             ),
@@ -162,8 +163,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "sweep-early",
         "the sweep finds and fires timers by the worker's estimate (its bound), not the server's `$$NOW`",
         (
-            Edit(DOCUMENTS, ', "$expr": {"$lte": ["$next_fire_at", NOW]}}', "}"),
-            Edit(MAILBOX, ', "$expr": {"$lte": [literal(due_from), NOW]}}', "}"),
+            Edit(QUERIES, ', "$expr": {"$lte": ["$next_fire_at", NOW]}}', "}"),
+            Edit(WRITES, '            "$expr": {"$lte": [literal(due_from(due.fire_at)), NOW]},\n', ""),
         ),
         _on(
             STORE_CHECKS,
@@ -179,7 +180,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 MONGO_STORE,
-                "        return self._executions.update_one(write.filter, write.update).matched_count == 1\n",
+                "        return matched(writes.fire_write(due, now).send(self._executions))\n",
+                "        write = writes.fire_write(due, now)\n"
                 "        [deliver, size] = write.update\n"
                 '        taken = {"next_fire_at": deliver["$set"]["next_fire_at"]}\n'
                 '        if self._executions.update_one(write.filter, [{"$set": taken}]).matched_count != 1:\n'
@@ -295,7 +297,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "lease-on-the-callers-clock",
         "a claim takes what is due by the worker's estimate (its bound), not the server's `$$NOW`",
-        (Edit(MAILBOX, '            "$expr": {"$lte": ["$inbox_at", NOW]},\n', ""),),
+        (Edit(WRITES, '            "$expr": {"$lte": ["$inbox_at", NOW]},\n', ""),),
         _on(MAILBOX_CHECKS, "test_leases_run_on_the_servers_clock", ids=MONGO)
         + _on(
             "tests/wire/test_clock_skew.py",
@@ -308,9 +310,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "a send puts its event at the head of the mailbox",
         (
             Edit(
-                MAILBOX,
-                '"inbox": {"$concatArrays": [_array("inbox"), literal([dict(new)])]},',
-                '"inbox": {"$concatArrays": [literal([dict(new)]), _array("inbox")]},',
+                WRITES,
+                '"inbox": {"$concatArrays": [array("inbox"), literal([dict(new)])]},',
+                '"inbox": {"$concatArrays": [literal([dict(new)]), array("inbox")]},',
             ),
         ),
         _on(MAILBOX_CHECKS, "test_sends_wait_in_arrival_order_once_per_id", ids=MONGO)

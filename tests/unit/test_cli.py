@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 import pytest
-from pymongo.errors import AutoReconnect, DocumentTooLarge
+from pymongo.errors import DocumentTooLarge
 
 from harel.app import App
 from harel.backend import open_backend
@@ -22,7 +22,7 @@ from harel.cli.main import harel
 from harel.cli.options import load_application, worker_config
 from harel.cli.settings import DEFAULT_DEADLINE, resolve, resolve_url
 from harel.diagram import render_mermaid
-from harel.errors import InvalidArgument
+from harel.errors import DeploymentUnavailable, InvalidArgument
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENT = (
@@ -302,8 +302,9 @@ def in_process_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
     ("raised", "code", "said"),
     [
         (
-            AutoReconnect(
-                "db.example:27017: connection reset by hunter2, Timeout: 30s, Topology Description: ..."
+            DeploymentUnavailable(
+                "AutoReconnect",
+                "db.example:27017: connection reset by hunter2, Timeout: 30s, Topology Description: ...",
             ),
             3,
             "harel status: the deployment failed during the command: db.example:27017: connection reset by ***; run it again",

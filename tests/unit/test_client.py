@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harel import _client, aio
+from harel import aio, calls
 from harel.app import App
 from harel.backend import open_backend
 from harel.client import Client
@@ -119,11 +119,11 @@ def test_a_wait_gives_up_after_its_timeout(client: Client) -> None:
 
 
 def test_pauses_grow_and_never_pass_the_timeout() -> None:
-    waiting = _client.Waiting(timeout=None)
+    waiting = calls.Waiting(timeout=None)
     pauses = [waiting.next_pause("x") for _ in range(6)]
     assert pauses == [0.05, 0.1, 0.2, 0.4, 0.5, 0.5]
 
-    bounded = _client.Waiting(timeout=0.12, started=time.monotonic())
+    bounded = calls.Waiting(timeout=0.12, started=time.monotonic())
     assert bounded.next_pause("x") == 0.05
     assert bounded.next_pause("x") <= 0.12
     bounded.started -= 1.0

@@ -10,11 +10,12 @@ from typing import Any
 
 import pymongo.errors
 
+from harel.executions import writes
+from harel.executions.fields import chart_key
+from harel.executions.indexes import MAILBOX_INDEXES
 from harel.model import Event, Execution
 from harel.servertime import NOW
 from harel.store.mongo import MongoStore
-from harel.transport import _mailbox as mailbox
-from harel.transport._mailbox import chart_key
 from harel.transport.base import BACKOFF_CAP_SECONDS, backoff
 from harel.transport.mongo import MongoTransport
 from harel_dev.embedded import EmbeddedClient
@@ -26,7 +27,7 @@ def test_backoff_is_exponential_and_capped() -> None:
 
 
 def test_the_claim_is_one_index_range_decided_on_the_servers_clock() -> None:
-    write = mailbox.claim_write(["order@1", "billing@2"], "owner-1", 30.0, 1234.5)
+    write = writes.claim_write(["order@1", "billing@2"], "owner-1", 30.0, 1234.5)
     assert write.filter == {
         "chart": {"$in": ["order@1", "billing@2"]},
         "inbox_at": {"$gte": 0, "$lte": 1234.5},
@@ -34,15 +35,15 @@ def test_the_claim_is_one_index_range_decided_on_the_servers_clock() -> None:
     }, "the chart and one range on the indexed inbox_at, no $or; $$NOW decides"
     lease = write.update[0]["$set"]["lease"]
     assert lease["owner"] == {"$literal": "owner-1"} and lease["at"] == NOW
-    assert mailbox.CLAIM_SORT == (("inbox_at", 1),)
-    index = next(spec for spec in mailbox.INDEXES if spec.name == "mailbox")
+    assert write.sort == (("inbox_at", 1),)
+    index = next(spec for spec in MAILBOX_INDEXES if spec.name == "mailbox")
     assert index.keys == (("chart", 1), ("inbox_at", 1))
     assert index.partial == {"inbox_at": {"$gte": 0}}, "the claim's range implies the partial filter"
 
 
 def test_every_client_value_enters_a_pipeline_as_a_literal() -> None:
     event = Event(id="$id", name="$name", data={"$key": "$value"})
-    write = mailbox.send_write("$target", mailbox.entry(event, "$source", 1.0))
+    write = writes.send_write("$target", writes.entry(event, "$source", 1.0))
     appended = write.update[0]["$set"]["inbox"]["$concatArrays"][1]
     assert set(appended) == {"$literal"}, "the whole entry is data"
     assert write.filter["_id"] == "$target" and write.filter["inbox.id"] == {"$ne": "$id"}
@@ -84,7 +85,7 @@ def test_the_async_transport_clears_its_wake_at_each_claim_too() -> None:
 
     from mongomock_motor import AsyncMongoMockClient
 
-    from harel.transport.mongo import AsyncMongoTransport
+    from harel.transport.aio_mongo import AsyncMongoTransport
 
     async def scenario() -> list[bool]:
         client = AsyncMongoMockClient(mock_mongo_client=EmbeddedClient())
@@ -154,7 +155,7 @@ class _Client:
 
 
 def test_the_wake_up_watch_restarts_after_an_error(monkeypatch: Any) -> None:
-    monkeypatch.setattr("harel.transport.mongo.WATCH_RETRY_FIRST", 0.01)
+    monkeypatch.setattr("harel.transport.wakeups.WATCH_RETRY_FIRST", 0.01)
     collection = _WatchedCollection([pymongo.errors.AutoReconnect("primary stepped down")] * 2)
     transport = MongoTransport(_Client(collection))
     assert transport.wait_hint(5.0), "woken once the watch came back"

@@ -19,14 +19,14 @@ from harel.app import ActionContext, ActionResult, App, Send
 from harel.backend import Backend, open_backend
 from harel.cli.views import status_view
 from harel.client import cancel_execution, send_event, start_execution, wait_for_execution
-from harel.errors import MailboxFull, StoreConflict
+from harel.errors import CommitOutcomeUnknown, MailboxFull, StoreConflict
+from harel.executions.fields import INBOX_LIMIT_BYTES
 from harel.heartbeat import MongoHeartbeats
 from harel.inspection import UNDELIVERED_AFTER_SECONDS, undelivered_of
 from harel.model import TIMER_EVENT, Event, Execution, ExecutionStatus, timer_event
 from harel.servertime import ServerClock
 from harel.smoke import FORK, REGIONS, check, gather, register_smoke, run_smoke
 from harel.store.mongo import MongoStore
-from harel.transport._mailbox import INBOX_LIMIT_BYTES
 from harel.transport.base import SendOutcome
 from harel.transport.mongo import MongoTransport
 from harel.worker import RELAY_RETRY_SECONDS, Worker, WorkerConfig
@@ -481,8 +481,6 @@ def test_a_rival_commit_loses_nothing(backend: Deployment) -> None:
 
 @pytest.mark.parametrize("applied", [True, False], ids=["applied-then-lost", "lost-before-applying"])
 def test_an_unknown_commit_outcome_is_resolved(backend: Deployment, applied: bool) -> None:
-    from pymongo.errors import AutoReconnect
-
     app = make_app()
     w = backend.worker(app)
     start_execution(backend.store, backend.transport, app, "loop", execution_id="u1")
@@ -495,7 +493,9 @@ def test_an_unknown_commit_outcome_is_resolved(backend: Deployment, applied: boo
         if len(calls) == 1:
             if applied:
                 original(*args, **kwargs)
-            raise AutoReconnect("connection closed; the write may or may not have been applied")
+            raise CommitOutcomeUnknown(
+                "u1", "AutoReconnect", "connection closed; the write may or may not have been applied"
+            )
         return original(*args, **kwargs)
 
     backend.store.commit_claim = reply_lost  # type: ignore[method-assign]
@@ -1044,7 +1044,7 @@ def test_a_step_sending_more_than_a_step_may_parks_its_event_with_nothing_of_it_
     """`go` would send 1001 events: the step is refused as StepTooLarge (naming the count and the limit)
     and the execution is parked at once on it — the event before it in the batch committed, nothing of the
     refused step written or sent, the event behind it waiting; dropped, the execution carries on."""
-    from harel.store._documents import SEQ_STRIDE
+    from harel.executions.fields import SEQ_STRIDE
 
     app = fan_app()
     w = backend.worker(app)
@@ -1070,7 +1070,7 @@ def test_a_step_sending_more_than_a_step_may_parks_its_event_with_nothing_of_it_
 
 
 def test_a_step_sending_as_many_as_a_step_may_is_delivered(backend: Deployment) -> None:
-    from harel.store._documents import SEQ_STRIDE
+    from harel.executions.fields import SEQ_STRIDE
 
     app = fan_app()
     w = backend.worker(app)

@@ -21,11 +21,11 @@ import bson
 import pytest
 from pymongo import MongoClient
 
-from harel._client import start_digest
+from harel.calls import start_digest
 from harel.cli.devstate import DevState
+from harel.executions.fields import INBOX_LIMIT_BYTES
 from harel.model import Event, Execution, ExecutionStatus
 from harel.store.mongo import MongoStore
-from harel.transport._mailbox import INBOX_LIMIT_BYTES
 from harel.transport.base import SendOutcome
 from harel.transport.mongo import MongoTransport
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeDeployment

@@ -27,13 +27,12 @@ from typing import Any
 
 import pytest
 from pymongo import MongoClient
-from pymongo.errors import AutoReconnect, OperationFailure
 
 from harel.aio_store import AsyncMongoStore
 from harel.app import ActionContext, ActionResult, App
 from harel.client import start_execution
 from harel.connection import connect_async
-from harel.errors import LeaseLost, StoreConflict
+from harel.errors import DeploymentUnavailable, LeaseLost, StoreConflict
 from harel.model import START_EVENT, Execution, ExecutionStatus, timer_event_id
 from harel.smoke import REGIONS, SMOKE_CHART_ID, check, gather, register_smoke, run_smoke
 from harel.store.mongo import MongoStore
@@ -218,8 +217,8 @@ def test_a_claim_failing_with_a_retryable_error_is_retried_and_leases_once(
 def test_a_claim_failing_leaves_the_mailbox_as_it_was(
     replica_set: Deployment, admin: MongoClient[Any], seams: Seams, tally: Tally
 ) -> None:
-    """Nothing lost: the claim failed with a non-retryable error, so nothing was leased; the bump waits and
-    the next claim takes it."""
+    """Nothing lost: the claim failed with an error the driver does not retry (the transport raises it as
+    DeploymentUnavailable), so nothing was leased; the bump waits and the next claim takes it."""
     pending = pending_bump(seams, tally, "claim-fail")
     with (
         fail_command(
@@ -229,7 +228,7 @@ def test_a_claim_failing_leaves_the_mailbox_as_it_was(
             errorCode=MAX_TIME_MS_EXPIRED,
             appName=pending.seam.queue_app,
         ),
-        pytest.raises(OperationFailure),
+        pytest.raises(DeploymentUnavailable, match=r"^ExecutionTimeout: "),
     ):
         pending.worker.process_one()
     pending.assert_untouched()
@@ -394,11 +393,11 @@ def test_relay_stopping_between_send_and_ack_resends_and_dedupe_absorbs_it(
     bump(seam, tally, execution_id, BUMP)
 
     def connection_lost(*args: Any, **kwargs: Any) -> None:
-        raise AutoReconnect("connection closed before the acknowledgement")
+        raise DeploymentUnavailable("AutoReconnect", "connection closed before the acknowledgement")
 
     with monkeypatch.context() as patch:
         patch.setattr(seam.store, "ack_relay", connection_lost)
-        with pytest.raises(AutoReconnect):
+        with pytest.raises(DeploymentUnavailable):
             worker.process_one()  # commits, sends `bumped`, then the acknowledgement fails
 
     [entry] = seam.store.pending_outbox()

@@ -18,10 +18,13 @@ from harel.errors import (
     AuthenticationFailed,
     ChartError,
     CollationError,
+    CommitOutcomeUnknown,
     ConnectionFailed,
     ConnectionRejected,
     DeploymentCheckError,
+    DeploymentError,
     DeploymentRefused,
+    DeploymentUnavailable,
     DevServerNotInstalled,
     EndpointUnavailable,
     EventTooLarge,
@@ -62,7 +65,8 @@ from harel.errors import (
 )
 from harel.model import Event, Execution, ExecutionStatus
 from harel.store.mongo import MongoStore
-from harel.transport.mongo import AsyncMongoTransport, MongoTransport
+from harel.transport.aio_mongo import AsyncMongoTransport
+from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
 
 __version__ = "0.1.0"
@@ -82,10 +86,13 @@ __all__ = [
     "ChartError",
     "Client",
     "CollationError",
+    "CommitOutcomeUnknown",
     "ConnectionFailed",
     "ConnectionRejected",
     "DeploymentCheckError",
+    "DeploymentError",
     "DeploymentRefused",
+    "DeploymentUnavailable",
     "DevServerNotInstalled",
     "EndpointUnavailable",
     "Event",

@@ -10,7 +10,7 @@ them, read them and wait for them to finish, on PyMongo's AsyncMongoClient.
     await client.close()
 
 It is the twin of `harel.client.Client`: the same calls with the same arguments and errors, awaited. Both
-decide with `harel._client`; this module only awaits AsyncMongoStore, AsyncMongoTransport and the catalog.
+decide with `harel.calls`; this module only awaits AsyncMongoStore, AsyncMongoTransport and the catalog.
 Workers are separate processes (`harel worker`); a client never steps an execution.
 """
 
@@ -19,16 +19,16 @@ from __future__ import annotations
 import asyncio
 from typing import Self, Unpack
 
-from harel import _client
-from harel._client import SendOptions, StartOptions
+from harel import calls
 from harel.aio_store.mongo import AsyncMongoStore
 from harel.app import App
+from harel.calls import SendOptions, StartOptions
 from harel.catalog import AsyncMongoCatalog
 from harel.chart import Chart
 from harel.connection import check_async, connect_async, embedded_backend, redact
 from harel.errors import InvalidURL
 from harel.model import Event, Execution
-from harel.transport.mongo import AsyncMongoTransport
+from harel.transport.aio_mongo import AsyncMongoTransport
 
 
 class Client:
@@ -83,38 +83,38 @@ class Client:
         chart = self.app.registered_chart(chart_id, version)
         if chart is None and self.catalog is not None:
             chart = self.app.adopt(await self.catalog.get(chart_id, version))
-        return _client.known_chart(chart, chart_id, version)
+        return calls.known_chart(chart, chart_id, version)
 
     async def start(self, chart_id: str, **options: Unpack[StartOptions]) -> Execution:
         """A new execution of the chart's newest version (or the existing one with `execution_id`)."""
         now = self.transport.clock.now()
-        exe, events = _client.new_execution(await self._chart(chart_id), now, **options)
+        exe, events = calls.new_execution(await self._chart(chart_id), now, **options)
         if await self.store.create(exe, events, now=now):
             return exe
-        return _client.same_start(await self.store.load(exe.id), exe)
+        return calls.same_start(await self.store.load(exe.id), exe)
 
     async def send(self, execution_id: str, name: str, **options: Unpack[SendOptions]) -> Event:
         """Put a user event in the execution's mailbox; refused for unknown or finished executions and for
         event names the pinned chart does not handle. Sending an event id again takes effect once."""
-        exe = _client.running(await self.store.load(execution_id), execution_id)
+        exe = calls.running(await self.store.load(execution_id), execution_id)
         chart = await self._chart(exe.definition_id, exe.definition_version)
-        event = _client.user_event(exe, chart, name, **options)
-        return _client.delivered(await self.transport.send(execution_id, event), execution_id, event)
+        event = calls.user_event(exe, chart, name, **options)
+        return calls.delivered(await self.transport.send(execution_id, event), execution_id, event)
 
     async def cancel(self, execution_id: str) -> Event:
         """Queue a cancel behind the events already sent."""
-        _client.running(await self.store.load(execution_id), execution_id)
-        event = _client.cancel_event(execution_id)
-        return _client.delivered(await self.transport.send(execution_id, event), execution_id, event)
+        calls.running(await self.store.load(execution_id), execution_id)
+        event = calls.cancel_event(execution_id)
+        return calls.delivered(await self.transport.send(execution_id, event), execution_id, event)
 
     async def status(self, execution_id: str) -> Execution:
-        return _client.found(await self.store.load(execution_id), execution_id)
+        return calls.found(await self.store.load(execution_id), execution_id)
 
     async def wait(self, execution_id: str, *, timeout: float | None = None) -> Execution:
         """The execution once it has finished; WaitTimedOut after `timeout` seconds (None: no limit)."""
-        waiting = _client.Waiting(timeout)
-        while not _client.finished(exe := await self.status(execution_id)):
-            await asyncio.sleep(waiting.next_pause(_client.still_running(execution_id)))
+        waiting = calls.Waiting(timeout)
+        while not calls.finished(exe := await self.status(execution_id)):
+            await asyncio.sleep(waiting.next_pause(calls.still_running(execution_id)))
         return exe
 
     async def close(self) -> None:

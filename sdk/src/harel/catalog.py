@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from harel.chart import Chart, load_chart
 from harel.commands import Find, only
+from harel.driver_errors import translating
 from harel.errors import ChartError
 
 CHARTS = "charts"
@@ -65,6 +66,7 @@ class Catalog(Protocol):
         """The published chart at `version`, or its newest version; None when none is published."""
 
 
+@translating
 class MongoCatalog:
     def __init__(self, client: Any, db_name: str = "harel") -> None:
         self._charts = client[db_name][CHARTS]
@@ -81,6 +83,7 @@ class MongoCatalog:
         return parse_newest(list(newest_find(chart_id, version).open(self._charts)))
 
 
+@translating
 class AsyncMongoCatalog:
     """The catalog's reads for async clients (`harel.aio`); workers publish with MongoCatalog."""
 

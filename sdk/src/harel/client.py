@@ -3,7 +3,7 @@ Workers do the rest.
 
 The functions take a store, a transport and the App whose charts they check against; `Client` holds them
 for one deployment. `harel.aio` is the async twin (the same calls, awaited), and both decide with
-`harel._client`, so they cannot drift apart.
+`harel.calls`, so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Self, TypeVar, Unpack
 
-from harel import _client
-from harel._client import SendOptions, StartOptions
+from harel import calls
 from harel.app import App
 from harel.backend import Backend, open_backend
+from harel.calls import SendOptions, StartOptions
 from harel.model import Event, Execution
 from harel.store.base import ExecutionStore
 from harel.transport.base import Transport
@@ -41,10 +41,10 @@ def start_execution(
     created it.
     """
     now = transport.clock.now() if now is None else now
-    exe, events = _client.new_execution(app.get_chart(chart_id), now, context, execution_id)
+    exe, events = calls.new_execution(app.get_chart(chart_id), now, context, execution_id)
     if store.create(exe, events, now=now):
         return exe, True
-    return _client.same_start(store.load(exe.id), exe), False
+    return calls.same_start(store.load(exe.id), exe), False
 
 
 def send_event(
@@ -59,24 +59,24 @@ def send_event(
 ) -> Event:
     """Put a user event in an execution's mailbox. Unknown and finished executions and event names the
     pinned chart does not handle are refused here. Sending an event id again takes effect once."""
-    exe = _client.running(store.load(execution_id), execution_id)
+    exe = calls.running(store.load(execution_id), execution_id)
     chart = app.get_chart(exe.definition_id, exe.definition_version)
-    event = _client.user_event(exe, chart, name, data, event_id)
-    return _client.delivered(transport.send(execution_id, event), execution_id, event)
+    event = calls.user_event(exe, chart, name, data, event_id)
+    return calls.delivered(transport.send(execution_id, event), execution_id, event)
 
 
 def cancel_execution(store: ExecutionStore, transport: Transport, execution_id: str) -> Event:
     """Queue a cancel behind the events already sent: the execution stops, disarms its timers and cancels
     its children."""
-    _client.running(store.load(execution_id), execution_id)
-    event = _client.cancel_event(execution_id)
-    return _client.delivered(transport.send(execution_id, event), execution_id, event)
+    calls.running(store.load(execution_id), execution_id)
+    event = calls.cancel_event(execution_id)
+    return calls.delivered(transport.send(execution_id, event), execution_id, event)
 
 
 def poll_until(look: Callable[[], T | None], what: str, timeout: float | None) -> T:
     """What `look` returns once it returns something, looking again after growing pauses; WaitTimedOut after
     `timeout` seconds (None: no limit). `what` says what is awaited: "execution 'x' is still running"."""
-    waiting = _client.Waiting(timeout)
+    waiting = calls.Waiting(timeout)
     while (found := look()) is None:
         time.sleep(waiting.next_pause(what))
     return found
@@ -89,10 +89,10 @@ def wait_for_execution(
     seconds (None: no limit)."""
 
     def finished() -> Execution | None:
-        exe = _client.found(store.load(execution_id), execution_id)
-        return exe if _client.finished(exe) else None
+        exe = calls.found(store.load(execution_id), execution_id)
+        return exe if calls.finished(exe) else None
 
-    return poll_until(finished, _client.still_running(execution_id), timeout)
+    return poll_until(finished, calls.still_running(execution_id), timeout)
 
 
 class Client:
@@ -134,7 +134,7 @@ class Client:
         return cancel_execution(self.store, self.transport, execution_id)
 
     def status(self, execution_id: str) -> Execution:
-        return _client.found(self.store.load(execution_id), execution_id)
+        return calls.found(self.store.load(execution_id), execution_id)
 
     def wait(self, execution_id: str, *, timeout: float | None = None) -> Execution:
         return wait_for_execution(self.store, execution_id, timeout=timeout)

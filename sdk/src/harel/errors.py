@@ -335,6 +335,33 @@ class TLSFailed(ConnectionRejected):
         )
 
 
+# --- the deployment, during a command ----------------------------------------------------------------
+
+
+class DeploymentError(HarelError):
+    """A command failed on the deployment, or the deployment refused it. `kind` and `message` are the
+    driver's (NetworkTimeout, WTimeoutError, ...); the driver's error is the `__cause__`."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        self.message = message
+        super().__init__(f"{kind}: {message}")
+
+
+class DeploymentUnavailable(DeploymentError):
+    """The deployment did not answer in time: unreachable, no primary, a timeout, or a write a majority did
+    not acknowledge within its bound. Trying again later can succeed."""
+
+
+class CommitOutcomeUnknown(DeploymentUnavailable):
+    """A commit was sent and the deployment became unavailable before it answered: the commit may or may not
+    have been applied. The stored version (and the dedupe mark of its last event) says which."""
+
+    def __init__(self, execution_id: str, kind: str, message: str) -> None:
+        self.execution_id = execution_id
+        super().__init__(kind, message)
+
+
 class InvalidURL(HarelError):
     def __init__(self, redacted_url: str, reason: str) -> None:
         self.url = redacted_url

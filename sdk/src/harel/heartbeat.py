@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from harel.commands import IndexSpec, literal
+from harel.driver_errors import translating
 from harel.servertime import NOW
 
 WORKERS = "workers"
@@ -50,6 +51,7 @@ def served(documents: Iterable[dict[str, Any]]) -> set[str]:
     return {chart for document in documents for chart in document.get("charts", [])}
 
 
+@translating
 class MongoHeartbeats:
     def __init__(self, client: Any, db_name: str = "harel") -> None:
         from pymongo import ReturnDocument

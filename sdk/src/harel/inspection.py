@@ -1,8 +1,8 @@
 """What an execution's stored document tells beyond its data: its mailbox (the events waiting, the head event's
 failed attempts, a dead letter), the events it sent that are still not delivered, and what became of one event.
 
-Pure readers of the document `ExecutionStore.document` returns (fields in `harel.store._documents` and
-`harel.transport._mailbox`). Whether a live worker serves a chart is the heartbeats' to say
+Pure readers of the document `ExecutionStore.document` returns (its fields are in
+`harel.executions.fields`). Whether a live worker serves a chart is the heartbeats' to say
 (`harel.heartbeat`, `served_charts`).
 """
 
@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from harel.store._documents import parse_relay_work
-from harel.transport import _mailbox as mailbox
-from harel.transport.base import Parked, Pending
+from harel.executions.records import Parked, Pending
+from harel.executions.replies import parse_parked, parse_pending, parse_relay_work
 
 # How long after its step committed an event sent by an execution is reported as not delivered. The committing
 # worker delivers its own at once, so an event still in the outbox this long after waits on its target (not
@@ -36,10 +35,10 @@ class Mailbox:
 
 
 def mailbox_of(document: Mapping[str, Any]) -> Mailbox:
-    parked = mailbox.parse_parked(document) if document.get("parked") else None
+    parked = parse_parked(document) if document.get("parked") else None
     return Mailbox(
         chart=str(document.get("chart", "")),
-        pending=tuple(mailbox.parse_pending(entry) for entry in document.get("inbox") or ()),
+        pending=tuple(parse_pending(entry) for entry in document.get("inbox") or ()),
         attempts=int(document.get("attempts") or 0),
         last_error=document.get("last_error"),
         parked=parked,

@@ -14,42 +14,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pymongo.errors import PyMongoError
-
 from harel.backups import latest_success, parse_statuses, read_statuses
+from harel.driver_errors import mapped
+from harel.errors import DeploymentError
+from harel.executions import queries, replies
+from harel.executions.fields import EXECUTIONS
 from harel.heartbeat import MongoHeartbeats
 from harel.metrics import STATS_TTL_SECONDS, Metrics
 from harel.model import ExecutionStatus
 from harel.servertime import ServerClock
-from harel.store._documents import EXECUTIONS
-from harel.transport._mailbox import PENDING_COUNT, parse_count
 
 log = logging.getLogger("harel.stats")
 
 # An execution due this long with no live worker serving its chart version counts as unserved.
 UNSERVED_AFTER_SECONDS = 30.0
-PENDING_RELAYS = [
-    {"$match": {"relay_at": {"$gte": 0}}},
-    {
-        "$group": {
-            "_id": None,
-            "outbox": {"$sum": {"$size": {"$ifNull": ["$outbox", []]}}},
-            "spawn": {"$sum": {"$size": {"$ifNull": ["$spawns", []]}}},
-        }
-    },
-]
-
-
-def oldest_due(now: float) -> list[dict[str, Any]]:
-    """The earliest `inbox_at` that has passed: a range on the partial mailbox index and a minimum, no sort."""
-    return [
-        {"$match": {"inbox_at": {"$gte": 0, "$lte": now}}},
-        {"$group": {"_id": None, "at": {"$min": "$inbox_at"}}},
-    ]
-
-
-def unserved(now: float, served: set[str]) -> dict[str, Any]:
-    return {"inbox_at": {"$gte": 0, "$lte": now - UNSERVED_AFTER_SECONDS}, "chart": {"$nin": sorted(served)}}
 
 
 class DeploymentStats:
@@ -82,27 +60,27 @@ class DeploymentStats:
                 return
             self._read_at = self._monotonic()
             try:
-                self._read()
-            except PyMongoError as exc:
+                with mapped():
+                    self._read()
+            except DeploymentError as exc:
                 log.warning("deployment statistics not read", extra={"error": str(exc)})
 
     def _read(self) -> None:
         metrics, now = self._metrics, self._clock.now()
-        metrics.mailbox_events.set(parse_count(list(self._executions.aggregate(PENDING_COUNT))))
-        oldest = [d["at"] for d in self._executions.aggregate(oldest_due(now)) if d.get("at") is not None]
-        metrics.oldest_due_age.set(max(0.0, now - oldest[0]) if oldest else 0.0)
+        metrics.mailbox_events.set(
+            replies.parse_count(list(self._executions.aggregate(queries.PENDING_COUNT)))
+        )
+        oldest = replies.parse_oldest(self._executions.aggregate(queries.oldest_due(now)))
+        metrics.oldest_due_age.set(max(0.0, now - oldest) if oldest is not None else 0.0)
         for status in ExecutionStatus:
-            count = self._executions.count_documents({"status": status.value})
+            count = self._executions.count_documents(queries.status_filter(status))
             metrics.executions.labels(status=status.value).set(count)
-        metrics.parked.set(self._executions.count_documents({"parked.at": {"$gte": 0}}))
+        metrics.parked.set(self._executions.count_documents(queries.parked_filter()))
         served = self._heartbeats.served_charts(now, self._heartbeat_seconds)
-        unserved = {
-            "inbox_at": {"$gte": 0, "$lte": now - UNSERVED_AFTER_SECONDS},
-            "chart": {"$nin": sorted(served)},
-        }
+        unserved = queries.unserved_filter(now, served, UNSERVED_AFTER_SECONDS)
         metrics.unserved.set(self._executions.count_documents(unserved))
-        relays = list(self._executions.aggregate(PENDING_RELAYS))
+        relays = list(self._executions.aggregate(queries.PENDING_RELAYS))
         for kind in ("outbox", "spawn"):
-            metrics.pending_relays.labels(kind=kind).set(relays[0][kind] if relays else 0)
+            metrics.pending_relays.labels(kind=kind).set(replies.parse_count(relays, kind))
         newest = latest_success(parse_statuses(read_statuses(self._database))[0])
         metrics.last_backup.set(newest.finished_at if newest is not None else 0.0)

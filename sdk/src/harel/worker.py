@@ -39,11 +39,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from pymongo.errors import PyMongoError
-
 from harel import interpreter
 from harel.app import App
 from harel.errors import (
+    DeploymentError,
     ExecutionTooLarge,
     InvalidContext,
     InvalidSend,
@@ -55,28 +54,15 @@ from harel.errors import (
     UnknownChart,
 )
 from harel.eventloop import PROCESS_LOOP
+from harel.executions.commits import CommitParts, claim_commit_parts, require_step_fits
+from harel.executions.fields import chart_key
+from harel.executions.records import Claim, Failure, Pending, RelayWork, SendOutcome, StepRecord
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
 from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
 from harel.sent import CONSUMER, HEARTBEAT, IDLE, RELAY, SWEEP, sending
-from harel.store._documents import (
-    CommitParts,
-    RelayWork,
-    StepRecord,
-    claim_commit_parts,
-    require_step_fits,
-)
 from harel.store.base import ExecutionStore
-from harel.transport._mailbox import chart_key
-from harel.transport.base import (
-    DEFAULT_LEASE_SECONDS,
-    Claim,
-    Failure,
-    Pending,
-    SendOutcome,
-    Transport,
-    backoff,
-)
+from harel.transport.base import DEFAULT_LEASE_SECONDS, Transport, backoff
 
 log = logging.getLogger("harel.worker")
 
@@ -313,7 +299,7 @@ class Worker:
                 "commit not made; the events stay in the mailbox and are retried",
                 extra={"execution_id": claim.execution_id, "error": str(exc)},
             )
-            with contextlib.suppress(PyMongoError):  # unreachable: the lease runs out instead
+            with contextlib.suppress(DeploymentError):  # unreachable: the lease runs out instead
                 self.transport.release(claim, UNRESOLVED_RETRY_SECONDS)
             return
         self._after_commit(batch, parts)
@@ -333,9 +319,7 @@ class Worker:
                     failure=batch.failure,
                     timers_changed=batch.timers_changed,
                 )
-            except (StoreConflict, ExecutionTooLarge):
-                raise
-            except PyMongoError as exc:
+            except DeploymentError as exc:
                 if self._halt.is_set():
                     raise  # stopped: the client may be closing; the lease runs out, the events stay
                 self._failing(exc)
@@ -362,7 +346,7 @@ class Worker:
                 if self.store.is_processed(claim.execution_id, last_event_id):
                     return True
                 version, owner = self.store.commit_outcome(claim.execution_id)
-            except PyMongoError as exc:
+            except DeploymentError as exc:
                 if time.monotonic() + delay > deadline:
                     raise _Unresolved(f"{cause}; then {exc}") from exc
                 time.sleep(delay)
@@ -585,7 +569,7 @@ class Worker:
         for claim in unfinished:
             try:
                 self.transport.release(claim)
-            except PyMongoError as exc:
+            except DeploymentError as exc:
                 log.warning("could not release a claim; its lease will expire", extra={"error": str(exc)})
         self._halt.set()
         self._sweep_wake.set()
@@ -597,7 +581,7 @@ class Worker:
         if self.heartbeats is not None:
             try:
                 self.heartbeats.remove(self.id)
-            except PyMongoError as exc:
+            except DeploymentError as exc:
                 log.warning("could not remove the heartbeat; it expires", extra={"error": str(exc)})
         left = [thread.name for thread in self._threads if thread.is_alive()]
         if left:
@@ -617,10 +601,10 @@ class Worker:
         within their bound), from the first failure until it answers a claim or a commit again."""
         return self._degraded
 
-    def _failing(self, exc: Exception) -> None:
+    def _failing(self, exc: DeploymentError) -> None:
         if self._degraded is None:
             log.error("deployment degraded; not ready until it answers again", extra={"error": str(exc)})
-        self._degraded = f"{type(exc).__name__}: {exc}"
+        self._degraded = str(exc)  # the driver's kind and message: "NetworkTimeout: ..."
 
     def _answered(self) -> None:
         if self._degraded is not None:
@@ -641,7 +625,7 @@ class Worker:
                     worked = self.process_one()
                     if not worked:
                         current.loop = IDLE
-                except PyMongoError as exc:
+                except DeploymentError as exc:
                     if self._halt.is_set():
                         return  # left behind by `stop`: the client may be closed; stop names this thread
                     self._failing(exc)
@@ -662,7 +646,7 @@ class Worker:
             with sending(RELAY):
                 try:
                     self.relay_once()
-                except PyMongoError as exc:
+                except DeploymentError as exc:
                     if self._halt.is_set():
                         return  # stopping: the client may be closed; the work's hold expires for another relay
                     log.warning("relay failed, will retry", extra={"error": str(exc)})
@@ -675,7 +659,7 @@ class Worker:
             with sending(SWEEP):
                 try:
                     fired = self.sweep_once()
-                except PyMongoError as exc:
+                except DeploymentError as exc:
                     if self._halt.is_set():
                         return  # stopping: the client may be closed; the timers stay due
                     log.warning("timer sweep failed, will retry", extra={"error": str(exc)})
@@ -698,7 +682,7 @@ class Worker:
             with sending(HEARTBEAT):
                 try:
                     server_time = self.heartbeats.beat(self.id, info, dict(self.counters))
-                except PyMongoError as exc:
+                except DeploymentError as exc:
                     if self._halt.is_set():
                         return  # stopping: the client may be closed; `stop` removes the heartbeat
                     log.warning("heartbeat failed", extra={"error": str(exc)})

@@ -13,12 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import mongomock
 from mongomock.aggregate import process_pipeline
 from pymongo import UpdateMany, UpdateOne
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 from pymongo.results import BulkWriteResult
 
 from harel_dev import mongomock_patches
@@ -112,6 +112,11 @@ class _Collection:
                 return result
 
         return locked
+
+    def watch(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Refused as the local server refuses it: mongomock has no change streams (its collections answer an
+        unknown name such as `watch` with a sub-collection, which then fails when called)."""
+        raise OperationFailure("harel_dev does not model change streams", 238)
 
     def bulk_write(self, requests: list[Any], ordered: bool = True) -> BulkWriteResult:
         """Update operations (`UpdateOne`, `UpdateMany`), each applied as its own command would be, with

@@ -1,24 +1,66 @@
-"""AsyncMongoStore: MongoStore's awaitable twin — the same documents, queries and updates, awaited.
+"""AsyncMongoStore: MongoStore awaited, on PyMongo's AsyncMongoClient (`from_url`), or an injected Motor or
+mongomock-motor client (`harel.commands.resolved` and `drained` absorb what each makes awaitable).
+MongoStore (harel.store.mongo) is generated from this file by sdk/tools/synchro.py: edit this one, then
+regenerate (`make synchro`).
 
-Everything it sends or parses comes from `harel.store._documents`, so it cannot drift from MongoStore;
-see `harel.store.mongo` for the design (one document per execution, one CAS `update_one` per commit,
-the mailbox, the dedupe window, `next_fire_at`, relays that never repeat each other).
+Every execution in one MongoDB document, every commit one atomic `update_one`. The document model is in
+`harel.executions` (`harel.executions.fields` lists every field and who writes it); this class only sends
+what its builders make and parses the replies with its parsers. The design in short:
 
-The default client is PyMongo's native `AsyncMongoClient` (via `from_url`). An injected Motor client
-(`AsyncIOMotorClient`) or mongomock-motor works too. The clients differ in what they make awaitable:
-`aggregate` and `close` are coroutines on AsyncMongoClient but return a cursor / None directly on Motor;
-`resolved` absorbs both. `find` returns a cursor without awaiting on all of them.
+- **One document, one update.** An execution's snapshot (`data`), its outbox, spawn intents, dedupe
+  window, timers, trace ring and mailbox live in one document, so a commit — the steps and everything they
+  enqueue, and the removal of the events they applied — is a single-document update, atomic on any MongoDB
+  deployment. The update carries the CAS filter `{_id, version}` (and the lease's owner, for a claim): a
+  writer that loaded an older version matches nothing and gets StoreConflict; the stored document is left
+  exactly as it was and so is `exe.version`.
+- **Version 0 creates**, with the first events (a start) already in the mailbox; a concurrent create of
+  the same id loses on the duplicate `_id` and gets StoreConflict (`create` returns False).
+- **Partial writes, projected reads.** A commit sends the new data, the entries the steps added and the
+  rings' trims — never the document. `load` fetches only `data`; relays and the sweep fetch only their
+  arrays or sub-document.
+- **No counters on the hot path.** Outbox and spawn seqs are numbered per execution from the version
+  (`fields.SEQ_STRIDE`); a commit's trace step is indexed by its step number. Only `append_trace` of an
+  entry without an index draws from the `counters` collection (`trace:<id>`).
+- **Dedupe window.** `processed` keeps the last `dedupe_window` (default 1000) applied event ids; a send
+  of an id found there (or already in the mailbox) is refused. An event redelivered after `dedupe_window`
+  newer events of the same execution were applied is no longer recognised by its id; engine events (start,
+  timer, done, cancel) are still guarded by the state.
+- **Timers.** `timers` maps an encoded node path to its fire time; the top-level `next_fire_at` is the
+  earliest timer not yet fired. The sweep fires a due timer in one update of its own execution — the event
+  joins the mailbox and `next_fire_at` moves on — so no crash between a send and a delete can lose it.
+- **Relays.** The worker that commits entries relays them at once and holds them for
+  `RELAY_GRACE_SECONDS` (`relay_at`); background relays take only work left longer than that, one relay
+  per execution at a time.
+- **Size.** A commit whose payload reaches 15 MiB raises ExecutionTooLarge before anything is sent; the
+  driver's DocumentTooLarge and the server's BSONObjectTooLarge map to the same error.
+- **Errors.** Every method raises the SDK's errors, never the driver's (`harel.driver_errors`): an
+  unavailable deployment is DeploymentUnavailable, and CommitOutcomeUnknown during a commit, whose
+  outcome the stored version then tells.
+
+The client is injected and duck-typed; PyMongo is imported only for its error and operation classes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from harel.commands import only, parse_execution
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+
+from harel.commands import drained, matched, resolved
+from harel.driver_errors import committing, translating
 from harel.errors import StoreConflict
+from harel.executions import commits, queries, replies, writes
+from harel.executions.commits import Commit, CommitParts
+from harel.executions.fields import (
+    DEFAULT_DEDUPE_WINDOW,
+    DEFAULT_TRACE_MAX,
+    RELAY_GRACE_SECONDS,
+    trace_counter,
+)
+from harel.executions.indexes import RETIRED_INDEXES, STORE_INDEXES
+from harel.executions.records import Claim, Emit, Failure, Pending, RelayWork, Spawn, StepRecord
 from harel.model import (
     DueTimer,
     Event,
@@ -30,21 +72,10 @@ from harel.model import (
     TimerOp,
     decode_offset,
 )
-from harel.store import _documents as doc
-from harel.store._collections import MongoCollections, conflict_for
-from harel.store.base import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX, Emit, Spawn
-from harel.transport.base import Claim, Failure, Pending
+from harel.store.collections import MongoCollections
 
 
-async def resolved(value: Any) -> Any:
-    """Await what a client made awaitable; pass through what it returned directly."""
-    return await value if inspect.isawaitable(value) else value
-
-
-async def drained(cursor: Any) -> list[dict[str, Any]]:
-    return [document async for document in cursor]
-
-
+@translating
 class AsyncMongoStore(MongoCollections):
     """AsyncExecutionStore on MongoDB: collections `executions` and `counters` under `db_name`."""
 
@@ -58,8 +89,10 @@ class AsyncMongoStore(MongoCollections):
         dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
         **options: Any,
     ) -> AsyncMongoStore:
-        """A store on PyMongo's AsyncMongoClient from `harel.connection.connect_async`: the same safe
-        defaults and ping-and-retry as MongoStore.from_url."""
+        """A store on a client from `harel.connection.connect_async`: safe defaults (majority writes and
+        reads, primary reads, retryable writes), returned once the deployment answers a ping (retried until
+        the connect deadline). `options` go to `connect_async`; start-up checks are the caller's
+        (`check_async`)."""
         from harel.connection import connect_async
 
         client = await connect_async(url, **options)
@@ -67,18 +100,18 @@ class AsyncMongoStore(MongoCollections):
 
     # --- the write path ----------------------------------------------------------------------------
 
-    async def _write(self, write: doc.CommitWrite, owner: str | None = None) -> None:
-        with doc.too_large_as_typed(write):
+    async def _write(self, commit: Commit, owner: str | None = None) -> None:
+        with committing(commit.execution_id, commit.size):
             try:
-                result = await self._executions.update_one(write.filter, write.pipeline, upsert=write.creates)
-            except self._duplicate_key:
-                await self._raise_conflict(write, owner)
-            if not write.creates and result.matched_count != 1:
-                await self._raise_conflict(write, owner)
+                result = await commit.write.send(self._executions)
+            except DuplicateKeyError:
+                await self._raise_conflict(commit, owner)
+            if not commit.creates and not matched(result):
+                await self._raise_conflict(commit, owner)
 
-    async def _raise_conflict(self, write: doc.CommitWrite, owner: str | None) -> None:
-        found = await self._executions.find_one({"_id": write.execution_id}, only("version", "lease"))
-        raise conflict_for(write, found, owner)
+    async def _raise_conflict(self, commit: Commit, owner: str | None) -> NoReturn:
+        found = await queries.outcome_find(commit.execution_id).one(self._executions)
+        raise replies.conflict_for(commit.execution_id, commit.expected, found, owner)
 
     async def commit(
         self,
@@ -89,22 +122,14 @@ class AsyncMongoStore(MongoCollections):
         processed_event_id: str | None = None,
         trace: dict[str, Any] | None = None,
     ) -> None:
-        record = doc.StepRecord(processed_event_id, emits, spawns, trace)
-        parts = doc.commit_parts(
-            exe, [record], expected=exe.version, timers_changed=bool(timers) or exe.version == 0
-        )
-        if exe.version == 0:
-            write = doc.plan_create(
-                parts, (), doc.mailbox.chart_key(exe.definition_id, exe.definition_version)
-            )
-        else:
-            write = doc.plan_commit(parts, self.trace_max, self.dedupe_window)
-        await self._write(write)
-        exe.version = parts.version
+        record = StepRecord(processed_event_id, emits, spawns, trace)
+        commit = commits.step_commit(exe, record, bool(timers), self.trace_max, self.dedupe_window)
+        await self._write(commit)
+        exe.version = commit.version
 
     async def create(self, exe: Execution, events: Sequence[Event] = (), *, now: float) -> bool:
         try:
-            await self._write(doc.creation(exe, events, now))
+            await self._write(commits.creation(exe, events, now))
         except StoreConflict:
             return False
         return True
@@ -113,41 +138,38 @@ class AsyncMongoStore(MongoCollections):
         self,
         claim: Claim,
         exe: Execution,
-        records: Sequence[doc.StepRecord],
+        records: Sequence[StepRecord],
         *,
         applied: Sequence[Pending],
         failure: Failure | None = None,
         timers_changed: bool,
-    ) -> doc.CommitParts:
-        parts = doc.claim_commit_parts(claim, exe, records, applied, timers_changed)
-        write = doc.plan_commit(
+    ) -> CommitParts:
+        parts = commits.claim_commit_parts(claim, exe, records, applied, timers_changed)
+        commit = commits.plan_commit(
             parts, self.trace_max, self.dedupe_window, claim=claim, applied=applied, failure=failure
         )
-        await self._write(write, claim.owner)
+        await self._write(commit, claim.owner)
         return parts
 
     async def commit_outcome(self, execution_id: str) -> tuple[int | None, str | None]:
-        found = await self._executions.find_one({"_id": execution_id}, only("version", "lease"))
-        return doc.parse_commit_outcome(found)
+        found = await queries.outcome_find(execution_id).one(self._executions)
+        return replies.parse_commit_outcome(found)
 
     # --- reads -------------------------------------------------------------------------------------
 
     async def load(self, execution_id: str) -> Execution | None:
-        return parse_execution(await self._executions.find_one({"_id": execution_id}, only("data")))
+        return replies.parse_execution(await queries.load_find(execution_id).one(self._executions))
 
     async def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
-        cursor = await resolved(
-            self._executions.aggregate(doc.load_for_event_pipeline(execution_id, event_id))
-        )
-        return doc.parse_load_for_event(await drained(cursor))
+        found = await drained(self._executions.aggregate(queries.load_for_event(execution_id, event_id)))
+        return replies.parse_load_for_event(found)
 
     async def is_processed(self, execution_id: str, event_id: str) -> bool:
-        found = await self._executions.find_one(doc.processed_filter(execution_id, event_id), only("_id"))
-        return found is not None
+        return await queries.processed_find(execution_id, event_id).one(self._executions) is not None
 
     async def document(self, execution_id: str) -> dict[str, Any] | None:
         """The stored document as it is (for `harel status --document` and inspection)."""
-        return await self._executions.find_one({"_id": execution_id})
+        return await queries.document_find(execution_id).one(self._executions)
 
     async def list_executions(
         self,
@@ -159,89 +181,83 @@ class AsyncMongoStore(MongoCollections):
         cursor: str | None = None,
     ) -> ExecutionPage:
         offset = decode_offset(cursor)
-        found = doc.list_find(status, definition_id, roots_only, offset, limit).open(self._executions)
-        return doc.parse_page(await drained(found), offset, limit)
+        found = queries.list_find(status, definition_id, roots_only, offset, limit).open(self._executions)
+        return replies.parse_page(await drained(found), offset, limit)
 
     # --- relays ------------------------------------------------------------------------------------
 
     async def pending_outbox(self, limit: int = 100) -> list[OutboxEntry]:
-        found = await drained(doc.pending_relays_find(limit).open(self._executions))
-        return doc.parse_pending_outbox(found, limit)
+        found = await drained(queries.pending_relays_find(limit).open(self._executions))
+        return replies.parse_pending_outbox(found, limit)
 
     async def ack_outbox(self, execution_id: str, seq: int) -> None:
-        await self.ack_relay(execution_id, [seq], [], retry_in=doc.RELAY_GRACE_SECONDS)
+        await self.ack_relay(execution_id, [seq], [], retry_in=RELAY_GRACE_SECONDS)
 
     async def pending_spawns(self, limit: int = 100) -> list[SpawnEntry]:
-        found = await drained(doc.pending_relays_find(limit).open(self._executions))
-        return doc.parse_pending_spawns(found, limit)
+        found = await drained(queries.pending_relays_find(limit).open(self._executions))
+        return replies.parse_pending_spawns(found, limit)
 
     async def ack_spawn(self, execution_id: str, seq: int) -> None:
-        await self.ack_relay(execution_id, [], [seq], retry_in=doc.RELAY_GRACE_SECONDS)
+        await self.ack_relay(execution_id, [], [seq], retry_in=RELAY_GRACE_SECONDS)
 
     async def create_children(self, entries: Sequence[SpawnEntry], *, now: float) -> list[str]:
         if not entries:
             return []
-        writes = [doc.child_creation(entry, now) for entry in entries]
+        created = [commits.child_creation(entry, now) for entry in entries]
         try:
-            await self._executions.bulk_write(self._children_requests(writes), ordered=False)
-        except self._bulk_error as exc:
-            return self._existing_children(exc, writes)
+            await self._executions.bulk_write([c.write.request() for c in created], ordered=False)
+        except BulkWriteError as exc:
+            existed = replies.existing_children(exc.details or {}, [c.execution_id for c in created])
+            if existed is None:
+                raise
+            return existed
         return []
 
-    async def take_relay_work(self, lease: float, bound: float) -> doc.RelayWork | None:
-        query, update = doc.relay_claim(lease, bound)
-        found = await self._executions.find_one_and_update(
-            query,
-            update,
-            sort=list(doc.RELAY_SORT),
-            projection=only(*doc.RELAY_PROJECTION),
-            return_document=self._after,
-        )
-        return doc.parse_relay_work(found) if found is not None else None
+    async def take_relay_work(self, lease: float, bound: float) -> RelayWork | None:
+        found = await writes.relay_take_write(lease, bound).send(self._executions)
+        return replies.parse_relay_work(found) if found is not None else None
 
     async def ack_relay(
         self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
     ) -> None:
-        await self._executions.update_one(*doc.relay_ack(execution_id, outbox_seqs, spawn_seqs, retry_in))
+        await writes.relay_ack_write(execution_id, outbox_seqs, spawn_seqs, retry_in).send(self._executions)
 
     # --- timers ------------------------------------------------------------------------------------
 
     async def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
-        return doc.parse_due(await drained(doc.due_find(bound, limit).open(self._executions)))
+        return replies.parse_due(await drained(queries.due_find(bound, limit).open(self._executions)))
 
     async def fire_timer(self, due: DueTimer, *, now: float) -> bool:
-        write = doc.fire(due, now)
-        return (await self._executions.update_one(write.filter, write.update)).matched_count == 1
+        return matched(await writes.fire_write(due, now).send(self._executions))
 
     # --- trace -------------------------------------------------------------------------------------
 
     async def _allocate(self, counter: str, count: int) -> int:
-        found = await self._counters.find_one_and_update(
-            {"_id": counter}, doc.counter_update(count), upsert=True, return_document=self._after
-        )
-        return doc.first_of_block(found, count)
+        found = await writes.counter_write(counter, count).send(self._counters)
+        return replies.first_of_block(found, count)
+
+    async def _index_of(self, execution_id: str, entry: dict[str, Any]) -> int:
+        if "index" in entry:
+            return entry["index"]
+        return await self._allocate(trace_counter(execution_id), 1) - 1
 
     async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         """Append outside a commit. Upserts: an id with no execution yet gets a trace-only document,
         which loads as absent; creating that execution afterwards raises StoreConflict."""
-        if "index" in entry:
-            index = entry["index"]
-        else:
-            index = await self._allocate(doc.trace_counter(execution_id), 1) - 1
-        update = doc.append_trace_update(doc.trace_step(entry, index), self.trace_max)
-        await self._executions.update_one({"_id": execution_id}, update, upsert=True)
+        step = writes.trace_step(entry, await self._index_of(execution_id, entry))
+        await writes.trace_write(execution_id, step, self.trace_max).send(self._executions)
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return doc.parse_trace(await self._executions.find_one({"_id": execution_id}, only("trace")))
+        return replies.parse_trace(await queries.trace_find(execution_id).one(self._executions))
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
     async def ensure_indexes(self) -> None:
         """Create the indexes listings, the sweep and the relays use, and drop retired ones. Idempotent."""
-        for index in doc.INDEXES:
+        for index in STORE_INDEXES:
             await index.create_on(self._executions)
-        for name in doc.RETIRED_INDEXES:
-            with contextlib.suppress(self._operation_failure):
+        for name in RETIRED_INDEXES:
+            with contextlib.suppress(OperationFailure):
                 await self._executions.drop_index(name)
 
     async def close(self) -> None:

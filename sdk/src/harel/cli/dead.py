@@ -21,8 +21,9 @@ from harel.cli.output import Output, table
 from harel.cli.settings import Connection
 from harel.cli.views import chart_name
 from harel.errors import NotParked, UnknownExecution
-from harel.transport import _mailbox as mailbox
-from harel.transport.base import Parked, Transport
+from harel.executions.records import Parked
+from harel.executions.replies import parse_parked
+from harel.transport.base import Transport
 
 OPERATOR = (Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED, Exit.NOT_FOUND)
 
@@ -39,7 +40,7 @@ def dead_letter(backend: Backend, execution_id: str) -> Parked:
         raise UnknownExecution(execution_id)
     if not document.get("parked"):
         raise NotParked(execution_id)
-    return mailbox.parse_parked(document)
+    return parse_parked(document)
 
 
 def letter_document(letter: Parked) -> dict[str, object]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import click
-from pymongo.errors import PyMongoError
 from rich.text import Text
 
 from harel.cli.exits import Exit, epilog
@@ -22,7 +21,7 @@ from harel.connection import (
     redact,
     scrub,
 )
-from harel.errors import ConnectionFailed
+from harel.errors import ConnectionFailed, DeploymentError
 
 
 @click.command(
@@ -45,8 +44,10 @@ def check_command(target: str | None, connection: Connection, out: Output) -> in
         client = connect(url, deadline=connection.deadline)
         try:
             report = check(client, allow_standalone=connection.dev)
-        except PyMongoError as error:  # the deployment stopped answering between the ping and the check
-            raise ConnectionFailed(redact(url), time.monotonic() - started, scrub(str(error), url)) from None
+        except DeploymentError as error:  # the deployment stopped answering between the ping and the check
+            raise ConnectionFailed(
+                redact(url), time.monotonic() - started, scrub(error.message, url)
+            ) from None
         finally:
             client.close()
     if out.json:

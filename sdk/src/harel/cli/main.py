@@ -14,7 +14,6 @@ from collections.abc import Sequence
 import click
 from bson.errors import InvalidDocument
 from click.shell_completion import get_completion_class
-from pymongo.errors import PyMongoError
 
 from harel import __version__
 from harel.cli import charts, dead, demo, deployment, dev, executions, observe, worker
@@ -25,6 +24,7 @@ from harel.cli.settings import DEADLINE_VARIABLE, DEV_VARIABLE, URL_FILE_VARIABL
 from harel.connection import scrub
 from harel.errors import (
     ConnectionFailed,
+    DeploymentError,
     DeploymentRefused,
     ExecutionFinished,
     HarelError,
@@ -149,15 +149,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report(called, as_json, type(error).__name__, error.format_message(), Exit.USAGE)
     except click.Abort:
         return report(called, as_json, "Interrupted", "interrupted", Exit.INTERRUPTED)
+    except DeploymentError as error:
+        said = error.message.split(", Timeout:", maxsplit=1)[0]  # PyMongo appends the whole topology
+        message = f"the deployment failed during the command: {scrub(said, called.url)}; run it again"
+        return report(called, as_json, type(error).__name__, message, exit_code_for(error))
     except HarelError as error:
         return report(called, as_json, type(error).__name__, explain(error), exit_code_for(error))
     except InvalidDocument as error:
         message = f"a value cannot be stored: {error}; keep large payloads out of events and contexts"
         return report(called, as_json, type(error).__name__, message, Exit.USAGE)
-    except PyMongoError as error:
-        said = str(error).split(", Timeout:", maxsplit=1)[0]  # PyMongo appends the whole topology
-        message = f"the deployment failed during the command: {scrub(said, called.url)}; run it again"
-        return report(called, as_json, type(error).__name__, message, Exit.UNREACHABLE)
     except BrokenPipeError:  # `harel list | head`: the reader has gone, and so may we
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return Exit.FAILED

@@ -14,8 +14,8 @@ from typing import Any
 import click
 from rich.live import Live
 
-from harel._client import Waiting, still_running
 from harel.backend import Backend
+from harel.calls import Waiting, still_running
 from harel.cli.charts import RENDERERS, draw, show_drawing
 from harel.cli.exits import Exit, epilog
 from harel.cli.options import connection_options, json_option, refuse_lone_timeout, timeout_option
@@ -29,9 +29,9 @@ from harel.cli.views import (
     trace_table,
     undelivered_document,
 )
-from harel.commands import parse_execution
 from harel.diagram import active_paths, execution_tree
 from harel.errors import InvalidArgument, UnknownExecution
+from harel.executions.replies import parse_execution
 from harel.inspection import Mailbox, Undelivered, mailbox_of, undelivered_of
 from harel.model import TERMINAL_STATUSES, Execution
 from harel.worker import WorkerConfig

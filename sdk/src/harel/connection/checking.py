@@ -18,6 +18,7 @@ from harel.backups import BACKUPS_COLLECTION
 from harel.connection.deployment import DeploymentReplies, client_settings
 from harel.connection.report import CheckReport, Status
 from harel.connection.rules import DEFAULT_DB_NAME, STORE_COLLECTIONS, evaluate
+from harel.driver_errors import mapped
 
 logger = logging.getLogger("harel.connection")
 
@@ -106,15 +107,17 @@ def check(
 ) -> CheckReport:
     """Every finding on this client's deployment. `allow_standalone` (development only) turns the standalone
     error into "relaxed" and logs a loud warning each time. `backup_window` (seconds; default: HAREL_BACKUP_WINDOW,
-    unset = no backup finding) adds the backup finding. Raises only when the deployment stops answering."""
+    unset = no backup finding) adds the backup finding. Raises only when the deployment stops answering
+    (DeploymentUnavailable)."""
     database = _database_name(client, db_name)
     window = backup_window if backup_window is not None else configured_window(os.environ)
     replies: dict[str, Mapping[str, Any]] = {}
-    for probe in _probes(database, window):
-        try:
-            replies[probe.name] = client[probe.database].command(probe.command)
-        except OperationFailure as error:
-            replies[probe.name] = _refusal(error)
+    with mapped():
+        for probe in _probes(database, window):
+            try:
+                replies[probe.name] = client[probe.database].command(probe.command)
+            except OperationFailure as error:
+                replies[probe.name] = _refusal(error)
     return _conclude(client, database, replies, allow_standalone, window)
 
 
@@ -129,9 +132,10 @@ async def check_async(
     database = _database_name(client, db_name)
     window = backup_window if backup_window is not None else configured_window(os.environ)
     replies: dict[str, Mapping[str, Any]] = {}
-    for probe in _probes(database, window):
-        try:
-            replies[probe.name] = await client[probe.database].command(probe.command)
-        except OperationFailure as error:
-            replies[probe.name] = _refusal(error)
+    with mapped():
+        for probe in _probes(database, window):
+            try:
+                replies[probe.name] = await client[probe.database].command(probe.command)
+            except OperationFailure as error:
+                replies[probe.name] = _refusal(error)
     return _conclude(client, database, replies, allow_standalone, window)

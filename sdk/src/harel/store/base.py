@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from harel.executions.fields import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX
+from harel.executions.records import Claim, Emit, Failure, Pending, RelayWork, Spawn, StepRecord
 from harel.model import (
     DueTimer,
     Event,
@@ -15,19 +17,18 @@ from harel.model import (
     SpawnEntry,
     TimerOp,
 )
-from harel.transport.base import Claim, Failure, Pending
 
 if TYPE_CHECKING:
-    from harel.store._documents import CommitParts, RelayWork, StepRecord
+    from harel.executions.commits import CommitParts
 
-DEFAULT_TRACE_MAX = 200
-# How many processed event ids each execution remembers. A redelivery that arrives after this many newer
-# events of the same execution were processed is no longer recognised by its id and is stepped again
-# (harel.store.mongo explains the window and how long a redelivery may lag).
-DEFAULT_DEDUPE_WINDOW = 1000
-
-Emit = tuple[str | None, Event]
-Spawn = tuple[str, str, dict[str, Any]]
+__all__ = [
+    "DEFAULT_DEDUPE_WINDOW",
+    "DEFAULT_TRACE_MAX",
+    "AsyncExecutionStore",
+    "Emit",
+    "ExecutionStore",
+    "Spawn",
+]
 
 
 @runtime_checkable
@@ -50,7 +51,9 @@ class ExecutionStore(Protocol):
         (version 0: create), with everything the step produced, all or nothing; on success `exe.version`
         is the new version. Raises StoreConflict, leaving the store and `exe.version` unchanged, when it
         does not, and ExecutionTooLarge, before writing anything, when the execution would outgrow a
-        document."""
+        document. On a deployment: CommitOutcomeUnknown when it became unavailable once the commit was
+        sent (it may have been applied: the stored version tells), DeploymentError when it failed or
+        refused the commit otherwise."""
 
     def create(self, exe: Execution, events: Sequence[Event] = (), *, now: float) -> bool:
         """Create a version-0 execution with `events` waiting in its mailbox; False when it existed."""

@@ -1,6 +1,6 @@
 """The queue seam: each execution's mailbox, claimed by one worker at a time, in the order events arrived.
 
-Events wait in their target execution's mailbox (`harel.transport._mailbox` has the document model). A
+Events wait in their target execution's mailbox (`harel.executions.fields` has the document model). A
 worker claims an *execution* whose mailbox is due — a lease fenced by an owner token, on the server's clock
 — and steps its pending events in arrival order; the commit that records the steps removes them from the
 mailbox and ends the lease. So one execution's events are applied one at a time, in the order they were
@@ -10,12 +10,25 @@ sent, whatever the number of workers and consumers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from harel.model import Event, Execution
+from harel.executions.records import Claim, Failure, Parked, Pending, SendOutcome
+from harel.model import Event
 from harel.servertime import ServerClock
+
+__all__ = [
+    "BACKOFF_BASE_SECONDS",
+    "BACKOFF_CAP_SECONDS",
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_MAX_ATTEMPTS",
+    "Claim",
+    "Failure",
+    "Parked",
+    "Pending",
+    "SendOutcome",
+    "Transport",
+    "backoff",
+]
 
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_MAX_ATTEMPTS = 8
@@ -26,74 +39,6 @@ BACKOFF_CAP_SECONDS = 30.0
 def backoff(attempts: int) -> float:
     """Delay before the next attempt after `attempts` failed ones: exponential, capped."""
     return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(0, attempts - 1))
-
-
-class SendOutcome(StrEnum):
-    QUEUED = "queued"  # appended to the target's mailbox
-    DUPLICATE = "duplicate"  # already waiting there, or already processed: nothing to do
-    MISSING = "missing"  # no such execution (yet)
-    FULL = "full"  # the target's mailbox is at its size limit; send again later
-
-
-@dataclass(frozen=True)
-class Pending:
-    """An event waiting in a mailbox. `at`: when it arrived (server clock, as estimated by the sender);
-    `size`: its share of the mailbox's byte budget."""
-
-    id: str
-    event: Event
-    source: str | None
-    at: float
-    size: int
-
-
-@dataclass(frozen=True)
-class Claim:
-    """An execution leased to one worker, with its pending events in arrival order.
-
-    `server_time` is the server's clock when the lease was taken; `owner` fences every later write of this
-    claim. `attempts` counts the failed attempts at the head event. `previous_owner` names the holder of an
-    expired lease this claim took over. `relay_idle` is True when no relay work was pending on the
-    execution, so the worker that commits may relay its own entries at once."""
-
-    execution: Execution
-    pending: tuple[Pending, ...]
-    owner: str
-    server_time: float
-    lease_until: float
-    attempts: int
-    previous_owner: str | None
-    relay_idle: bool
-
-    @property
-    def execution_id(self) -> str:
-        return self.execution.id
-
-
-@dataclass(frozen=True)
-class Failure:
-    """The head event (after those applied) raised: retry it after a backoff, or park the execution once
-    `max_attempts` is reached."""
-
-    event: Pending
-    error: str
-    attempts: int
-    park: bool
-    retry_in: float
-
-
-@dataclass(frozen=True)
-class Parked:
-    """An execution whose head event was dead-lettered: it waits for an operator (retry or drop)."""
-
-    execution_id: str
-    chart: str
-    event_id: str
-    event_name: str
-    error: str
-    attempts: int
-    at: float
-    waiting: int  # events queued behind the dead-lettered one
 
 
 @runtime_checkable

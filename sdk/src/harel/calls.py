@@ -25,6 +25,8 @@ from harel.errors import (
     UnknownExecution,
     WaitTimedOut,
 )
+from harel.executions.fields import INBOX_LIMIT_BYTES
+from harel.executions.records import SendOutcome
 from harel.ids import check_client_event_id, check_context, check_json, check_root_id
 from harel.model import (
     CANCEL_EVENT,
@@ -34,8 +36,6 @@ from harel.model import (
     Execution,
     start_event,
 )
-from harel.transport._mailbox import INBOX_LIMIT_BYTES
-from harel.transport.base import SendOutcome
 
 FIRST_PAUSE = 0.05
 LONGEST_PAUSE = 0.5

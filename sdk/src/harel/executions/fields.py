@@ -1,0 +1,158 @@
+"""The `executions` document: every field, what it holds, and who writes it.
+
+One execution is one document in the `executions` collection. Its engine state, the work it owes others
+(outbox, spawns), its bookkeeping (dedupe window, timers, trace) and its mailbox live together, so that one
+commit — the steps, everything they enqueue, and the removal of the events they applied — is one atomic
+single-document update on any MongoDB deployment.
+
+The writers: *create* (MongoStore.create, commit at version 0, create_children: an upsert that seeds every
+field), *commit* (MongoStore.commit and commit_claim: one CAS update), *send*, *claim*, *extend*, *release*
+and *fail* (MongoTransport), the *sweep* (MongoStore.fire_timer), the *relays* (take_relay_work,
+ack_relay), the *operator* (`harel dead retry|drop`: MongoTransport.retry, drop) and *append_trace*.
+
+The seed's fields:
+
+    _id             the execution id.                                                   create
+    definition_id   the chart id.                                                       create, commit
+    version         the optimistic-concurrency counter: the number of steps taken. A   create, commit
+                    commit's CAS filter is {_id, version}; a commit of k steps
+                    advances it by k.
+    data            the whole Execution as JSON (Execution.model_dump_json).            create, commit
+    outbox          [{seq, target_id, event: Event JSON, at}]: events awaiting          commit appends,
+                    delivery.                                                           relays remove
+    spawns          [{seq, parent_id, child_id, root_path, context, at}]: children      commit appends,
+                    awaiting creation.                                                  relays remove
+    processed       [event id, ...]: the dedupe window, the last `dedupe_window`        commit appends,
+                    applied event ids.                                                  operator (drop)
+    timers          {enc(path): fire_at}: durable timers keyed by node path (dots      commit
+                    stored as U+FF0E).
+    trace           [{...step, index}]: the ring of the last `trace_max` steps; a      commit, append_trace
+                    step's index is the version it started from.
+    next_fire_at    the earliest timer not yet turned into an event, or null: the      commit, sweep
+                    sweep's index.
+
+Beyond the seed, for listings and relays:
+
+    status, parent_id, created_at, updated_at                                           create, commit
+                    promoted from `data`, so listings filter and sort on the server and
+                    statistics count by status (`data` stays the whole truth).
+    relay_at        null, or when relay work on the outbox and spawns may be taken by   commit (when null),
+                    a background relay (server clock). The worker that commits entries  relays
+                    relays them itself at once and holds them for its lease's length
+                    (RELAY_GRACE_SECONDS for a commit outside a claim); a relay that
+                    takes the work holds it for its own lease, and clears the field
+                    once nothing is left. Indexed, so relays never scan.
+
+The mailbox:
+
+    chart           "<definition_id>@<definition_version>": the routing key. A worker   create
+                    claims only executions of the chart versions it serves, so two
+                    applications on one database never touch each other's executions,
+                    and an event for a chart nobody serves waits without being tried.
+    inbox           [{id, event: Event JSON, source, at, size}]: pending events in      send and sweep
+                    arrival order. `at` is the sender's estimate of the server's time   append; commit and
+                    (for the queue-wait metric only); `size` is the entry's share of    operator (drop)
+                    the mailbox budget.                                                 remove
+    inbox_bytes     the sum of the entries' sizes; a send that would pass               whoever changes
+                    INBOX_LIMIT_BYTES is refused (the document must stay under          `inbox`
+                    MongoDB's 16 MiB).
+    inbox_at        when a worker may claim the execution next (server clock), or null: every mailbox
+                      null     nothing pending, or parked (waiting for an operator)    writer
+                      <= now   due: the first pending event's arrival, or a retry time
+                               that has passed
+                      > now    leased until then, or backing off before a retry
+    lease           {owner, until, at, previous} while a worker holds the execution,   claim, extend;
+                    else null. `at` is the server's time of the claim; `previous` the   commit, release
+                    owner of an expired lease it took over.                             and fail end it
+    attempts        failed attempts at the head event (0 once it is applied).           commit, fail,
+    last_error      the last attempt's error.                                           operator
+    parked          {event_id, name, error, attempts, at} once the head event failed   commit, fail,
+                    `max_attempts` times: later events wait behind it (they never       operator
+                    overtake it) until an operator retries or drops it.
+
+`inbox_at` is the one field for "claimable from": a leased execution's is its lease's end, so one index
+range over (`chart`, `inbox_at`) finds what is due and never what is leased, with no `$or`. The index is
+partial (`inbox_at >= 0`), so it holds only executions with something to do.
+
+Seqs need no counter: an entry's seq is `SEQ_STRIDE * v + n` for the n-th entry of the step that started at
+version v, unique and increasing within the execution, which is all delivery order needs (events from one
+sender to one target are delivered in seq order). A step may emit and spawn at most SEQ_STRIDE entries.
+Only `append_trace` of a step without an index draws from the `counters` collection (`trace:<id>`).
+
+Commits are update pipelines: one `update_one` under the CAS filter, sending only what the steps added
+(the new entries, appended with `$concatArrays`; the rings trimmed with `$slice`), never the document. A
+pipeline rather than `$set`/`$push` because releasing the mailbox depends on what is left in it
+(`inbox_at` is due if events arrived during the lease, null otherwise) — one condition no classic update
+can express. Every command that decides on time compares with the server's `$$NOW`
+(`harel.servertime.NOW`), and every value a client supplies enters a pipeline as `$literal`: a user string
+that starts with `$` (an event id) is data, never a field path. Classic query filters compare values,
+never evaluate them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from harel.model import Execution
+
+EXECUTIONS = "executions"
+COUNTERS = "counters"
+
+DEFAULT_TRACE_MAX = 200
+# How many processed event ids each execution remembers. A redelivery that arrives after this many newer
+# events of the same execution were processed is no longer recognised by its id and is stepped again
+# (harel.store.mongo explains the window and how long a redelivery may lag).
+DEFAULT_DEDUPE_WINDOW = 1000
+
+SEQ_STRIDE = 1000
+RELAY_GRACE_SECONDS = 10.0
+INBOX_LIMIT_BYTES = 4 * 1024 * 1024
+ERROR_LIMIT = 4000  # characters of an attempt's error kept in `last_error` and `parked.error`
+
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+# A commit whose own payload reaches this is refused before it is sent: the document also holds the
+# embedded arrays, and a write the server rejects mid-flight is harder to explain than one never sent.
+SAFE_COMMIT_BYTES = 15 * 1024 * 1024
+
+# MongoDB reads a "." in a field name as a path step, so node paths are stored with the dot replaced by
+# FULLWIDTH FULL STOP, a character charts may not use in state names.
+DOT_STANDIN = "\uff0e"
+
+
+def enc(path: str) -> str:
+    return path.replace(".", DOT_STANDIN)
+
+
+def dec(key: str) -> str:
+    return key.replace(DOT_STANDIN, ".")
+
+
+def due_from(fire_at: float) -> float:
+    """The server time from which a timer is due: `fire_at` rounded up to the millisecond, the resolution of
+    the server's clock (`$$NOW` is a millisecond date), so a timer is never taken for due early."""
+    return math.ceil(fire_at * 1000) / 1000
+
+
+def chart_key(definition_id: str, version: int) -> str:
+    return f"{definition_id}@{version}"
+
+
+def trace_counter(execution_id: str) -> str:
+    return f"trace:{execution_id}"
+
+
+def require_positive(name: str, value: int) -> int:
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def promoted(exe: Execution) -> dict[str, object]:
+    """The fields of `data` a listing filters and sorts on, kept at the top level."""
+    return {
+        "definition_id": exe.definition_id,
+        "status": exe.status.value,
+        "parent_id": exe.parent_id,
+        "created_at": exe.created_at,
+        "updated_at": exe.updated_at,
+    }

@@ -1,0 +1,315 @@
+"""Every write of an `executions` document outside a commit's steps (`commits` has those): the mailbox's
+sends, claims and leases, a claim's settlement, the operator's dead-letter actions, the sweep, the relays
+and the trace. Each is one `Write`: an update pipeline where the update depends on the document (a send
+makes an idle execution due, but must not shorten a lease), a classic update elsewhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from harel.commands import Write, array, literal, only
+from harel.executions.fields import ERROR_LIMIT, INBOX_LIMIT_BYTES, due_from
+from harel.executions.records import Claim, Failure, Pending
+from harel.model import DueTimer, Event, timer_event
+from harel.servertime import NOW, now_plus
+
+# An execution that was idle becomes due now; a leased, backing-off or already-due one keeps its time;
+# a parked one stays parked.
+_DUE_UNLESS_BUSY = {
+    "$cond": [
+        {"$eq": [{"$ifNull": ["$parked", None]}, None]},
+        {"$ifNull": ["$inbox_at", NOW]},
+        None,
+    ]
+}
+_INBOX_BYTES = {"$sum": "$inbox.size"}
+
+
+def _holds(field: str, value: str) -> dict[str, Any]:
+    return {"$in": [literal(value), array(field)]}
+
+
+def _due_if_pending(seconds: float = 0.0) -> dict[str, Any]:
+    return {"$cond": [{"$gt": [{"$size": array("inbox")}, 0]}, now_plus(seconds), None]}
+
+
+def _without(field: str, key: str, values: Sequence[Any]) -> dict[str, Any]:
+    """The array `field` without its entries whose `key` is one of `values`."""
+    return {
+        "$filter": {
+            "input": array(field),
+            "as": "e",
+            "cond": {"$eq": [{"$in": [f"$$e.{key}", literal(list(values))]}, False]},
+        }
+    }
+
+
+# --- entries -------------------------------------------------------------------------------------------------
+
+
+def entry(event: Event, source: str | None, at: float) -> dict[str, Any]:
+    """An `inbox` entry: the event, who sent it, when it arrived, its share of the mailbox budget."""
+    body = event.model_dump_json()
+    return {"id": event.id, "event": body, "source": source, "at": at, "size": len(body.encode())}
+
+
+def seed(chart: str, entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The mailbox fields of a new execution, as `$set` values of its creation pipeline."""
+    return {
+        "chart": literal(chart),
+        "inbox": literal(list(entries)),
+        "inbox_bytes": sum(int(e["size"]) for e in entries),
+        "inbox_at": NOW if entries else None,
+        "lease": None,
+        "attempts": 0,
+        "last_error": None,
+        "parked": None,
+    }
+
+
+# --- send ----------------------------------------------------------------------------------------------------
+
+
+def send_write(target_id: str, new: Mapping[str, Any]) -> Write:
+    """Append `new` unless its id waits already or was processed, and unless the mailbox is full."""
+    return Write(
+        {
+            "_id": target_id,
+            "data": {"$exists": True},
+            "processed": {"$ne": new["id"]},
+            "inbox.id": {"$ne": new["id"]},
+            "inbox_bytes": {"$not": {"$gt": INBOX_LIMIT_BYTES - int(new["size"])}},
+        },
+        [
+            {
+                "$set": {
+                    "inbox": {"$concatArrays": [array("inbox"), literal([dict(new)])]},
+                    "inbox_at": _DUE_UNLESS_BUSY,
+                }
+            },
+            {"$set": {"inbox_bytes": _INBOX_BYTES}},
+        ],
+    )
+
+
+# --- claim ---------------------------------------------------------------------------------------------------
+
+CLAIM_SORT = (("inbox_at", 1),)
+CLAIM_PROJECTION = ("data", "version", "inbox", "lease", "attempts", "relay_at")
+
+
+def claim_write(charts: Iterable[str], owner: str, lease: float, bound: float) -> Write:
+    """The due execution, leased to `owner` until the server's now + `lease`, returned with its data and
+    mailbox. The range on `inbox_at` uses the index; the `$expr` against `$$NOW` decides."""
+    return Write(
+        {
+            "chart": {"$in": list(charts)},
+            "inbox_at": {"$gte": 0, "$lte": bound},
+            "$expr": {"$lte": ["$inbox_at", NOW]},
+        },
+        [
+            {
+                "$set": {
+                    "lease": {
+                        "owner": literal(owner),
+                        "until": now_plus(lease),
+                        "at": NOW,
+                        "previous": "$lease.owner",
+                    },
+                    "inbox_at": now_plus(lease),
+                }
+            }
+        ],
+        returned=True,
+        projection=only(*CLAIM_PROJECTION),
+        sort=CLAIM_SORT,
+    )
+
+
+def owned(claim: Claim) -> dict[str, Any]:
+    return {"_id": claim.execution_id, "lease.owner": claim.owner}
+
+
+def extend_write(claim: Claim, lease: float) -> Write:
+    return Write(
+        owned(claim),
+        [{"$set": {"lease.until": now_plus(lease), "inbox_at": now_plus(lease)}}],
+        returned=True,
+        projection=only("lease"),
+    )
+
+
+def release_write(claim: Claim, delay: float = 0.0) -> Write:
+    return Write(owned(claim), [{"$set": {"lease": None, "inbox_at": _due_if_pending(delay)}}])
+
+
+# --- settling a claim: what a commit (or a failed attempt) does to the mailbox --------------------------------
+
+
+def settle_stages(
+    applied: Sequence[Pending], failure: Failure | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two `$set` stages: the first removes the applied events and ends the lease (and records a failure),
+    the second sets `inbox_at` from what is left. They join the commit's own stages."""
+    first: dict[str, Any] = {"lease": None}
+    if applied:
+        first["inbox"] = _without("inbox", "id", [p.id for p in applied])
+    second: dict[str, Any] = {"inbox_bytes": _INBOX_BYTES}
+    if failure is None:
+        first.update({"attempts": 0, "last_error": None})
+        second["inbox_at"] = _due_if_pending()
+        return first, second
+    error = failure.error[:ERROR_LIMIT]
+    first.update({"attempts": failure.attempts, "last_error": literal(error)})
+    if failure.park:
+        first["parked"] = {
+            "event_id": literal(failure.event.id),
+            "name": literal(failure.event.event.name),
+            "error": literal(error),
+            "attempts": failure.attempts,
+            "at": NOW,
+        }
+        second["inbox_at"] = None
+    else:
+        second["inbox_at"] = now_plus(failure.retry_in)
+    return first, second
+
+
+def fail_write(claim: Claim, failure: Failure) -> Write:
+    """A failed attempt with nothing applied: the version stays, the lease ends."""
+    first, second = settle_stages((), failure)
+    return Write(owned(claim), [{"$set": first}, {"$set": second}])
+
+
+# --- the operator's dead-letter actions ----------------------------------------------------------------------
+
+
+def retry_write(execution_id: str) -> Write:
+    return Write(
+        {"_id": execution_id, "parked.at": {"$gte": 0}},
+        [{"$set": {"parked": None, "attempts": 0, "last_error": None, "inbox_at": NOW}}],
+    )
+
+
+def drop_write(execution_id: str, event_id: str, dedupe_window: int) -> Write:
+    """Remove the dead-lettered event and remember its id as processed, so a redelivery cannot bring it
+    back; the events behind it become due."""
+    return Write(
+        {"_id": execution_id, "parked.event_id": event_id},
+        [
+            {
+                "$set": {
+                    "inbox": {
+                        "$filter": {
+                            "input": array("inbox"),
+                            "as": "e",
+                            "cond": {"$ne": ["$$e.id", literal(event_id)]},
+                        }
+                    },
+                    "processed": {
+                        "$slice": [
+                            {"$concatArrays": [array("processed"), literal([event_id])]},
+                            -dedupe_window,
+                        ]
+                    },
+                    "parked": None,
+                    "attempts": 0,
+                    "last_error": None,
+                }
+            },
+            {"$set": {"inbox_bytes": _INBOX_BYTES, "inbox_at": _due_if_pending()}},
+        ],
+    )
+
+
+# --- the sweep -----------------------------------------------------------------------------------------------
+
+
+def fire_write(due: DueTimer, now: float) -> Write:
+    """A due timer becomes an event in its own execution's mailbox, in one update: only while the timers
+    are exactly as the sweep read them and the server's clock has reached the timer. An event already
+    waiting or processed is not appended again; `next_fire_at` moves past the fired timer either way."""
+    new = entry(timer_event(due.execution_id, due.path, due.fire_at, now), None, now)
+    duplicate = {"$or": [_holds("inbox.id", new["id"]), _holds("processed", new["id"])]}
+    return Write(
+        {
+            "_id": due.execution_id,
+            "timers": dict(due.stored_timers),
+            "$expr": {"$lte": [literal(due_from(due.fire_at)), NOW]},
+        },
+        [
+            {
+                "$set": {
+                    "inbox": {
+                        "$cond": [
+                            duplicate,
+                            array("inbox"),
+                            {"$concatArrays": [array("inbox"), literal([new])]},
+                        ]
+                    },
+                    "next_fire_at": due.next_fire_at,
+                    "inbox_at": _DUE_UNLESS_BUSY,
+                }
+            },
+            {"$set": {"inbox_bytes": _INBOX_BYTES}},
+        ],
+    )
+
+
+# --- relays --------------------------------------------------------------------------------------------------
+
+
+def relay_take_write(lease: float, bound: float) -> Write:
+    """Take over relay work left longer than its holder's time (a crashed or slow worker's): the execution
+    whose `relay_at` passed longest ago on the server's clock, held for `lease` from now, returned with
+    its outbox and spawns."""
+    return Write(
+        {"relay_at": {"$gte": 0, "$lte": bound}, "$expr": {"$lte": ["$relay_at", NOW]}},
+        [{"$set": {"relay_at": now_plus(lease)}}],
+        returned=True,
+        projection=only("outbox", "spawns"),
+        sort=(("relay_at", 1),),
+    )
+
+
+def relay_ack_write(
+    execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], retry_in: float
+) -> Write:
+    """Remove what was delivered; what is left (a target that does not exist yet, a full mailbox) is due
+    again after `retry_in`, and `relay_at` is cleared once nothing is left."""
+    left = {"$add": [{"$size": array("outbox")}, {"$size": array("spawns")}]}
+    return Write(
+        {"_id": execution_id},
+        [
+            {
+                "$set": {
+                    "outbox": _without("outbox", "seq", outbox_seqs),
+                    "spawns": _without("spawns", "seq", spawn_seqs),
+                }
+            },
+            {"$set": {"relay_at": {"$cond": [{"$gt": [left, 0]}, now_plus(retry_in), None]}}},
+        ],
+    )
+
+
+# --- the trace outside a commit ------------------------------------------------------------------------------
+
+
+def trace_step(trace: Mapping[str, Any], index: int) -> dict[str, Any]:
+    return {**trace, "index": index}
+
+
+def trace_write(execution_id: str, step: Mapping[str, Any], trace_max: int) -> Write:
+    """Append one step (indexed) to the trace ring. Upserts: an id with no execution yet gets a trace-only
+    document, which loads as absent."""
+    return Write(
+        {"_id": execution_id},
+        {"$push": {"trace": {"$each": [dict(step)], "$slice": -trace_max}}},
+        upsert=True,
+    )
+
+
+def counter_write(counter: str, count: int) -> Write:
+    """Reserve a block of `count` numbers of `counter` (in the `counters` collection)."""
+    return Write({"_id": counter}, {"$inc": {"n": count}}, upsert=True, returned=True)

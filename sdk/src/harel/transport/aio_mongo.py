@@ -1,0 +1,130 @@
+"""AsyncMongoTransport: the awaitable mailbox transport, on PyMongo's AsyncMongoClient (`from_url`) or an
+injected Motor client. MongoTransport (harel.transport.mongo) is generated from this file by
+sdk/tools/synchro.py: edit this one, then regenerate (`make synchro`).
+
+Each execution's mailbox is in its own document on the same replica set (`harel.executions.fields` has
+the document model). A `send` is one update of the target; a `claim` is one `findAndModify` that leases the
+execution whose mailbox has been due longest (of the charts the worker serves) and returns its data and
+pending events; the store's `commit_claim` removes the applied events and ends the lease in the same update
+as the steps. Leases and due times are on the server's clock (`$$NOW`); the owner token fences every write
+of a claim. Every method raises the SDK's errors, never the driver's (`harel.driver_errors`).
+
+An attempt that raises is recorded on the execution (`attempts`, `last_error`) and retried after a
+backoff, with the events behind it waiting; after `max_attempts` the execution is parked with the event
+and its error until an operator retries or drops it (`harel dead`), so later events never overtake it.
+
+Where the deployment has change streams, a mailbox that becomes due wakes waiting consumers early
+(`harel.transport.wakeups`): a hint only, polling stays the source of truth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from harel.commands import drained, matched, resolved
+from harel.driver_errors import translating
+from harel.executions import queries, replies, writes
+from harel.executions.fields import DEFAULT_DEDUPE_WINDOW, EXECUTIONS
+from harel.executions.indexes import MAILBOX_INDEXES
+from harel.executions.records import Claim, Failure, Parked, SendOutcome
+from harel.model import Event
+from harel.servertime import ServerClock
+from harel.transport.base import DEFAULT_MAX_ATTEMPTS
+from harel.transport.wakeups import TaskWakeups
+
+
+def new_owner_token() -> str:
+    return secrets.token_hex(12)
+
+
+@translating
+class AsyncMongoTransport:
+    """Mailboxes in `db_name` of an injected AsyncMongoClient-compatible client."""
+
+    def __init__(
+        self,
+        client: Any,
+        db_name: str = "harel",
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
+        clock: ServerClock | None = None,
+        watch: bool = True,
+    ) -> None:
+        self._client = client
+        self._executions = client[db_name][EXECUTIONS]
+        self.max_attempts = max_attempts
+        self.dedupe_window = dedupe_window
+        self.clock = clock or ServerClock()
+        self._wakeups = TaskWakeups(self._executions, watch)
+
+    @classmethod
+    async def from_url(cls, url: str, db_name: str = "harel", **options: Any) -> AsyncMongoTransport:
+        from harel.connection import connect_async
+
+        return cls(await connect_async(url), db_name, **options)
+
+    def _claimed(self, found: dict[str, Any] | None, owner: str) -> Claim | None:
+        if found is None:
+            return None
+        claim = replies.parse_claim(found, owner)
+        self.clock.observe(claim.server_time)
+        return claim
+
+    async def send(self, target_id: str, event: Event, *, source: str | None = None) -> SendOutcome:
+        write = writes.send_write(target_id, writes.entry(event, source, self.clock.now()))
+        if matched(await write.send(self._executions)):
+            self._wakeups.set()  # consumers sharing this transport need no change stream to hear of it
+            return SendOutcome.QUEUED
+        found = await drained(self._executions.aggregate(queries.send_diagnosis(target_id, event.id)))
+        return replies.parse_send_diagnosis(found)
+
+    async def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
+        self._wakeups.clear()  # this claim sees whatever a wake so far announced: only later ones cut a wait short
+        owner = new_owner_token()
+        found = await writes.claim_write(charts, owner, lease, bound).send(self._executions)
+        return self._claimed(found, owner)
+
+    async def extend(self, claim: Claim, lease: float) -> Claim | None:
+        until = replies.parse_lease_until(await writes.extend_write(claim, lease).send(self._executions))
+        return dataclasses.replace(claim, lease_until=until) if until is not None else None
+
+    async def release(self, claim: Claim, delay: float = 0.0) -> bool:
+        return matched(await writes.release_write(claim, delay).send(self._executions))
+
+    async def fail(self, claim: Claim, failure: Failure) -> bool:
+        return matched(await writes.fail_write(claim, failure).send(self._executions))
+
+    async def parked(self, limit: int = 100) -> list[Parked]:
+        found = await drained(queries.parked_find(limit).open(self._executions))
+        return [replies.parse_parked(d) for d in found]
+
+    async def retry(self, execution_id: str) -> bool:
+        return matched(await writes.retry_write(execution_id).send(self._executions))
+
+    async def drop(self, execution_id: str, event_id: str) -> bool:
+        return matched(
+            await writes.drop_write(execution_id, event_id, self.dedupe_window).send(self._executions)
+        )
+
+    async def pending_count(self) -> int:
+        return replies.parse_count(await drained(self._executions.aggregate(queries.PENDING_COUNT)))
+
+    async def wait_hint(self, timeout: float) -> bool:
+        return await self._wakeups.wait(timeout)
+
+    def wake(self) -> None:
+        self._wakeups.set()
+
+    async def ensure_indexes(self) -> None:
+        for index in MAILBOX_INDEXES:
+            await index.create_on(self._executions)
+
+    async def close(self) -> None:
+        """Stop the change-stream watcher, then close the client (shared with the store and heartbeats,
+        whose users — a worker's threads — must have stopped first: `Worker.stop`)."""
+        await self._wakeups.stop()
+        await resolved(self._client.close())

@@ -1,0 +1,159 @@
+"""The wake-up hint of the MongoTransports: where the deployment has change streams (a replica set), a
+mailbox that becomes due wakes waiting consumers early.
+
+A hint only: consumers still poll with a bounded backoff, which stays the source of truth; a watch that
+fails is restarted with a backoff, and until then costs latency, never an event. The one part of the
+transport that differs between the twins in more than its awaits (a thread and a threading.Event, a task
+and an asyncio.Event), so it is written twice, here, and the transports are generated one from the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from typing import Any
+
+from pymongo.errors import OperationFailure, PyMongoError
+
+from harel.commands import resolved
+from harel.executions.queries import WATCH_PIPELINE
+from harel.sent import WATCH, sending
+
+log = logging.getLogger("harel.transport")
+
+WATCH_RETRY_FIRST = 0.5
+WATCH_RETRY_MAX = 30.0
+# How long the watcher's stream takes to notice `close`: one awaited getMore (`max_await_time_ms`) and its
+# round trip. A watcher still inside one after this is named in the log and the client closes under it.
+WATCH_AWAIT_MS = 1000
+WATCH_STOP_SECONDS = 2.0
+# The server's answers that say the deployment has no change streams at all: IllegalOperation (20), "only
+# supported on replica sets" (40573, a standalone), CommandNotSupported (115), NotImplemented (238: the
+# local server and the embedded mongomock:// client). Then consumers poll only; any other failure of the
+# watch is restarted.
+NO_CHANGE_STREAMS = frozenset({20, 40573, 115, 238})
+WATCHER_NAME = "harel-mailbox-watch"
+
+
+def _unsupported(error: PyMongoError) -> bool:
+    return isinstance(error, OperationFailure) and error.code in NO_CHANGE_STREAMS
+
+
+def _polling_only(error: PyMongoError) -> None:
+    log.info("change streams unavailable, polling only", extra={"error": str(error)})
+
+
+def _restarting(error: PyMongoError, pause: float) -> float:
+    """Log the failed watch, restarted after `pause`; the pause after the next failure."""
+    log.warning("mailbox watch failed, restarting", extra={"error": str(error), "retry_in": pause})
+    return min(WATCH_RETRY_MAX, pause * 2)
+
+
+class ThreadWakeups:
+    """MongoTransport's: a threading.Event, set by this process's sends and by a watcher thread."""
+
+    def __init__(self, executions: Any, watch: bool) -> None:
+        self._executions = executions
+        self._watch_enabled = watch
+        self._wake = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    def set(self) -> None:
+        self._wake.set()
+
+    def clear(self) -> None:
+        self._wake.clear()
+
+    def wait(self, timeout: float) -> bool:
+        if self._watch_enabled and self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch, name=WATCHER_NAME, daemon=True)
+            self._watcher.start()
+        return self._wake.wait(timeout)
+
+    def _watch(self) -> None:
+        pause = WATCH_RETRY_FIRST
+        while not self._closed.is_set():
+            try:
+                with sending(WATCH):
+                    stream = self._executions.watch(WATCH_PIPELINE, max_await_time_ms=WATCH_AWAIT_MS)
+                with stream:
+                    pause = WATCH_RETRY_FIRST
+                    while not self._closed.is_set():
+                        with sending(WATCH):  # one pass per getMore: a pass is counted when it ends
+                            change = stream.try_next()
+                        if change is not None:
+                            self._wake.set()
+            except PyMongoError as error:
+                if self._closed.is_set():
+                    return  # the client is closing under it: nothing to restart, nothing to report
+                if _unsupported(error):
+                    _polling_only(error)
+                    return
+                after = _restarting(error, pause)
+                self._closed.wait(pause)
+                pause = after
+
+    def stop(self) -> None:
+        """End the watcher before the client closes; one still inside a getMore is named in the log."""
+        self._closed.set()
+        if self._watcher is not None:
+            self._watcher.join(WATCH_STOP_SECONDS)
+            if self._watcher.is_alive():
+                log.warning(
+                    "threads did not stop in time; left behind, they end quietly when their command returns",
+                    extra={"threads": [self._watcher.name]},
+                )
+
+
+class TaskWakeups:
+    """AsyncMongoTransport's: an asyncio.Event, set by this process's sends and by a watcher task."""
+
+    def __init__(self, executions: Any, watch: bool) -> None:
+        self._executions = executions
+        self._watch_enabled = watch
+        self._wake = asyncio.Event()
+        self._watcher: asyncio.Task[None] | None = None
+
+    def set(self) -> None:
+        self._wake.set()
+
+    def clear(self) -> None:
+        self._wake.clear()
+
+    async def wait(self, timeout: float) -> bool:
+        if self._watch_enabled and self._watcher is None:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch(), name=WATCHER_NAME)
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _watch(self) -> None:
+        pause = WATCH_RETRY_FIRST
+        while True:
+            try:
+                stream = await resolved(
+                    self._executions.watch(WATCH_PIPELINE, max_await_time_ms=WATCH_AWAIT_MS)
+                )
+                async with stream as changes:
+                    pause = WATCH_RETRY_FIRST
+                    async for _ in changes:
+                        self._wake.set()
+            except PyMongoError as error:
+                if _unsupported(error):
+                    _polling_only(error)
+                    return
+                after = _restarting(error, pause)
+                await asyncio.sleep(pause)
+                pause = after
+
+    async def stop(self) -> None:
+        """Cancel the watcher before the client closes: a task ends at its next await, a getMore included."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
