@@ -169,7 +169,8 @@ class AsyncMongoStore(MongoCollections):
 
     async def document(self, execution_id: str) -> dict[str, Any] | None:
         """The stored document as it is (for `harel status --document` and inspection)."""
-        return await queries.document_find(execution_id).one(self._executions)
+        found: dict[str, Any] | None = await queries.document_find(execution_id).one(self._executions)
+        return found
 
     async def list_executions(
         self,
@@ -238,7 +239,7 @@ class AsyncMongoStore(MongoCollections):
 
     async def _index_of(self, execution_id: str, entry: dict[str, Any]) -> int:
         if "index" in entry:
-            return entry["index"]
+            return int(entry["index"])
         return await self._allocate(trace_counter(execution_id), 1) - 1
 
     async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:

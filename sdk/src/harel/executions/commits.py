@@ -79,7 +79,9 @@ def require_step_fits(execution_id: str, entries: int) -> None:
         raise StepTooLarge(execution_id, entries, SEQ_STRIDE)
 
 
-def _entries_of(version: int, record: StepRecord, source: Execution, at: float) -> tuple[list, list]:
+def _entries_of(
+    version: int, record: StepRecord, source: Execution, at: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     require_step_fits(source.id, len(record.emits) + len(record.spawns))
     base = version * SEQ_STRIDE
     outbox = [

@@ -169,7 +169,8 @@ class MongoStore(MongoCollections):
 
     def document(self, execution_id: str) -> dict[str, Any] | None:
         """The stored document as it is (for `harel status --document` and inspection)."""
-        return queries.document_find(execution_id).one(self._executions)
+        found: dict[str, Any] | None = queries.document_find(execution_id).one(self._executions)
+        return found
 
     def list_executions(
         self,
@@ -238,7 +239,7 @@ class MongoStore(MongoCollections):
 
     def _index_of(self, execution_id: str, entry: dict[str, Any]) -> int:
         if "index" in entry:
-            return entry["index"]
+            return int(entry["index"])
         return self._allocate(trace_counter(execution_id), 1) - 1
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:

@@ -38,7 +38,7 @@ BACKOFF_CAP_SECONDS = 30.0
 
 def backoff(attempts: int) -> float:
     """Delay before the next attempt after `attempts` failed ones: exponential, capped."""
-    return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(0, attempts - 1))
+    return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2.0 ** max(0, attempts - 1))
 
 
 @runtime_checkable
