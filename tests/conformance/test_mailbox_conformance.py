@@ -190,6 +190,18 @@ def taken_over(harness: Harness) -> tuple[Claim, Claim]:
     return stale, holder
 
 
+def test_a_takeover_of_an_expired_lease_counts_an_attempt_and_a_commit_clears_it(harness: Harness) -> None:
+    """An expired lease still held means its holder's attempt at the head event failed (it stopped, or its
+    step outlived the lease): the claim that takes it over counts the attempt and says so."""
+    stale, holder = taken_over(harness)
+    assert (stale.attempts, holder.attempts) == (0, 1)
+    stored = harness.raw("a")
+    assert stored["attempts"] == 1
+    assert stored["last_error"] == f"LeaseExpired: the lease of {stale.owner} ran out before its step"
+    assert harness.transport.release(holder)
+    assert claimed(harness).attempts == 1, "a released lease is no takeover: nothing more is counted"
+
+
 def test_a_lost_lease_cannot_commit(harness: Harness) -> None:
     stale, holder = taken_over(harness)
     before = harness.raw("a")

@@ -122,6 +122,20 @@ MUTANTS: tuple[Mutant, ...] = (
         + _on(FAULTS, "test_a_lease_expiring_during_a_slow_action_cannot_double_the_event", ids=FAKE_RS),
     ),
     Mutant(
+        "takeover-not-counted",
+        "a claim that takes over an expired lease counts no attempt, so an action outliving its lease runs forever",
+        (Edit(WRITES, '{"$add": [{"$ifNull": ["$attempts", 0]}, 1]}', '"$attempts"'),),
+        _on(
+            MAILBOX_CHECKS,
+            "test_a_takeover_of_an_expired_lease_counts_an_attempt_and_a_commit_clears_it",
+            ids=MONGO,
+        )
+        + _on(
+            "tests/unit/test_leases.py",
+            "test_an_action_outliving_the_maximum_step_time_is_parked_after_at_most_max_attempts_runs",
+        ),
+    ),
+    Mutant(
         "lease-fence-ignores-owner",
         "a claim's extend, release and failed attempt are not fenced by the lease's owner token",
         (

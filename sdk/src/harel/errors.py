@@ -440,6 +440,37 @@ class LocalServerError(HarelError):
 # --- async actions and guards ------------------------------------------------------------------------
 
 
+class StepTimedOut(HarelError):
+    """A step's actions ran longer than the worker's maximum step time: its lease was no longer extended, so
+    another worker may have taken the execution over; the attempt failed (it is retried like any action that
+    raises)."""
+
+    def __init__(self, execution_id: str, event: str, seconds: float, limit: float) -> None:
+        self.execution_id = execution_id
+        self.event = event
+        self.seconds = seconds
+        self.limit = limit
+        super().__init__(
+            f"the step of {event!r} took {seconds:.1f}s, past the maximum step time of {limit:g}s; bound the "
+            "action's calls with timeouts, or give the worker a longer --max-step-seconds (HAREL_MAX_STEP_SECONDS)"
+        )
+
+
+class LeaseExpired(HarelError):
+    """The leases on an execution ran out `attempts` times before any step of its head event was committed:
+    each holder stopped or outlived its lease. Parked, so the event's actions are not run again without end."""
+
+    def __init__(self, event: str, attempts: int, previous_owner: str, lease: float, max_step: float) -> None:
+        self.event = event
+        self.attempts = attempts
+        self.previous_owner = previous_owner
+        super().__init__(
+            f"the lease ran out {attempts} times before a step of {event!r} was committed (last held by "
+            f"{previous_owner}); a step may run {max_step:g}s with its lease of {lease:g}s extended, so its "
+            "actions outlived that or their workers stopped"
+        )
+
+
 class AsyncCallTimeout(HarelError):
     """An `async def` action or guard did not finish within the worker's async timeout: it was cancelled and
     the attempt failed (it is retried like any action that raises)."""

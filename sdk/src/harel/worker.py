@@ -46,8 +46,10 @@ from harel.errors import (
     ExecutionTooLarge,
     InvalidContext,
     InvalidSend,
+    LeaseExpired,
     LeaseLost,
     StepLimitExceeded,
+    StepTimedOut,
     StepTooLarge,
     StoreConflict,
     UnknownAction,
@@ -104,6 +106,10 @@ class WorkerConfig:
     # An async action or guard that runs longer fails the attempt. Keep it well under the lease: a step that
     # outlives its lease is stepped again by another worker.
     async_timeout_seconds: float = 10.0
+    # How long one step's actions may run: while they run, the worker extends the claim's lease every third of
+    # `lease_seconds`, up to this; a step that takes longer fails its attempt (StepTimedOut), and its lease
+    # runs out for another worker to take over, which counts an attempt (LeaseExpired once they are spent).
+    max_step_seconds: float = 60.0
     # After the drain, how long the threads get to end their current command (the relay, sweep and heartbeat,
     # and a consumer still relaying). They stop between commands; one still blocked then (or in a long action)
     # is named in the log and left behind, so `stop` returns within drain + this (Helm's termination margin
@@ -142,6 +148,15 @@ class _Batch:
         return any(step.timers for step in self.steps)
 
 
+@dataclass(frozen=True)
+class _Held:
+    """A claim a consumer is stepping, and when it started (monotonic): the lease keeper extends it until the
+    maximum step time."""
+
+    claim: Claim
+    since: float
+
+
 class _Unresolved(Exception):
     """The commit's outcome could not be learned (the deployment is unreachable)."""
 
@@ -176,7 +191,7 @@ class Worker:
         self._halt = threading.Event()
         self._sweep_wake = threading.Event()
         self._known_timers: list[float] = []
-        self._inflight: dict[int, Claim] = {}
+        self._inflight: dict[int, _Held] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._consumers: list[threading.Thread] = []
@@ -199,8 +214,15 @@ class Worker:
                 "took over an expired lease",
                 extra={"execution_id": claim.execution_id, "previous_owner": claim.previous_owner},
             )
+        if (
+            claim.previous_owner is not None
+            and claim.attempts >= self.transport.max_attempts
+            and claim.pending
+        ):
+            self._park_taken_over(claim)
+            return True
         with self._lock:
-            self._inflight[threading.get_ident()] = claim
+            self._inflight[threading.get_ident()] = _Held(claim, time.monotonic())
         self.metrics.leased.inc()
         try:
             self._settle(self._apply(claim, observed))
@@ -209,6 +231,20 @@ class Worker:
             with self._lock:
                 self._inflight.pop(threading.get_ident(), None)
         return True
+
+    def _park_taken_over(self, claim: Claim) -> None:
+        """Its leases ran out `max_attempts` times at the head event: park it rather than run the event's
+        actions once more."""
+        head = claim.pending[0]
+        assert claim.previous_owner is not None
+        expired = LeaseExpired(
+            head.event.name,
+            claim.attempts,
+            claim.previous_owner,
+            self.config.lease_seconds,
+            self.config.max_step_seconds,
+        )
+        self.transport.fail(claim, self._failure(claim, head, expired, first=True, counted=True))
 
     def _apply(self, claim: Claim, observed: float) -> _Batch:
         batch = _Batch(claim)
@@ -225,10 +261,12 @@ class Worker:
                 step = interpreter.step(chart, exe, pending.event, now, registry=self.registry)
                 # refused here, as the step that it is, not later by the commit that would carry it
                 require_step_fits(exe.id, len(step.emits) + len(step.spawns))
+                took = time.monotonic() - started
+                if took > self.config.max_step_seconds:
+                    raise StepTimedOut(exe.id, pending.event.name, took, self.config.max_step_seconds)
             except Exception as exc:
                 batch.failure = self._failure(claim, pending, exc, first=not batch.applied)
                 break
-            took = time.monotonic() - started
             self.metrics.step_seconds.observe(took)
             self.metrics.queue_wait.observe(max(0.0, now - pending.at))
             exe = step.execution
@@ -241,8 +279,11 @@ class Worker:
             )
         return batch
 
-    def _failure(self, claim: Claim, pending: Pending, exc: Exception, *, first: bool) -> Failure:
-        attempts = (claim.attempts if first else 0) + 1
+    def _failure(
+        self, claim: Claim, pending: Pending, exc: Exception, *, first: bool, counted: bool = False
+    ) -> Failure:
+        """The failed attempt at `pending`; `counted` when the claim already counted it (a takeover)."""
+        attempts = (claim.attempts if first else 0) + (0 if counted else 1)
         # an error that another attempt cannot change parks at once, its reason named
         park = attempts >= self.transport.max_attempts or isinstance(exc, PERMANENT)
         error = f"{type(exc).__name__}: {exc}"
@@ -543,6 +584,7 @@ class Worker:
             *self._consumers,
             threading.Thread(target=self._relay_loop, name="harel-relay", daemon=True),
             threading.Thread(target=self._sweep_loop, name="harel-sweep", daemon=True),
+            threading.Thread(target=self._lease_loop, name="harel-lease", daemon=True),
         ]
         if self.heartbeats is not None:
             self._threads.append(
@@ -565,7 +607,7 @@ class Worker:
         self.transport.wake()
         _join(self._consumers, time.monotonic() + drain)
         with self._lock:
-            unfinished = list(self._inflight.values())
+            unfinished = [held.claim for held in self._inflight.values()]
         for claim in unfinished:
             try:
                 self.transport.release(claim)
@@ -669,6 +711,31 @@ class Worker:
                     fired = 0
             if fired < self.config.batch:
                 self._await_sweep()
+
+    def _lease_loop(self) -> None:
+        """Every third of the lease, extend the leases of the steps still running within the maximum step
+        time, so a slow action is not taken over (and run again) by another worker while it runs."""
+        every = self.config.lease_seconds / 3
+        while not self._halt.wait(every):
+            with sending(HEARTBEAT):
+                try:
+                    self.extend_leases()
+                except DeploymentError as exc:
+                    if self._halt.is_set():
+                        return  # stopping: the client may be closed; the leases run out
+                    log.warning("lease extension failed, will retry", extra={"error": str(exc)})
+
+    def extend_leases(self) -> int:
+        """Extend the lease of every claim stepped for longer than a third of the lease and less than the
+        maximum step time. Returns how many were extended."""
+        now = time.monotonic()
+        with self._lock:
+            due = [
+                held.claim
+                for held in self._inflight.values()
+                if self.config.lease_seconds / 3 <= now - held.since < self.config.max_step_seconds
+            ]
+        return sum(self.transport.extend(claim, self.config.lease_seconds) is not None for claim in due)
 
     def _heartbeat_loop(self) -> None:
         assert self.heartbeats is not None

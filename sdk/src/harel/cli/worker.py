@@ -24,6 +24,7 @@ from harel.cli.settings import Connection
 from harel.serve import serve
 from harel.smoke import SMOKE_CHART_ID
 from harel.transport.base import DEFAULT_LEASE_SECONDS
+from harel.worker import WorkerConfig
 
 log = logging.getLogger("harel.cli")
 
@@ -71,6 +72,15 @@ log = logging.getLogger("harel.cli")
     show_envvar=True,
     help="how long a claimed event is reserved before another worker may take it",
 )
+@click.option(
+    "--max-step-seconds",
+    type=POSITIVE_SECONDS,
+    default=WorkerConfig.max_step_seconds,
+    show_default=True,
+    envvar="HAREL_MAX_STEP_SECONDS",
+    show_envvar=True,
+    help="how long one step's actions may run, the lease extended meanwhile; a longer step fails its attempt",
+)
 @async_timeout_option
 @click.option("--no-trace", is_flag=True, help="do not record execution traces (the smoke check needs them)")
 @connection_options
@@ -82,6 +92,7 @@ def worker(
     http_host: str,
     drain_seconds: float,
     lease_seconds: float,
+    max_step_seconds: float,
     async_timeout: float | None,
     no_trace: bool,
     connection: Connection,
@@ -112,6 +123,7 @@ def worker(
         concurrency=concurrency,
         drain_seconds=drain_seconds,
         lease_seconds=lease_seconds,
+        max_step_seconds=max_step_seconds,
         async_timeout=async_timeout,
         trace=not no_trace,
     )

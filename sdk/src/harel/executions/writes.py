@@ -24,6 +24,8 @@ _DUE_UNLESS_BUSY = {
     ]
 }
 _INBOX_BYTES = {"$sum": "$inbox.size"}
+# At a claim: the lease is still held, so it ran out (a release, a commit and a failed attempt all end it).
+_TAKEN_OVER = {"$ne": [{"$ifNull": ["$lease.owner", None]}, None]}
 
 
 def _holds(field: str, value: str) -> dict[str, Any]:
@@ -118,6 +120,23 @@ def claim_write(charts: Iterable[str], owner: str, lease: float, bound: float) -
                         "previous": "$lease.owner",
                     },
                     "inbox_at": now_plus(lease),
+                    # a lease still held is one that ran out: its holder's attempt at the head event failed
+                    "attempts": {
+                        "$cond": [_TAKEN_OVER, {"$add": [{"$ifNull": ["$attempts", 0]}, 1]}, "$attempts"]
+                    },
+                    "last_error": {
+                        "$cond": [
+                            _TAKEN_OVER,
+                            {
+                                "$concat": [
+                                    "LeaseExpired: the lease of ",
+                                    "$lease.owner",
+                                    " ran out before its step",
+                                ]
+                            },
+                            "$last_error",
+                        ]
+                    },
                 }
             }
         ],
