@@ -27,7 +27,9 @@ from harel.catalog import MongoCatalog
 from harel.chart import load_chart
 from harel.connection import connect
 from harel.diagram import render_dot, render_mermaid
+from harel.errors import PermanentError
 from harel.heartbeat import MongoHeartbeats
+from harel.logs import JsonFormatter
 from harel.metrics import Metrics
 from harel.serve import start_worker
 from harel.store.mongo import MongoStore
@@ -44,7 +46,14 @@ TICKET = {
     "version": 1,
     "initial": "open",
     "states": {
-        "open": {"on": {"assign": "working", "poke": {"actions": ["flaky"]}}},
+        "open": {
+            "on": {
+                "assign": "working",
+                "poke": {"actions": ["flaky"]},
+                "misuse": {"actions": ["misused"]},
+                "refuse": {"actions": ["refused"]},
+            }
+        },
         "working": {"on": {"resolve": "closed"}},
         "closed": {"final": True},
     },
@@ -81,6 +90,10 @@ MAX_ATTEMPTS = 2
 FAILURE = "RuntimeError: the card service is down"
 
 
+class CardRejected(PermanentError):
+    """What the app knows no retry can change."""
+
+
 @dataclass
 class Running:
     url: str
@@ -101,6 +114,14 @@ def running(fake_rs: FakeDeployment) -> Iterator[Running]:
         if failing.is_set():
             raise RuntimeError("the card service is down")
         return ActionResult(context={"poked": ctx.context.get("poked", 0) + 1})
+
+    @app.action("misused")
+    def misused(ctx: ActionContext) -> ActionResult:
+        return ActionResult(context={"total": ctx.context.get("total", "12") + 1})  # a bug: str + int
+
+    @app.action("refused")
+    def refused(ctx: ActionContext) -> ActionResult:
+        raise CardRejected("card 4242 is blocked")
 
     client = connect(fake_rs.url, deadline=15)
     transport = MongoTransport(client, max_attempts=MAX_ATTEMPTS, watch=False)
@@ -293,7 +314,17 @@ def test_dead_list_retry_and_drop(running: Running) -> None:
 
     assert listed.returncode == 0
     header, _, *rows = listed.stdout.splitlines()
-    assert header.split() == ["execution", "chart", "event", "attempts", "parked", "waiting", "error"]
+    assert header.split() == [
+        "execution",
+        "chart",
+        "event",
+        "attempts",
+        "parked",
+        "waiting",
+        "error",
+        "raised",
+        "at",
+    ]
     assert [row.split()[:3] for row in rows] == [["t-r", "ticket", "v1"], ["t-x", "ticket", "v1"]]
     assert [(d["execution_id"], d["event"], d["attempts"], d["waiting"]) for d in as_json] == [
         ("t-r", "poke", MAX_ATTEMPTS, 1),
@@ -452,3 +483,52 @@ def test_status_diagram_marks_the_active_states(running: Running) -> None:
     assert drawn.stdout == render_mermaid(load_chart(TICKET), active={"working"})
     assert (as_json["chart"], as_json["format"], as_json["active"]) == ("ticket", "dot", ["working"])
     assert as_json["diagram"] == render_dot(load_chart(TICKET), active={"working"})
+
+
+# --- failures with their traceback ------------------------------------------------------------------------
+
+
+@pytest.mark.semantics("sem-actions-errors")
+def test_a_failing_action_shows_its_traceback_in_the_log_and_in_status(
+    running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    raising = next(
+        n for n, line in enumerate(Path(__file__).read_text().splitlines(), 1) if "raise RuntimeError" in line
+    )
+    caplog.set_level("WARNING", logger="harel.worker")
+    park(running, "t-tb")
+
+    logged = [r for r in caplog.records if r.getMessage() == "attempt failed, will retry"]
+    assert logged and logged[0].exc_info is not None, "the attempt's exception is logged with it"
+    line = json.loads(JsonFormatter().format(logged[0]))
+    assert f'test_cli_waits.py", line {raising}, in flaky' in line["exc"], "JSON lines carry the traceback"
+    dead = document(running, "t-tb")["mailbox"]["dead_letter"]
+    assert dead["error"] == FAILURE
+    assert f'test_cli_waits.py", line {raising}, in flaky' in dead["traceback"]
+    assert dead["traceback"].rstrip().endswith(FAILURE)
+    shown = [" ".join(line.split()) for line in harel(running, "status", "t-tb").stdout.splitlines()]
+    assert any(
+        s.startswith("raised at ") and s.endswith(f"test_cli_waits.py:{raising} in flaky") for s in shown
+    )
+    listed = json.loads(harel(running, "dead", "list", "--json").stdout)
+    [letter] = [entry for entry in listed if entry["execution_id"] == "t-tb"]
+    assert letter["raised_at"].endswith(f"test_cli_waits.py:{raising} in flaky")
+
+
+@pytest.mark.semantics("sem-actions-errors")
+@pytest.mark.parametrize(
+    ("event", "error"),
+    [
+        ("misuse", "TypeError: "),
+        ("refuse", "CardRejected: card 4242 is blocked"),
+    ],
+)
+def test_a_failure_no_retry_can_change_parks_at_once(running: Running, event: str, error: str) -> None:
+    started(running, f"t-{event}")
+    assert harel(running, "send", f"t-{event}", event).returncode == 0
+    wait_until(
+        lambda: document(running, f"t-{event}")["mailbox"]["dead_letter"] is not None, 30, "the dead letter"
+    )
+    dead = document(running, f"t-{event}")["mailbox"]["dead_letter"]
+    assert dead["attempts"] == 1, "parked at its first attempt, not retried"
+    assert dead["error"].startswith(error)

@@ -440,6 +440,12 @@ class LocalServerError(HarelError):
 # --- async actions and guards ------------------------------------------------------------------------
 
 
+class PermanentError(HarelError):
+    """Raise it (or an exception of a class deriving from it) from an action or guard for a failure no
+    retry can change: the execution is parked at once, with the error and its traceback, instead of being
+    tried `max_attempts` times."""
+
+
 class StepTimedOut(HarelError):
     """A step's actions ran longer than the worker's maximum step time: its lease was no longer extended, so
     another worker may have taken the execution over; the attempt failed (it is retried like any action that

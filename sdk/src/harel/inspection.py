@@ -8,6 +8,7 @@ Pure readers of the document `ExecutionStore.document` returns (its fields are i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -30,6 +31,7 @@ class Mailbox:
     pending: tuple[Pending, ...]
     attempts: int  # failed attempts at the head event
     last_error: str | None
+    last_traceback: str | None
     parked: Parked | None  # the head event was dead-lettered: everything waits for an operator
     leased: bool  # a worker holds the execution now
 
@@ -41,9 +43,22 @@ def mailbox_of(document: Mapping[str, Any]) -> Mailbox:
         pending=tuple(parse_pending(entry) for entry in document.get("inbox") or ()),
         attempts=int(document.get("attempts") or 0),
         last_error=document.get("last_error"),
+        last_traceback=document.get("last_traceback"),
         parked=parked,
         leased=document.get("lease") is not None,
     )
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$', re.MULTILINE)
+
+
+def raised_at(traceback: str | None) -> str | None:
+    """Where a stored traceback's exception was raised: `file:line in function` of its innermost frame."""
+    frames = list(_FRAME.finditer(traceback or ""))
+    if not frames:
+        return None
+    last = frames[-1]
+    return f"{last['file']}:{last['line']} in {last['function']}"
 
 
 @dataclass(frozen=True)

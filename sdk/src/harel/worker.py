@@ -36,6 +36,7 @@ import os
 import socket
 import threading
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
 
@@ -48,6 +49,7 @@ from harel.errors import (
     InvalidSend,
     LeaseExpired,
     LeaseLost,
+    PermanentError,
     StepLimitExceeded,
     StepTimedOut,
     StepTooLarge,
@@ -77,8 +79,11 @@ UNRESOLVED_RETRY_SECONDS = 1.0
 # An event whose target still does not exist this long after it was sent fails its sender (judged once the
 # worker has read the server's clock: its own may be far off).
 UNDELIVERABLE_AFTER_SECONDS = 300.0
-# Errors a retry cannot change: the step is refused for what it is, not for a passing condition.
+# Errors a retry cannot change: the step is refused for what it is, not for a passing condition (a
+# TypeError is a bug in the action or in what it returned; PermanentError is the app's own say-so).
 PERMANENT = (
+    PermanentError,
+    TypeError,
     ExecutionTooLarge,
     StepTooLarge,
     StepLimitExceeded,
@@ -287,6 +292,7 @@ class Worker:
         # an error that another attempt cannot change parks at once, its reason named
         park = attempts >= self.transport.max_attempts or isinstance(exc, PERMANENT)
         error = f"{type(exc).__name__}: {exc}"
+        where = "".join(traceback.format_exception(exc))
         fields = {
             "execution_id": claim.execution_id,
             "event": pending.event.name,
@@ -298,10 +304,14 @@ class Worker:
         if park:
             self._count("dead_lettered")
             self.metrics.dead_letters.inc()
-            log.error("event dead-lettered; the execution waits for `harel dead retry|drop`", extra=fields)
+            log.error(
+                "event dead-lettered; the execution waits for `harel dead retry|drop`",
+                extra=fields,
+                exc_info=exc,
+            )
         else:
-            log.warning("attempt failed, will retry", extra=fields)
-        return Failure(pending, error, attempts, park, backoff(attempts))
+            log.warning("attempt failed, will retry", extra=fields, exc_info=exc)
+        return Failure(pending, error, attempts, park, backoff(attempts), where)
 
     def _settle(self, batch: _Batch) -> None:
         claim = batch.claim

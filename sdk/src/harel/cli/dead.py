@@ -23,6 +23,7 @@ from harel.cli.views import chart_name
 from harel.errors import NotParked, UnknownExecution
 from harel.executions.records import Parked
 from harel.executions.replies import parse_parked
+from harel.inspection import raised_at
 from harel.transport.base import Transport
 
 OPERATOR = (Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED, Exit.NOT_FOUND)
@@ -51,6 +52,8 @@ def letter_document(letter: Parked) -> dict[str, object]:
         "event": letter.event_name,
         "attempts": letter.attempts,
         "error": letter.error,
+        "raised_at": raised_at(letter.traceback),
+        "traceback": letter.traceback,
         "at": letter.at,
         "waiting": letter.waiting,
     }
@@ -73,7 +76,7 @@ def list_dead(limit: int, connection: Connection, out: Output) -> int:
     if not letters:
         out.note("no dead letters: nothing waits for an operator")
         return Exit.OK
-    rows = table("execution", "chart", "event", "attempts", "parked", "waiting", "error")
+    rows = table("execution", "chart", "event", "attempts", "parked", "waiting", "error", "raised at")
     now = time.time()
     for letter in letters:
         rows.add_row(
@@ -84,6 +87,7 @@ def list_dead(limit: int, connection: Connection, out: Output) -> int:
             f"{max(0.0, now - letter.at):.0f}s ago",
             str(letter.waiting),
             Text(letter.error, style="red"),
+            raised_at(letter.traceback) or "",
         )
     out.show(rows)
     return Exit.OK

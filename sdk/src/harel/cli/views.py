@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harel.cli.output import pairs, styled, table
-from harel.inspection import Disposition, EventFate, Mailbox, Stage, Undelivered, disposition_of
+from harel.inspection import Disposition, EventFate, Mailbox, Stage, Undelivered, disposition_of, raised_at
 from harel.model import Execution, ExecutionStatus
 from harel.worker import RELAY_RETRY_SECONDS, UNDELIVERABLE_AFTER_SECONDS
 
@@ -94,6 +94,8 @@ def mailbox_rows(
                 ),
             )
         )
+        if where := raised_at(dead.traceback):
+            rows.append(("raised at", Text(where, "red")))
         rows.append(
             (
                 "",
@@ -106,6 +108,8 @@ def mailbox_rows(
         rows.append(
             ("", Text(f"{head.event.name}: attempt {box.attempts} failed: {box.last_error}", "yellow"))
         )
+        if where := raised_at(box.last_traceback):
+            rows.append(("raised at", Text(where, "yellow")))
     if served is not None and box.chart not in served:
         rows.append(("", Text(unserved(box.chart, served), "yellow")))
     return rows
@@ -166,6 +170,7 @@ def mailbox_document(box: Mailbox, served: set[str] | None) -> dict[str, Any]:
         "pending": [{"id": p.id, "event": p.event.name, "at": p.at} for p in box.pending],
         "attempts": box.attempts,
         "last_error": box.last_error,
+        "last_traceback": box.last_traceback,
         "leased": box.leased,
         "dead_letter": None
         if dead is None
@@ -173,6 +178,7 @@ def mailbox_document(box: Mailbox, served: set[str] | None) -> dict[str, Any]:
             "event_id": dead.event_id,
             "event": dead.event_name,
             "error": dead.error,
+            "traceback": dead.traceback,
             "attempts": dead.attempts,
             "at": dead.at,
         },

@@ -64,11 +64,15 @@ The mailbox:
     lease           {owner, until, at, previous} while a worker holds the execution,   claim, extend;
                     else null. `at` is the server's time of the claim; `previous` the   commit, release
                     owner of an expired lease it took over.                             and fail end it
-    attempts        failed attempts at the head event (0 once it is applied).           commit, fail,
-    last_error      the last attempt's error.                                           operator
-    parked          {event_id, name, error, attempts, at} once the head event failed   commit, fail,
-                    `max_attempts` times: later events wait behind it (they never       operator
-                    overtake it) until an operator retries or drops it.
+    attempts        failed attempts at the head event (0 once it is applied); a claim   commit, fail,
+                    taking over an expired lease counts one.                            claim, operator
+    last_error      the last attempt's error.                                           the same
+    last_traceback  the traceback of the last attempt's exception (its last             commit, fail,
+                    TRACEBACK_LIMIT characters, the innermost frames).                  operator
+    parked          {event_id, name, error, traceback, attempts, at} once the head      commit, fail,
+                    event failed `max_attempts` times, or failed in a way no retry can  operator
+                    change: later events wait behind it (they never overtake it) until
+                    an operator retries or drops it.
 
 `inbox_at` is the one field for "claimable from": a leased execution's is its lease's end, so one index
 range over (`chart`, `inbox_at`) finds what is due and never what is leased, with no `$or`. The index is
@@ -108,6 +112,7 @@ SEQ_STRIDE = 1000
 RELAY_GRACE_SECONDS = 10.0
 INBOX_LIMIT_BYTES = 4 * 1024 * 1024
 ERROR_LIMIT = 4000  # characters of an attempt's error kept in `last_error` and `parked.error`
+TRACEBACK_LIMIT = 8000  # characters of its traceback kept, from the end: where it was raised
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 # A commit whose own payload reaches this is refused before it is sent: the document also holds the

@@ -76,6 +76,7 @@ class Failure:
     attempts: int
     park: bool
     retry_in: float
+    traceback: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class Parked:
     attempts: int
     at: float
     waiting: int  # events queued behind the dead-lettered one
+    traceback: str = ""
 
 
 @dataclass(frozen=True)

@@ -191,6 +191,7 @@ def parse_parked(document: Mapping[str, Any]) -> Parked:
         attempts=int(parked["attempts"]),
         at=float(parked["at"]),
         waiting=max(0, len(document.get("inbox") or ()) - 1),
+        traceback=parked.get("traceback") or "",
     )
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from harel.commands import Write, array, literal, only
-from harel.executions.fields import ERROR_LIMIT, INBOX_LIMIT_BYTES, due_from
+from harel.executions.fields import ERROR_LIMIT, INBOX_LIMIT_BYTES, TRACEBACK_LIMIT, due_from
 from harel.executions.records import Claim, Failure, Pending
 from harel.model import DueTimer, Event, timer_event
 from harel.servertime import NOW, now_plus
@@ -176,16 +176,18 @@ def settle_stages(
         first["inbox"] = _without("inbox", "id", [p.id for p in applied])
     second: dict[str, Any] = {"inbox_bytes": _INBOX_BYTES}
     if failure is None:
-        first.update({"attempts": 0, "last_error": None})
+        first.update({"attempts": 0, "last_error": None, "last_traceback": None})
         second["inbox_at"] = _due_if_pending()
         return first, second
     error = failure.error[:ERROR_LIMIT]
-    first.update({"attempts": failure.attempts, "last_error": literal(error)})
+    traceback = literal(failure.traceback[-TRACEBACK_LIMIT:])
+    first.update({"attempts": failure.attempts, "last_error": literal(error), "last_traceback": traceback})
     if failure.park:
         first["parked"] = {
             "event_id": literal(failure.event.id),
             "name": literal(failure.event.event.name),
             "error": literal(error),
+            "traceback": traceback,
             "attempts": failure.attempts,
             "at": NOW,
         }
@@ -207,7 +209,17 @@ def fail_write(claim: Claim, failure: Failure) -> Write:
 def retry_write(execution_id: str) -> Write:
     return Write(
         {"_id": execution_id, "parked.at": {"$gte": 0}},
-        [{"$set": {"parked": None, "attempts": 0, "last_error": None, "inbox_at": NOW}}],
+        [
+            {
+                "$set": {
+                    "parked": None,
+                    "attempts": 0,
+                    "last_error": None,
+                    "last_traceback": None,
+                    "inbox_at": NOW,
+                }
+            }
+        ],
     )
 
 
@@ -235,6 +247,7 @@ def drop_write(execution_id: str, event_id: str, dedupe_window: int) -> Write:
                     "parked": None,
                     "attempts": 0,
                     "last_error": None,
+                    "last_traceback": None,
                 }
             },
             {"$set": {"inbox_bytes": _INBOX_BYTES, "inbox_at": _due_if_pending()}},
