@@ -6,6 +6,7 @@ default)."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 import pytest
 from pymongo import MongoClient
 
-from harel.client import send_event
+from harel.app import ActionContext, ActionResult, App
+from harel.client import send_event, start_execution
 from harel.metrics import Metrics
 from harel.serve import Probes
 from harel.worker import Worker
@@ -29,6 +31,12 @@ WRITE_BOUND_MS = 300
 REPLY_BOUND_MS = 300
 HUNG_MS = 5_000
 DEGRADED_LINE = "deployment degraded; not ready until it answers again"
+HELD = {
+    "id": "held",
+    "version": 1,
+    "initial": "idle",
+    "states": {"idle": {"on": {"go": {"target": "done", "actions": ["hold"]}}}, "done": {"final": True}},
+}
 
 
 @dataclass
@@ -113,3 +121,47 @@ def test_a_worker_is_not_ready_while_the_primary_does_not_answer_and_recovers(
             assert why.startswith("deployment degraded: NetworkTimeout"), why
             assert took < HUNG_MS / 1000, "within the reply bound, not when the server answers"
         run.recovers(2 * HUNG_MS / 1000)
+
+
+def test_stop_returns_within_drain_and_stop_seconds_while_the_deployment_does_not_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A step still running after the drain, and then no command answered (as when the network drops every
+    packet): the release of its claim cannot get through, and `stop` still returns within drain + stop
+    seconds, naming the execution it could not hand back."""
+    gate, running = threading.Event(), threading.Event()
+    app = App("held")
+    app.chart(HELD)
+
+    @app.action("hold")
+    def hold(ctx: ActionContext) -> ActionResult:
+        running.set()
+        gate.wait(30)
+        return ActionResult()
+
+    with FakeMongod() as server, MongoClient(server.url) as admin:
+        seam = open_seam(server.url, "harel_blackholed", "blackholed")
+        worker = seam.worker(app, concurrency=1, drain_seconds=0.5, stop_seconds=1.0)
+        start_execution(seam.store, seam.transport, app, "held", execution_id="h")
+        send_event(seam.store, seam.transport, app, "h", "go")
+        worker.start()
+        try:
+            assert running.wait(10), "the step started"
+            with fail_command(
+                admin,
+                "alwaysOn",
+                failCommands=["update", "findAndModify", "delete", "find", "aggregate", "insert"],
+                blockConnection=True,
+                blockTimeMS=20_000,
+            ):
+                began = time.monotonic()
+                with caplog.at_level(logging.ERROR, logger="harel.worker"):
+                    worker.stop()
+                took = time.monotonic() - began
+                gate.set()
+        finally:
+            gate.set()
+            seam.close()
+    assert took < 0.5 + 1.0 + 1.0, f"stop took {took:.1f}s"
+    [named] = [r for r in caplog.records if "did not answer the stop's releases" in r.getMessage()]
+    assert named.executions == ["h"]  # type: ignore[attr-defined]

@@ -268,3 +268,31 @@ def test_a_worker_waiting_for_the_deployment_is_not_ready_until_it_answers(
     fake_mongod_process("--port", str(port))
     worker.wait_ready(timeout=60)
     assert worker.get("/readyz") == (200, "ready\n")
+
+
+def test_sigterm_while_the_worker_waits_for_its_deployment_stops_it_at_once_and_says_so(
+    workers: list[WorkerProcess],
+) -> None:
+    """SIGTERM during start-up (here: waiting, with --deadline 0, for a deployment that is not there) gives up
+    the connecting at once: exit 0, one line saying why, no traceback."""
+    worker = WorkerProcess(f"mongodb://127.0.0.1:{free_port()}/?replicaSet=rs0", "--deadline", "0")
+    workers.append(worker)
+    assert worker.process.stderr is not None
+    for line in worker.process.stderr:
+        if line.startswith("{") and "not ready (attempt 1," in json.loads(line)["msg"]:
+            break
+    else:
+        raise AssertionError(
+            f"the worker exited with {worker.process.wait()} before its first attempt failed"
+        )
+
+    signalled = time.monotonic()
+    worker.process.send_signal(signal.SIGTERM)
+    code = worker.process.wait(timeout=10)
+    took = time.monotonic() - signalled
+    rest = worker.process.stderr.read()
+
+    assert code == 0 and took < 5, (code, took, rest)
+    said = [json.loads(line)["msg"] for line in rest.splitlines() if line.startswith("{")]
+    assert "signal received while starting; stopping" in said
+    assert "Traceback" not in rest

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -64,13 +65,31 @@ class Probes:
         return self.metrics.exposition()
 
 
-def stop_on_signals() -> threading.Event:
-    """An event SIGTERM and SIGINT set (instead of killing the process), for a graceful drain."""
-    stop = threading.Event()
+class StoppedStarting(Exception):
+    """SIGTERM or SIGINT before the worker started: connecting and checking are given up."""
+
+
+@dataclass
+class Stop:
+    """What SIGTERM and SIGINT do: while the process is starting (connecting, checking), interrupt it; once
+    its worker runs, set `requested` for a graceful drain."""
+
+    requested: threading.Event = field(default_factory=threading.Event)
+    starting: bool = True
+
+
+def stop_on_signals(*, starting: bool) -> Stop:
+    """Install the handlers of SIGTERM and SIGINT (instead of being killed) and return what they do;
+    `starting` when a signal should interrupt what runs until `Stop.starting` is cleared."""
+    stop = Stop(starting=starting)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal received, draining", extra={"signal": signal.Signals(signum).name})
-        stop.set()
+        name = signal.Signals(signum).name
+        if stop.starting:
+            log.info("signal received while starting; stopping", extra={"signal": name})
+            raise StoppedStarting(name)
+        log.info("signal received, draining", extra={"signal": name})
+        stop.requested.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -105,7 +124,7 @@ def serve(
     """
     metrics = Metrics()
     probes = Probes(metrics)
-    stop = stop_on_signals()
+    stop = stop_on_signals(starting=True)
     health = None
     if http_port is not None:
         health = HealthServer(
@@ -113,9 +132,13 @@ def serve(
         )
         health.start()
     try:
-        backend = open_backend(
-            url, allow_standalone=allow_standalone, deadline=deadline, listeners=[CommandCounter(metrics)]
-        )
+        try:
+            backend = open_backend(
+                url, allow_standalone=allow_standalone, deadline=deadline, listeners=[CommandCounter(metrics)]
+            )
+        except StoppedStarting:
+            return 0
+        stop.starting = False
         if backend.report is not None:
             for finding in backend.report.findings:
                 if finding.status is not Status.OK:
@@ -131,11 +154,16 @@ def serve(
         probes.stats = DeploymentStats(
             backend.client, backend.db_name, metrics, worker.clock, config.heartbeat_seconds
         )
-        stop.wait()
+        stop.requested.wait()
         worker.stop()
     finally:
         # /metrics reads the deployment: the endpoints stop before the client closes
         if health is not None:
             health.stop()
-    backend.close()
+    # Closing the client ends its sessions on the deployment: bounded, as the worker's own stop is.
+    closing = threading.Thread(target=backend.close, name="harel-closing", daemon=True)
+    closing.start()
+    closing.join(config.stop_seconds)
+    if closing.is_alive():
+        log.error("the deployment did not answer while the client closed; exiting without waiting for it")
     return 0

@@ -618,23 +618,23 @@ class Worker:
         _join(self._consumers, time.monotonic() + drain)
         with self._lock:
             unfinished = [held.claim for held in self._inflight.values()]
-        for claim in unfinished:
-            try:
-                self.transport.release(claim)
-            except DeploymentError as exc:
-                log.warning("could not release a claim; its lease will expire", extra={"error": str(exc)})
         self._halt.set()
         self._sweep_wake.set()
+        # Releasing the claims and removing the heartbeat are commands too: bounded like the threads, so an
+        # unreachable deployment cannot hold the stop past drain + stop_seconds.
+        leaving = threading.Thread(target=self._leave, args=(unfinished,), name="harel-leaving", daemon=True)
+        leaving.start()
         # a consumer still relaying what it committed stops between sends now, like the background relay
-        _join(self._threads, time.monotonic() + self.config.stop_seconds)
+        _join([*self._threads, leaving], time.monotonic() + self.config.stop_seconds)
         if self._holds_loop:
             PROCESS_LOOP.release()
             self._holds_loop = False
-        if self.heartbeats is not None:
-            try:
-                self.heartbeats.remove(self.id)
-            except DeploymentError as exc:
-                log.warning("could not remove the heartbeat; it expires", extra={"error": str(exc)})
+        if leaving.is_alive():
+            log.error(
+                "the deployment did not answer the stop's releases in time; the leases run out and the heartbeat "
+                "expires",
+                extra={"worker_id": self.id, "executions": [claim.execution_id for claim in unfinished]},
+            )
         left = [thread.name for thread in self._threads if thread.is_alive()]
         if left:
             log.error(
@@ -642,6 +642,19 @@ class Worker:
                 extra={"worker_id": self.id, "threads": left},
             )
         log.info("worker stopped", extra={"worker_id": self.id, "released": len(unfinished), **self.counters})
+
+    def _leave(self, unfinished: list[Claim]) -> None:
+        """Hand back the claims still held after the drain, then remove this worker's heartbeat."""
+        for claim in unfinished:
+            try:
+                self.transport.release(claim)
+            except DeploymentError as exc:
+                log.warning("could not release a claim; its lease will expire", extra={"error": str(exc)})
+        if self.heartbeats is not None:
+            try:
+                self.heartbeats.remove(self.id)
+            except DeploymentError as exc:
+                log.warning("could not remove the heartbeat; it expires", extra={"error": str(exc)})
 
     @property
     def stopping(self) -> bool:

@@ -80,12 +80,14 @@ def dev(
     if out.json:
         configure("dev", json_lines=True)
     config = worker_config(concurrency=concurrency, async_timeout=async_timeout)
-    stop = stop_on_signals()  # from here on Ctrl-C ends the run below in order, whenever it comes
+    stop = stop_on_signals(
+        starting=False
+    )  # from here on Ctrl-C ends the run below in order, whenever it comes
     state = DevState.claim(Path.cwd())
     try:
         server = LocalServer(port=port, data=data).start()
         try:
-            serve_app(out, server, app, config, state, stop)
+            serve_app(out, server, app, config, state, stop.requested)
         finally:
             server.stop()
     finally:
