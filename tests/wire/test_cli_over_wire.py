@@ -71,8 +71,12 @@ def test_execution_commands_end_to_end(
         url, "start", "ticket", "--charts", str(charts), "--id", "t-1", "--context", '{"who": "ann"}'
     )
     assert code == 0 and out == "t-1 started (ticket v1)\n"
-    code, out, _ = harel(url, "start", "ticket", "--charts", str(charts), "--id", "t-1")
+    code, out, _ = harel(
+        url, "start", "ticket", "--charts", str(charts), "--id", "t-1", "--context", '{"who": "ann"}'
+    )
     assert code == 0 and out.startswith("t-1 already exists"), "an id is an idempotency key"
+    code, _, err = harel(url, "start", "ticket", "--charts", str(charts), "--id", "t-1")
+    assert code == 2 and "already exists, started on chart 'ticket' with another request" in err
 
     worker_processes.harel_worker(url, "--charts", str(charts), "--drain-seconds", "2")
     assert "active     open" in wait_for(url, "t-1", "active     open")
