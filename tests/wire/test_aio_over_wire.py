@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from harel.aio import Client
-from harel.errors import ExecutionFinished, UnknownChart, UnknownEvent, UnknownExecution, WaitTimedOut
+from harel.errors import (
+    ExecutionFinished,
+    ExecutionIdTaken,
+    UnknownChart,
+    UnknownEvent,
+    UnknownExecution,
+    WaitTimedOut,
+)
 from harel.model import ExecutionStatus
 from tests.fake_mongod.fixtures import FakeDeployment
 from tests.wire.processes import WorkerProcesses, wait_until
@@ -70,7 +77,10 @@ def test_an_async_workflow_through_the_async_client(payments: str) -> None:
         async with await Client.connect(payments, deadline=20) as client:  # charts from the catalog
             started = await client.start("pay", context={"stock": 1}, execution_id="a-1")
             assert (started.id, started.status) == ("a-1", ExecutionStatus.RUNNING)
-            assert (await client.start("pay", execution_id="a-1")).id == "a-1", "an idempotency key"
+            again = await client.start("pay", context={"stock": 1}, execution_id="a-1")
+            assert again.id == "a-1", "an idempotency key"
+            with pytest.raises(ExecutionIdTaken):
+                await client.start("pay", execution_id="a-1")  # another context: another request
             paid = await client.send("a-1", "pay")
             done = await client.wait("a-1", timeout=30)
             assert done.status is ExecutionStatus.COMPLETED and done.configuration == ["paid"]
