@@ -402,6 +402,16 @@ CANNOT_RUN: dict[str, str] = {
     "$ kubectl -n harel scale deployment harel-stack-worker --replicas=0": CLUSTER,
     "$ $EDITOR inventories/prod/group_vars/all/main.yml": "opens an editor on the inventory: an interactive step",
     "$ ansible-vault edit inventories/prod/group_vars/all/vault.yml": "asks for the vault password and opens an editor",
+    # docs/deploying-your-app.md: its files and settings are checked in tests/infra (order_app.py lays the app out).
+    "docker build -f compose/Dockerfile.worker --target worker -t registry.example/harel-stack/worker:0.1.0 .": DOCKER,
+    "cd ../shop": DOCKER
+    + " (test_compose.py runs hadolint on compose/Dockerfile.app, the template it copies)",
+    "helm upgrade --install harel-stack ./helm/harel-stack -n harel --create-namespace -f order-values.yaml": CLUSTER
+    + " (test_helm.py renders it with the page's order-values.yaml)",
+    "make up": DOCKER + " (test_compose.py renders compose/app.yml with the page's compose/.env lines)",
+    "docker compose -f compose/docker-compose.yml -f compose/app.yml --env-file compose/.env -p harel config": "needs the page's compose/.env and the app's folder; test_compose.py runs this config with both",
+    "ansible-playbook -i inventories/prod/hosts.yml site.yml --tags workers --check --diff --ask-vault-pass": HOSTS
+    + " (test_ansible.py runs the worker role with the page's variables, in check mode and for real)",
     # docs/runbook.md
     "harel dead list": "needs a deployment with parked executions (`harel dead list | retry | drop` run in tests/wire/test_cli_waits.py)",
     '$ ansible workers -i inventories/prod/hosts.yml -b -m ansible.builtin.systemd_service -a "name=harel-worker state=stopped"': HOSTS,
