@@ -8,7 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-from tests.wire.test_readme import file_blocks
+from tests.documents import file_blocks
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 PAGE = REPOSITORY / "docs" / "deploying-your-app.md"

@@ -30,6 +30,7 @@ import datetime
 import getpass
 import grp
 import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -43,7 +44,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,6 @@ from tests.fake_mongod.fixtures import (
 )
 from tests.infra.order_app import lay_out, page_files
 from tests.infra.tools import mongosh
-from tests.unit.mongo_init import load as load_mongo_init
 from tests.wheelhouse import fill_wheelhouse, runtime_dependencies
 
 pytestmark = pytest.mark.infra
@@ -1892,7 +1892,7 @@ def test_membership_scripts_read_the_set_and_apply_the_plans_change_under_mongos
     root = {"user": "root", "password": fake_rs_auth.root_password}
     # A second member the fake simulates: a port on 127.0.0.1 nobody listens on.
     newcomer = f"127.0.0.1:{free_port()}"
-    plan = load_plan()
+    plan_step = load_plan()
 
     def state() -> dict[str, Any]:
         run = mongosh(role_mongosh(port, "replica_set_state.js"), home=tmp_path, stdin=json.dumps(root))
@@ -1900,8 +1900,8 @@ def test_membership_scripts_read_the_set_and_apply_the_plans_change_under_mongos
         return dict(json.loads(run.stdout))
 
     before = state()
-    done = plan.harel_replica_set_step(before, [fake_rs_auth.host_port], [])
-    step = plan.harel_replica_set_step(before, [fake_rs_auth.host_port, newcomer], [newcomer])
+    done = plan_step(before, [fake_rs_auth.host_port], [])
+    step = plan_step(before, [fake_rs_auth.host_port, newcomer], [newcomer])
     applied = mongosh(
         role_mongosh(port, "reconfig.js"), home=tmp_path, stdin=json.dumps(root | {"config": step["config"]})
     )
@@ -1918,9 +1918,14 @@ def test_membership_scripts_read_the_set_and_apply_the_plans_change_under_mongos
     assert (added["votes"], added["priority"]) == (0, 0)
 
 
-def load_plan() -> Any:
-    """The membership plan the role's filter_plugins/replica_set_plan.py links to."""
-    assert (ROLES / "mongodb" / "filter_plugins" / "replica_set_plan.py").resolve() == (
-        REPOSITORY / "compose" / "mongo-init" / "replica_set_plan.py"
-    )
-    return load_mongo_init("replica_set_plan")
+def load_plan() -> Callable[..., dict[str, Any]]:
+    """The role's `harel_replica_set_step` filter, loaded from its plugin file as Ansible loads it: the function of
+    compose/mongo-init/replica_set_plan.py, the plan's one copy."""
+    plugin = ROLES / "mongodb" / "filter_plugins" / "harel_replica_set_step.py"
+    spec = importlib.util.spec_from_file_location("harel_replica_set_step_filter", plugin)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    step: Callable[..., dict[str, Any]] = module.FilterModule().filters()["harel_replica_set_step"]
+    assert Path(step.__code__.co_filename) == REPOSITORY / "compose" / "mongo-init" / "replica_set_plan.py"
+    return step

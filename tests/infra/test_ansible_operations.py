@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.infra.helm_lint import CHART_DIR
 from tests.infra.test_ansible import ANSIBLE_PLAYBOOK, PLAYBOOKS, ROLES, Ansible, ansible  # noqa: F401
 
 pytestmark = pytest.mark.infra
@@ -248,7 +249,7 @@ def test_monitoring_role_installs_checked_rules_targets_and_the_dashboard(
     hosts = inventory(tmp_path)
     first = run_playbook(ansible, book, hosts, variables)
     assert first.returncode == 0, first.stdout + first.stderr
-    rules = (ROLES / "monitoring" / "files" / "harel-alerts.rules.yml").resolve()
+    rules = CHART_DIR / "files" / "observability" / "harel-alerts.rules.yml"  # the one copy, the chart's
     assert (target / "rules" / "harel-alerts.rules.yml").read_text() == rules.read_text()
     assert json.loads((target / "file_sd" / "harel-mongodb.json").read_text()) == [
         {"targets": ["localhost:9216"], "labels": {"inventory_host": "localhost"}}
@@ -260,13 +261,19 @@ def test_monitoring_role_installs_checked_rules_targets_and_the_dashboard(
     again = run_playbook(ansible, book, hosts, variables)
     assert recap(again.stdout)["changed"] == 0
 
-    # promtool refuses a broken rules file: the copy's validate keeps the installed one.
-    broken = tmp_path / "roles" / "monitoring"
-    shutil.copytree(ROLES / "monitoring", broken, symlinks=False)
-    (broken / "files" / "harel-alerts.rules.yml").write_text(
+    # promtool refuses a broken rules file: the copy's validate keeps the installed one. The role, copied into a
+    # repository of the same layout, reads the rules from that repository's chart.
+    repository = tmp_path / "repository"
+    shutil.copytree(ROLES / "monitoring", repository / "playbooks" / "roles" / "monitoring")
+    shutil.copytree(
+        CHART_DIR / "files" / "observability", repository / "helm" / "harel-stack" / "files" / "observability"
+    )
+    (repository / "helm" / "harel-stack" / "files" / "observability" / "harel-alerts.rules.yml").write_text(
         "groups:\n  - name: x\n    rules:\n      - alert: A\n        expr: 'sum('\n"
     )
-    refused = run_playbook(ansible, book, hosts, variables, {"ANSIBLE_ROLES_PATH": str(tmp_path / "roles")})
+    refused = run_playbook(
+        ansible, book, hosts, variables, {"ANSIBLE_ROLES_PATH": str(repository / "playbooks" / "roles")}
+    )
     assert refused.returncode != 0
     assert "failed to validate" in refused.stdout
     assert (target / "rules" / "harel-alerts.rules.yml").read_text() == rules.read_text()
@@ -332,7 +339,7 @@ def test_backup_environment_holds_every_setting_the_script_reads(rendered_units:
     assert settings["HAREL_BACKUP_KEEP"] == "7"
     assert settings["HAREL_BACKUP_DIR"] == "/var/backups/harel"
     # Every HAREL_BACKUP_* the script reads without a default comes from this file.
-    script = (ROLES / "mongodb_backup" / "files" / "harel-backup.sh").read_text()
+    script = (CHART_DIR / "files" / "backup" / "harel-backup.sh").read_text()
     required = set(re.findall(r"\$\{(HAREL_BACKUP_[A-Z_]+)(?:\}|:\?)", script)) - {
         "HAREL_BACKUP_SETTINGS",
         "HAREL_BACKUP_TLS_CA",

@@ -1301,7 +1301,7 @@ def test_a_rotated_password_reaches_the_init_job_and_the_workers(chart: helm_pyt
             return job.name, worker["spec"]["template"]["metadata"]["annotations"]["checksum/credentials"]
 
         assert job_and_checksum(first) == job_and_checksum(again), "nothing changed, nothing reruns"
-        # The operator's rotation (README): the old root password moves to previous-root-password, a new one
+        # The operator's rotation (docs/kubernetes.md): the old root password moves to previous-root-password, a new one
         # and a new app password go in.
         data = dict(secret.doc["data"])
         data["previous-root-password"] = data["root-password"]

@@ -1,4 +1,5 @@
-"""The README's "Metrics, alerts and backups" section: every command it shows is checked.
+"""The observability and backup pages (docs/observability.md, docs/backups.md): every command they show is
+checked.
 
 Each command of a console block parses as bash (`bash -n`); `make` targets exist; `helm upgrade --set` values
 render the chart; the restore Pod validates against the Kubernetes schemas and names objects the chart renders;
@@ -23,20 +24,20 @@ import pytest
 import yaml
 
 from harel_stack.cli import build_parser
+from tests.documents import DOCS
 from tests.infra.helm_lint import CHART_DIR, kube_version
 
 pytestmark = pytest.mark.infra
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-README = REPOSITORY / "README.md"
+# In the order of the site's nav: observability, then backups (their helm upgrades add up, --reuse-values).
+PAGES = (DOCS / "observability.md", DOCS / "backups.md")
 RELEASE = "harel-stack"
 NAMESPACE = "harel"
 
 
 def section() -> str:
-    text = README.read_text()
-    start = text.index("<!-- section: operations -->")
-    return text[start : text.index("<!-- section:", start + 10)]
+    return "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
 
 
 @dataclass(frozen=True)
@@ -76,11 +77,12 @@ def commands() -> Iterator[Command]:
 ALL = list(commands())
 
 
-def test_the_section_shows_backup_and_restore_for_every_mode() -> None:
-    text = section()
-    for heading in ("### Compose", "### Kubernetes", "### Ansible", "### The backup status document"):
-        assert heading in text
-    assert text.count("**Restore**") == 3
+def test_the_pages_show_metrics_backup_and_restore_for_every_mode() -> None:
+    observability, backups = (page.read_text(encoding="utf-8") for page in PAGES)
+    for heading in ("## Compose", "## Kubernetes", "## Ansible"):
+        assert f"\n{heading}\n" in observability and f"\n{heading}\n" in backups
+    assert "\n## The backup status document\n" in backups
+    assert backups.count("**Restore**") == 3
     assert len(ALL) >= 20
 
 
@@ -138,6 +140,11 @@ def helm_values() -> Iterator[tuple[Command, dict[str, Any]]]:
         yield command, copy.deepcopy(values)
 
 
+def with_backups() -> dict[str, Any]:
+    """The values once a `helm upgrade` has turned the backups on: the release the restore runs against."""
+    return next(values for _, values in helm_values() if values.get("backup", {}).get("enabled"))
+
+
 @pytest.fixture(scope="module")
 def chart() -> Iterator[helm_python.Chart]:
     with helm_python.Chart.load(CHART_DIR) as loaded:
@@ -170,7 +177,7 @@ def test_the_restore_pod_validates_and_names_what_the_chart_renders(chart: helm_
     [apply] = [c for c in ALL if c.heredoc and c.words[:3] == ["kubectl", "-n", NAMESPACE]]
     pod = yaml.safe_load(apply.heredoc or "")
     kubernetes_validate.validate(pod, kube_version(), strict=True)
-    values = next(helm_values())[1]
+    values = with_backups()
     objects = {(doc["kind"], doc["metadata"]["name"]): doc for doc in rendered(chart, values)}
     volumes = {volume["name"]: volume for volume in pod["spec"]["volumes"]}
     scripts = objects[("ConfigMap", volumes["scripts"]["configMap"]["name"])]
@@ -197,7 +204,7 @@ def test_the_restore_pod_validates_and_names_what_the_chart_renders(chart: helm_
 
 
 def test_kubectl_commands_name_the_charts_objects(chart: helm_python.Chart) -> None:
-    values = next(helm_values())[1]
+    values = with_backups()
     names = {(doc["kind"].lower(), doc["metadata"]["name"]) for doc in rendered(chart, values)}
     assert ("cronjob", f"{RELEASE}-backup") in names
     assert ("deployment", f"{RELEASE}-worker") in names

@@ -1,7 +1,8 @@
-"""Every command the deployment parts of README.md and the roles' READMEs show, checked here.
+"""Every command the deployment guides of the documentation and the roles' READMEs show, checked here.
 
-The parts are "Run it locally" (compose), "Install on Kubernetes" (Helm) and "Provision VMs with Ansible", and
-playbooks/roles/*/README.md (and compose/tls/README.md, whose test CA is made for real). Each part's commands run in order against a scratch copy of compose/ and playbooks/
+The parts are the pages docs/compose.md, docs/kubernetes.md and docs/ansible.md, the Kubernetes sections of
+docs/observability.md and docs/backups.md, and playbooks/roles/*/README.md (and compose/tls/README.md, whose test
+CA is made for real). Each part's commands run in order against a scratch copy of compose/ and playbooks/
 (compose/.env made from .env.example with fresh secrets), so an edit a section makes (a `sed`
 on compose/.env or the inventory) is what the next command is checked against. The Ansible part's own first
 commands (`cd playbooks`, `cp -r inventories/example inventories/prod`) make the inventory the others use:
@@ -48,23 +49,24 @@ import pytest
 import yaml
 
 from harel_stack.settings import SECRET_VARIABLES, load_settings
+from tests.documents import DOCS, section
 from tests.infra.helm_lint import CHART_DIR, kube_version
 from tests.infra.tools import docker_compose
 
 pytestmark = pytest.mark.infra
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-README = REPOSITORY / "README.md"
 ROLE_READMES = sorted((REPOSITORY / "playbooks" / "roles").glob("*/README.md"))
 # More READMEs with commands: the test CA for compose's TLS, run from the repository root.
 OTHER_READMES = [REPOSITORY / "compose" / "tls" / "README.md"]
-PARTS = {
-    "compose": "Run it locally",
-    "kubernetes": "Install on Kubernetes",
-    "ansible": "Provision VMs with Ansible",
+PARTS = {"compose": DOCS / "compose.md", "kubernetes": DOCS / "kubernetes.md", "ansible": DOCS / "ansible.md"}
+# Sections of other pages whose commands are checked the same way: name -> (page, section).
+SUBSECTIONS = {
+    "kubernetes observability": (DOCS / "observability.md", "Kubernetes"),
+    "kubernetes backups": (DOCS / "backups.md", "Kubernetes"),
 }
-# Subsections of other parts whose commands are checked the same way: name -> (part, subsection).
-SUBSECTIONS = {"kubernetes backups": ("Metrics, alerts and backups", "Kubernetes")}
+# What every deployment shares of each day-2 task, written once.
+DAY_2_PAGE = DOCS / "day-2.md"
 DAY_2 = (
     "Add or remove a member",
     "Rotate the passwords",
@@ -106,26 +108,12 @@ SECRET_KEYS = {
 }
 
 
-# --- reading the README -----------------------------------------------------------------------------------------
+# --- reading the documentation ----------------------------------------------------------------------------------
 
 
-def part(text: str, title: str, level: int = 2) -> str:
-    heading = "#" * level
-    start = text.index(f"\n{heading} {title}\n")
-    end = min(
-        (
-            found
-            for found in (text.find(f"\n{'#' * n} ", start + 1) for n in range(2, level + 1))
-            if found != -1
-        ),
-        default=len(text),
-    )
-    return text[start:end]
-
-
-def subsection(text: str, name: str) -> str:
-    title, sub = SUBSECTIONS[name]
-    return part(part(text, title), sub, level=3)
+def subsection(name: str) -> str:
+    page, title = SUBSECTIONS[name]
+    return section(page.read_text(encoding="utf-8"), title)
 
 
 def console_blocks(text: str) -> Iterator[str]:
@@ -447,7 +435,7 @@ def _components(selector: str) -> set[str] | None:
 
 
 def _objects(scratch: Scratch, kind: str) -> list[tuple[str, dict[str, str]]]:
-    """(name, labels) of the objects of `kind` the release renders or the README applied; for Pods, the pod
+    """(name, labels) of the objects of `kind` the release renders or the docs applied; for Pods, the pod
     templates of the release's workloads too (their pods' names are not known before they run)."""
     found = [
         (doc["metadata"]["name"], doc["metadata"].get("labels", {}))
@@ -520,7 +508,7 @@ def check_kubectl_objects(scratch: Scratch, command: str) -> None:
 
 
 def check_selects_members(scratch: Scratch, manifests: list[dict[str, Any]]) -> None:
-    """A Service or NetworkPolicy in the README must select the release's member pods as rendered."""
+    """A Service or NetworkPolicy the docs apply must select the release's member pods as rendered."""
     members = [
         doc
         for doc in scratch.release.manifests
@@ -619,13 +607,13 @@ def run_commands(scratch: Scratch, text: str) -> Outcome:
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     """Each deployment part and each role README, run once for the whole module."""
     results: dict[str, Outcome] = {}
-    for name, title in PARTS.items():
+    for name, page in PARTS.items():
         # From the repository root; the Ansible part starts with `cd playbooks` and copies the example inventory.
         scratch = Scratch.make(tmp_path_factory.mktemp(name))
-        results[name] = run_commands(scratch, part(README.read_text(), title))
+        results[name] = run_commands(scratch, page.read_text(encoding="utf-8"))
     for name in SUBSECTIONS:
         scratch = Scratch.make(tmp_path_factory.mktemp(name.replace(" ", "-")))
-        results[name] = run_commands(scratch, subsection(README.read_text(), name))
+        results[name] = run_commands(scratch, subsection(name))
     for readme in ROLE_READMES:
         scratch = Scratch.make(tmp_path_factory.mktemp(readme.parent.name))
         scratch.cwd = scratch.root / "playbooks"
@@ -655,15 +643,28 @@ def test_every_command_is_checked_or_listed_with_its_reason(name: str, outcomes:
 
 @pytest.mark.parametrize("name", list(PARTS))
 def test_each_deployment_part_has_a_section_per_day_2_task(name: str) -> None:
-    headings = re.findall(r"^### (.+)$", part(README.read_text(), PARTS[name]), re.MULTILINE)
+    headings = re.findall(r"^### (.+)$", PARTS[name].read_text(encoding="utf-8"), re.MULTILINE)
 
     assert [task for task in DAY_2 if task not in headings] == []
+
+
+@pytest.mark.parametrize("name", list(PARTS))
+def test_each_day_2_section_links_to_what_the_deployments_share(name: str) -> None:
+    """What every deployment shares of a task is written once, in docs/day-2.md, and each guide's section of that
+    task points there."""
+    shared = re.findall(r"^## (.+)$", DAY_2_PAGE.read_text(encoding="utf-8"), re.MULTILINE)
+    text = PARTS[name].read_text(encoding="utf-8")
+
+    assert shared == list(DAY_2)
+    for task in DAY_2:
+        anchor = re.sub(r"[^a-z0-9]+", "-", task.lower()).strip("-")
+        assert f"(day-2.md#{anchor})" in section(text, task, level=3), task
 
 
 def test_the_restore_names_the_jobs_as_the_chart_renders_them(outcomes: dict[str, Outcome]) -> None:
     """The restore's prose gives the init and ops-users Jobs' names with `<hash>` for the configuration's hash:
     each Job the release renders has one of those names, and each name is one of theirs."""
-    restore = subsection(README.read_text(), "kubernetes backups").split("**Restore**", 1)[1]
+    restore = subsection("kubernetes backups").split("**Restore**", 1)[1]
     patterns = set(re.findall(r"`(harel-stack-[a-z-]+-<hash>)`", restore))
     jobs = {
         doc["metadata"]["name"]

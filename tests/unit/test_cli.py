@@ -23,6 +23,7 @@ from harel.cli.options import load_application, worker_config
 from harel.cli.settings import DEFAULT_DEADLINE, resolve, resolve_url
 from harel.diagram import render_mermaid
 from harel.errors import DeploymentUnavailable, InvalidArgument
+from tests.documents import DOCS
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENT = (
@@ -62,10 +63,10 @@ def test_help_lists_the_exit_codes_and_the_environment(capsys: pytest.CaptureFix
     assert 'eval "$(harel --completion bash)"' in out
 
 
-def test_the_readme_lists_the_exit_codes_as_help_does() -> None:
-    readme = " ".join((REPOSITORY_ROOT / "README.md").read_text(encoding="utf-8").split())
-    found = re.search(r"Exit codes: (.*?)\. A failure is one line", readme)
-    assert found is not None, "the README's list of exit codes"
+def test_the_docs_list_the_exit_codes_as_help_does() -> None:
+    page = " ".join((DOCS / "cli.md").read_text(encoding="utf-8").split())
+    found = re.search(r"Exit codes: (.*?)\. A failure is one line", page)
+    assert found is not None, "the list of exit codes in docs/cli.md"
     listed = {}
     for item in found.group(1).replace("`", "").split(" · "):
         code, _, meaning = item.partition(" ")

@@ -20,6 +20,7 @@ from harel.chart import Chart, load_chart
 from harel.diagram import ACTIVE_FILL, active_paths, execution_tree, render_dot, render_mermaid
 from harel.model import ChildRef, Execution, ExecutionStatus
 from harel.smoke import smoke_chart
+from tests.documents import DOCS, file_blocks
 
 from .test_chart import ORDER_YAML
 
@@ -232,9 +233,9 @@ def test_mermaid_keeps_statement_separators_out_of_labels() -> None:
     assert "s0 --> s1 : go / x,y1" in render_mermaid(chart)
 
 
-def test_the_readme_shows_the_order_chart_as_render_mermaid_draws_it() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    chart_text = re.search(r"```yaml\n(# charts/order\.yaml\n.*?)```", readme, flags=re.DOTALL)
-    drawn = re.search(r"```mermaid\n(.*?)```", readme, flags=re.DOTALL)
-    assert chart_text is not None and drawn is not None
-    assert drawn.group(1) == render_mermaid(load_chart(chart_text.group(1)))
+def test_the_docs_show_the_order_chart_as_render_mermaid_draws_it() -> None:
+    """The README's order chart, drawn in docs/getting-started.md."""
+    page = (DOCS / "getting-started.md").read_text(encoding="utf-8")
+    drawn = re.search(r"```mermaid\n(.*?)```", page, flags=re.DOTALL)
+    assert drawn is not None
+    assert drawn.group(1) == render_mermaid(load_chart(file_blocks()["charts/order.yaml"]))

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.wire
 
 RUNS = 20
 EVENTS_PER_RUN = 3  # the start event, e1, e2
-# README, "Two commands per event, or fewer": a claim and a commit, for however many events the claim found.
+# docs/behaviour.md, "Two commands per event, or fewer": a claim and a commit, for however many events the claim found.
 HOT_PATH_BOUND = 2.0
 LOOPS = (CONSUMER, IDLE, RELAY, SWEEP, HEARTBEAT)
 

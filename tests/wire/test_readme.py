@@ -1,7 +1,8 @@
-"""The README's console blocks run as shown, and print what they show.
+"""The console blocks of the README and of the documentation pages run as shown, and print what they show.
 
-Every ```console block of README.md is named by its first command and is either in RUNS (run here, by the
-function named) or in CANNOT_RUN (with the reason). A block in neither fails `test_every_block_is_decided`.
+Every ```console block of README.md and of docs/*.md (tests/documents.py) is named by its first command and is
+either in RUNS (run here, by the function named) or in CANNOT_RUN (with the reason). A block in neither fails
+`test_every_block_is_decided`, and so does a name two blocks share.
 
 In a block with `$ ` prompts, the lines after a command are what it prints (stdout, then stderr), matched
 line by line: `…` inside a line stands for any text, a line of its own for any number of lines; in
@@ -36,13 +37,13 @@ from pathlib import Path
 import pytest
 
 from harel.cli import devstate
+from tests.documents import documents, file_blocks
 from tests.fake_mongod.fixtures import FakeDeployment
 from tests.wheelhouse import fill_wheelhouse, runtime_dependencies
 from tests.wire.processes import REPOSITORY_ROOT, clean_environment, free_port, wait_until
 
 pytestmark = pytest.mark.wire
 
-README = REPOSITORY_ROOT / "README.md"
 BLOCK = re.compile(r"^( *)```console\n(.*?)^\1```", re.DOTALL | re.MULTILINE)
 COMMENT = re.compile(r"\s{2,}#\s*(.*)$")
 EXIT_CODE = re.compile(r"exit code (\d+)")
@@ -87,15 +88,11 @@ def parse_block(body: str) -> Block:
 
 
 def console_blocks() -> list[Block]:
-    return [parse_block(match.group(2)) for match in BLOCK.finditer(README.read_text())]
-
-
-def file_blocks() -> dict[str, str]:
-    """The README's code blocks that open with `# path/of/the/file`: the files of the example app."""
-    files = {}
-    for match in re.finditer(r"^```(?:yaml|python)\n# (\S+)\n(.*?)^```", README.read_text(), re.S | re.M):
-        files[match.group(1)] = match.group(2)
-    return files
+    return [
+        parse_block(match.group(2))
+        for document in documents()
+        for match in BLOCK.finditer(document.read_text(encoding="utf-8"))
+    ]
 
 
 # --- matching what a command printed against what the README shows ----------------------------------------
@@ -275,7 +272,7 @@ def order_session(block: Block, request: pytest.FixtureRequest) -> None:
         for step in block.steps:
             if step.command.startswith("export "):
                 name, _, value = step.command.removeprefix("export ").partition("=")
-                assert ELLIPSIS in value, "the README's URL is a placeholder for the reader's deployment"
+                assert ELLIPSIS in value, "the URL shown is a placeholder for the reader's deployment"
                 shell.environment[name] = fake.url
             elif step.command.startswith("harel worker"):
                 with log.open("wb") as output:
@@ -390,19 +387,33 @@ CANNOT_RUN: dict[str, str] = {
     "ansible-vault create inventories/prod/group_vars/all/vault.yml": "asks for a vault password and opens an editor",
     "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass": HOSTS,
     "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass --tags firewall,workers,smoke": HOSTS,
-    "HAREL_TEST_MONGO_URL='mongodb://USER:PASSWORD@HOST1:27017,HOST2:27017,HOST3:27017/?replicaSet=rs0&authSource=admin' .venv/bin/python -m pytest tests/conformance tests/wire -m \"wire or real\" -rs": "needs a real replica set (that is what the variable is for)",
-    # "Metrics, alerts and backups": every command is checked in tests/infra/test_operations_readme.py (bash
-    # syntax, make targets, chart values, the restore Pod's schema, Ansible tags), and the backup finding of
+    # docs/observability.md and docs/backups.md: every command is checked in tests/infra/test_operations_readme.py
+    # (bash syntax, make targets, chart values, the restore Pod's schema, Ansible tags), and the backup finding of
     # `harel check` runs in tests/wire/test_check_backups.py.
     '$ HAREL_BACKUP_WINDOW=26h harel check "$HAREL_MONGO_URL"': "shows no output to compare: the backup finding runs in test_check_backups.py",
     "$ echo HAREL_OBSERVABILITY=1 >> compose/.env": DOCKER,
+    "$ make backup": DOCKER,
     "$ crontab -l | { cat; echo '0 3 * * * cd /path/to/harel-stack && .venv/bin/harel-stack backup >> compose/backups/backup.log 2>&1'; } | crontab -": "edits the user's crontab",
     "$ make restore FILE=compose/backups/harel-20250106T030000Z.archive.gz YES=1": DOCKER,
-    "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set mongodbExporter.enabled=true --set mongodbExporter.serviceMonitor.enabled=true --set grafanaDashboard.enabled=true --set prometheusRule.enabled=true --set backup.enabled=true --set backup.keep=14": CLUSTER,
+    "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set mongodbExporter.enabled=true --set mongodbExporter.serviceMonitor.enabled=true --set grafanaDashboard.enabled=true --set prometheusRule.enabled=true": CLUSTER,
+    "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set backup.enabled=true --set backup.keep=14": CLUSTER,
     'kubectl -n harel create secret generic harel-backup-s3 --from-literal=access-key-id="$AWS_ACCESS_KEY_ID" --from-literal=secret-access-key="$AWS_SECRET_ACCESS_KEY"': CLUSTER,
     "$ kubectl -n harel create job --from=cronjob/harel-stack-backup harel-stack-backup-now": CLUSTER,
     "$ kubectl -n harel scale deployment harel-stack-worker --replicas=0": CLUSTER,
     "$ $EDITOR inventories/prod/group_vars/all/main.yml": "opens an editor on the inventory: an interactive step",
+    "$ ansible-vault edit inventories/prod/group_vars/all/vault.yml": "asks for the vault password and opens an editor",
+    # docs/deploying-your-app.md: its files and settings are checked in tests/infra (order_app.py lays the app out).
+    "docker build -f compose/Dockerfile.worker --target worker -t registry.example/harel-stack/worker:0.1.0 .": DOCKER,
+    "cd ../shop": DOCKER
+    + " (test_compose.py runs hadolint on compose/Dockerfile.app, the template it copies)",
+    "helm upgrade --install harel-stack ./helm/harel-stack -n harel --create-namespace -f order-values.yaml": CLUSTER
+    + " (test_helm.py renders it with the page's order-values.yaml)",
+    "make up": DOCKER + " (test_compose.py renders compose/app.yml with the page's compose/.env lines)",
+    "docker compose -f compose/docker-compose.yml -f compose/app.yml --env-file compose/.env -p harel config": "needs the page's compose/.env and the app's folder; test_compose.py runs this config with both",
+    "ansible-playbook -i inventories/prod/hosts.yml site.yml --tags workers --check --diff --ask-vault-pass": HOSTS
+    + " (test_ansible.py runs the worker role with the page's variables, in check mode and for real)",
+    # docs/runbook.md
+    "harel dead list": "needs a deployment with parked executions (`harel dead list | retry | drop` run in tests/wire/test_cli_waits.py)",
     '$ ansible workers -i inventories/prod/hosts.yml -b -m ansible.builtin.systemd_service -a "name=harel-worker state=stopped"': HOSTS,
     # The day-2 procedures (add or remove a member, rotations, TLS, upgrades, reaching the set) of each part.
     "# a new vault_harel_app_password": DAY_2_HOSTS,
@@ -445,7 +456,7 @@ def test_every_block_is_decided(blocks: dict[str, Block]) -> None:
     assert len(names) == len(console_blocks()), "two blocks open with the same command"
     assert not set(RUNS) & set(CANNOT_RUN)
     assert names - set(RUNS) - set(CANNOT_RUN) == set(), "a new block: run it here, or say why it cannot run"
-    assert set(RUNS) | set(CANNOT_RUN) <= names, "a block named here is no longer in the README"
+    assert set(RUNS) | set(CANNOT_RUN) <= names, "a block named here is no longer in the README or docs/"
 
 
 @pytest.mark.parametrize("name", list(RUNS), ids=[run.__name__ for run in RUNS.values()])

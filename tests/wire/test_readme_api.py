@@ -1,6 +1,6 @@
-"""The README's FastAPI example (`orders/api.py`), as written, under FastAPI's TestClient: `harel.aio.Client`
-on AsyncMongoClient against the fake replica set, with a `harel worker` process running the README's order
-app, whose `charge_card` is `async def`. An order is placed, approved and completed through the join; the
+"""The FastAPI example of docs/actions.md (`orders/api.py`), as written, under FastAPI's TestClient:
+`harel.aio.Client` on AsyncMongoClient against the fake replica set, with a `harel worker` process running the
+README's order app, whose `charge_card` is `async def`. An order is placed, approved and completed through the join; the
 API answers 404 and 409 where the client raises UnknownExecution and ExecutionFinished."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def api_module(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[ModuleType]:
     write_example_app(tmp_path)
-    assert (tmp_path / "orders" / "api.py").is_file(), "the README shows orders/api.py"
+    assert (tmp_path / "orders" / "api.py").is_file(), "docs/actions.md shows orders/api.py"
     worker = worker_processes.harel_worker(fake_rs.url, "--app", "orders.app:app", cwd=tmp_path)
     wait_until(lambda: "worker started" in worker.log() or not worker.running(), 30, "the worker")
     assert worker.running(), worker.log()

@@ -1,5 +1,5 @@
 """The README's order example, run as written: its chart and application files taken from README.md, a
-`harel worker --app orders.app:app` process, `harel start` and `harel send` as the README types them —
+`harel worker --app orders.app:app` process, `harel start` and `harel send` as docs/deploying.md types them —
 against the fake replica set. After the join the root holds `charged`, taken from the payment region's
 result."""
 
@@ -14,15 +14,15 @@ from pymongo import MongoClient
 
 from harel.model import ExecutionStatus
 from harel.store.mongo import MongoStore
+from tests.documents import file_blocks
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeDeployment
 from tests.wire.processes import HAREL, clean_environment
-from tests.wire.test_readme import file_blocks
 
 pytestmark = pytest.mark.wire
 
 
 def project(tmp_path: Path) -> Path:
-    """The README's files (its code blocks that open with `# path/of/the/file`) where it puts them."""
+    """The example app's files (the code blocks that open with `# path/of/the/file`) where they go."""
     for path, text in file_blocks().items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
@@ -30,7 +30,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def environment(directory: Path, url: str) -> dict[str, str]:
-    """What the README's shell has: the URL exported, the project importable."""
+    """What the shell of the docs has: the URL exported, the project importable."""
     return {**clean_environment(), "PYTHONPATH": str(directory), "HAREL_MONGO_URL": url}
 
 

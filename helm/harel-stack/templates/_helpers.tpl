@@ -249,7 +249,7 @@ Checks that need two values at once (JSON Schema draft-07 cannot compare two num
 A shrink must leave running a majority of the voting members running now: the StatefulSet deletes the pods
 before the init Job can take them out of the replica-set configuration, and a set whose remaining members
 are no majority has no primary to reconfigure. JSON Schema cannot compare with what is deployed, so this
-reads the live StatefulSets (lookup; offline renders see none and cannot check: README, "Add or remove a member").
+reads the live StatefulSets (lookup; offline renders see none and cannot check: docs/kubernetes.md, "Add or remove a member").
 */}}
 {{- define "harel-stack.mongodb.checkScaleStep" -}}
 {{- $data := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "harel-stack.mongodb.fullname" .) }}
@@ -258,7 +258,7 @@ reads the live StatefulSets (lookup; offline renders see none and cannot check: 
 {{- $now := add (int $data.spec.replicas) (ternary 1 0 (not (empty $arbiter))) }}
 {{- $kept := add (min (int $data.spec.replicas) (int .Values.mongodb.members)) (ternary 1 0 (and (not (empty $arbiter)) .Values.mongodb.arbiter.enabled)) }}
 {{- if le (mul $kept 2) $now }}
-{{- fail (printf "mongodb.members: going from %d to %d voting members at once would leave %d of %d running, no majority: the set would lose its primary before the init Job could remove the members. Shrink in steps that keep a majority (README, \"Remove a member\")" $now (add (int .Values.mongodb.members) (ternary 1 0 .Values.mongodb.arbiter.enabled)) $kept $now) }}
+{{- fail (printf "mongodb.members: going from %d to %d voting members at once would leave %d of %d running, no majority: the set would lose its primary before the init Job could remove the members. Shrink in steps that keep a majority (docs/kubernetes.md, \"Add or remove a member\")" $now (add (int .Values.mongodb.members) (ternary 1 0 .Values.mongodb.arbiter.enabled)) $kept $now) }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -22,7 +22,7 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _SCHEDULE_FIX = (
     "schedule backups: Helm backup.enabled=true, compose `harel-stack backup` from cron, or the Ansible "
-    "backup role (README, 'Backups')"
+    "backup role (docs/backups.md)"
 )
 
 
@@ -94,12 +94,12 @@ def judge_backups(documents: Iterable[Mapping[str, Any]], now: float, window: fl
             False,
             f"no backup has succeeded{failing}{unreadable_text}",
             required,
-            "read the backup job's log for the failing step (README, 'Backups')",
+            "read the backup job's log for the failing step (docs/backups.md)",
         )
     job = next(status.job for status in statuses if status.last_success == success)
     age = now - success.finished_at
     found = f"last success {age_text(age)} ago ({job}, {success.archive or 'no archive name'})"
     if age <= window:
         return BackupFinding(True, found + failing + unreadable_text, required)
-    fix = "read the backup job's log for the failing step (README, 'Backups')" if failing else _SCHEDULE_FIX
+    fix = "read the backup job's log for the failing step (docs/backups.md)" if failing else _SCHEDULE_FIX
     return BackupFinding(False, found + failing + unreadable_text, required, fix)

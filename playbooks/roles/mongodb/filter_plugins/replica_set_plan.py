@@ -1,1 +1,0 @@
-../../../../compose/mongo-init/replica_set_plan.py

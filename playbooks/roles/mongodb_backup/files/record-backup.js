@@ -1,1 +1,0 @@
-../../../../helm/harel-stack/files/backup/record-backup.js
