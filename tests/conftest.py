@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +56,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     report.outcome = "failed"
     report.longrepr = f"skipped: {reason}\n{MISSING_TOOL_HINT}"
+
+
+@pytest.fixture
+def eager_thread_switches() -> Iterator[None]:
+    """Switch threads every microsecond, so that writers interleave inside one command: a race that the
+    default interval rarely shows then shows on every run (the embedded client's lock is what prevents it)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)

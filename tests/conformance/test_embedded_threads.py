@@ -8,10 +8,8 @@ take effect exactly once: its state change, its emitted event and its dedupe mar
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,16 +20,6 @@ from harel_dev.embedded import EmbeddedClient
 
 WRITERS = 4
 STEPS = 50
-
-
-@pytest.fixture
-def eager_thread_switches() -> Iterator[None]:
-    """Switch threads every microsecond, so that writers interleave inside one command (without the
-    embedded client's lock this test then fails every run; at the default interval it rarely would)."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(interval)
 
 
 @pytest.mark.usefixtures("eager_thread_switches")

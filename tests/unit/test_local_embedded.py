@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 import threading
-from collections.abc import Iterator
 
 import mongomock
 import pytest
@@ -35,16 +33,6 @@ def test_cursors_chain_and_read_under_the_lock() -> None:
     collection = client["db"]["c"]
     collection.insert_many([{"_id": n, "n": n} for n in range(10)])
     assert [d["n"] for d in collection.find({}).sort("n", -1).skip(2).limit(3)] == [7, 6, 5]
-
-
-@pytest.fixture
-def eager_thread_switches() -> Iterator[None]:
-    """Switch threads every microsecond, so an unlocked match-then-write interleaves (on plain mongomock
-    this test then loses about a third of its wins to double-won versions)."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(interval)
 
 
 @pytest.mark.usefixtures("eager_thread_switches")

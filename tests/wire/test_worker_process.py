@@ -242,23 +242,25 @@ def test_sigterm_while_relays_are_busy_stops_every_thread_before_the_client_clos
     assert pings() == list(range(shutdown_app.PINGS))
 
 
+def waiting_for_its_deployment(port: int, workers: list[WorkerProcess]) -> WorkerProcess:
+    """A worker started with --deadline 0 on a port nothing answers yet, once its first failed attempt is
+    logged: it is in its wait."""
+    worker = WorkerProcess(f"mongodb://127.0.0.1:{port}/?replicaSet=rs0", "--deadline", "0")
+    workers.append(worker)
+    assert worker.process.stderr is not None
+    for line in worker.process.stderr:
+        if line.startswith("{") and "not ready (attempt 1," in json.loads(line)["msg"]:
+            return worker
+    raise AssertionError(f"the worker exited with {worker.process.wait()} before its first attempt failed")
+
+
 def test_a_worker_waiting_for_the_deployment_is_not_ready_until_it_answers(
     fake_mongod_process: Callable[..., FakeProcess], workers: list[WorkerProcess]
 ) -> None:
     """With --deadline 0 the worker waits for a deployment that is not there yet as long as it takes: meanwhile it
     is alive and /readyz says it is still connecting; once the set answers, it turns ready."""
     port = free_port()
-    worker = WorkerProcess(f"mongodb://127.0.0.1:{port}/?replicaSet=rs0", "--deadline", "0")
-    workers.append(worker)
-    assert worker.process.stderr is not None
-    # The first failed attempt is logged: the worker is in its wait.
-    for line in worker.process.stderr:
-        if line.startswith("{") and "not ready (attempt 1," in json.loads(line)["msg"]:
-            break
-    else:
-        raise AssertionError(
-            f"the worker exited with {worker.process.wait()} before its first attempt failed"
-        )
+    worker = waiting_for_its_deployment(port, workers)
 
     assert worker.get("/readyz") == (503, "connecting and running the start-up checks\n")
     assert worker.get("/healthz") == (200, "ok\n")
@@ -275,16 +277,8 @@ def test_sigterm_while_the_worker_waits_for_its_deployment_stops_it_at_once_and_
 ) -> None:
     """SIGTERM during start-up (here: waiting, with --deadline 0, for a deployment that is not there) gives up
     the connecting at once: exit 0, one line saying why, no traceback."""
-    worker = WorkerProcess(f"mongodb://127.0.0.1:{free_port()}/?replicaSet=rs0", "--deadline", "0")
-    workers.append(worker)
+    worker = waiting_for_its_deployment(free_port(), workers)
     assert worker.process.stderr is not None
-    for line in worker.process.stderr:
-        if line.startswith("{") and "not ready (attempt 1," in json.loads(line)["msg"]:
-            break
-    else:
-        raise AssertionError(
-            f"the worker exited with {worker.process.wait()} before its first attempt failed"
-        )
 
     signalled = time.monotonic()
     worker.process.send_signal(signal.SIGTERM)

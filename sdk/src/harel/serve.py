@@ -65,8 +65,9 @@ class Probes:
         return self.metrics.exposition()
 
 
-class StoppedStarting(Exception):
-    """SIGTERM or SIGINT before the worker started: connecting and checking are given up."""
+class StoppedStarting(BaseException):
+    """SIGTERM or SIGINT before the worker started: connecting and checking are given up. A BaseException,
+    as KeyboardInterrupt is, so that no `except Exception` in the driver's connecting swallows it."""
 
 
 @dataclass
