@@ -74,8 +74,10 @@ def category(phase: str, collection: str | None, command: str) -> str | None:
     loop, _, method = phase.partition(":")
     if phase == UNLABELLED:
         return "other"
-    if loop == CLIENT:
+    if loop in (CLIENT, "leaving"):  # the client's, and the stop's releases and heartbeat removal
         return None
+    if loop == "lease":  # a running step's lease extended: the claim's heartbeat
+        return "heartbeat"
     if loop == "relay":
         return "background relay"
     if loop != "consume":

@@ -37,7 +37,7 @@ from harel.model import START_EVENT, Execution, ExecutionStatus, timer_event_id
 from harel.smoke import REGIONS, SMOKE_CHART_ID, check, gather, register_smoke, run_smoke
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
-from harel.worker import Worker
+from harel.worker import Worker, WorkerConfig
 from tests.accounting import CommandAccounting
 from tests.audit import audit
 from tests.fake_mongod.fail_command import fail_command
@@ -512,6 +512,8 @@ class SmokeFault:
     arm: Arm
     caught: str | None  # the command whose failures show the fault struck; None for a delay
     lease_seconds: float = 30.0
+    # How long a step's lease is extended while it runs (the worker's default unless a fault needs less).
+    max_step_seconds: float = WorkerConfig.max_step_seconds
     # A delay past the lease: another worker takes the execution over and the late commit is refused.
     redelivers: bool = False
 
@@ -549,6 +551,7 @@ SMOKE_FAULTS = [
         failing(2, ["update"], blockConnection=True, blockTimeMS=1500),
         None,
         lease_seconds=0.3,
+        max_step_seconds=0.3,  # the lease is not extended past it, so it runs out under the blocked commit
         redelivers=True,
     ),
 ]
@@ -574,7 +577,10 @@ def test_smoke_workflow_under_fault(
     app, chart_id = smoke_app()
     # The three workers share one appName, so the fail point strikes whichever of them runs next.
     struck = [seams.open("smoke-fault", listeners=(accounting,)) for _ in range(3)]
-    workers = [seam.worker(app, lease_seconds=fault.lease_seconds) for seam in struck]
+    workers = [
+        seam.worker(app, lease_seconds=fault.lease_seconds, max_step_seconds=fault.max_step_seconds)
+        for seam in struck
+    ]
     client = seams.open("smoke-client")
 
     target = struck[0].queue_app if fault in CLAIM_FAULTS else struck[0].store_app
