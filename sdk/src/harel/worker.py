@@ -18,7 +18,11 @@ One claim, end to end (ARCHITECTURE.md):
   the execution now. A commit whose reply was lost is resolved by reading the dedupe mark and the lease.
 - An action or guard that raises fails the attempt at that event: the events before it are committed,
   it is retried after a backoff with the events behind it waiting, and after `max_attempts` the
-  execution is parked (a dead letter on the execution, `harel dead`).
+  execution is parked (a dead letter on the execution, `harel dead`). An error no retry can change parks
+  it at once; every failed attempt is logged and kept with its traceback.
+- The lease keeper extends the lease of a step that runs past a third of it, up to `max_step_seconds`; a
+  claim that takes over a lease that ran out counts an attempt, so a step that always outlives its lease
+  is parked (`LeaseExpired`) rather than run again without end.
 - The background relay only takes relay work left longer than its holder's time (a crashed worker's);
   one relay holds an execution's relay work at a time, so relays never repeat each other.
 - The timer sweep turns a due timer into an event in its own execution's mailbox in one update.
