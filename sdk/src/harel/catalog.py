@@ -19,12 +19,9 @@ from harel.chart import Chart, load_chart
 from harel.commands import Find, only
 from harel.driver_errors import translating
 from harel.errors import ChartError
+from harel.executions.fields import chart_key
 
 CHARTS = "charts"
-
-
-def chart_key(chart_id: str, version: int) -> str:
-    return f"{chart_id}@{version}"
 
 
 def chart_document(chart: Chart) -> dict[str, Any]:
