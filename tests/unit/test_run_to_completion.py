@@ -108,6 +108,56 @@ def test_the_first_enabled_alternative_in_document_order_wins() -> None:
     assert rec.calls == ["took_c"]
 
 
+@pytest.mark.semantics("sem-select-alternatives")
+def test_an_unguarded_alternative_written_first_wins_over_a_later_guard_that_passes() -> None:
+    rec = Recorder()
+    chart = rec.chart(
+        {
+            "s": {
+                "on": {
+                    "go": [
+                        {"target": "plain", "actions": ["took_plain"]},
+                        {"target": "guarded", "guard": "to_guarded", "actions": ["took_guarded"]},
+                    ]
+                }
+            },
+            "plain": {},
+            "guarded": {},
+        }
+    )
+    exe = committed(start(chart, rec))
+    rec.calls.clear()
+    result = send(chart, exe.model_copy(update={"context": {"to_guarded": True}}), "go", rec)
+    assert result.execution.configuration == ["plain"]
+    assert rec.calls == ["took_plain"]
+    assert rec.guard_events == [], "the alternatives after the one taken are not evaluated"
+
+
+@pytest.mark.semantics("sem-select-alternatives")
+def test_an_unguarded_alternative_between_guards_is_taken_where_it_is_written() -> None:
+    rec = Recorder()
+    chart = rec.chart(
+        {
+            "s": {
+                "on": {
+                    "go": [
+                        {"target": "first", "guard": "to_first"},
+                        {"target": "plain"},
+                        {"target": "last", "guard": "to_last"},
+                    ]
+                }
+            },
+            "first": {},
+            "plain": {},
+            "last": {},
+        }
+    )
+    exe = committed(start(chart, rec))
+    result = send(chart, exe.model_copy(update={"context": {"to_last": True}}), "go", rec)
+    assert result.execution.configuration == ["plain"]
+    assert rec.guard_events == [("to_first", "go")]
+
+
 @pytest.mark.semantics("sem-select-alternatives", "sem-select-innermost")
 def test_the_inner_state_alternatives_come_before_the_outer_state_ones() -> None:
     rec = Recorder()
@@ -207,6 +257,21 @@ def test_eventless_transitions_run_after_the_start_and_innermost_first() -> None
         ("outer", "elsewhere", "always"),
     ]
     assert both.execution.configuration == ["elsewhere"]
+
+
+@pytest.mark.semantics("sem-rtc-eventless", "sem-select-alternatives")
+def test_an_unguarded_eventless_alternative_written_first_wins_over_a_later_guard_that_passes() -> None:
+    rec = Recorder()
+    chart = rec.chart(
+        {
+            "deciding": {"always": [{"target": "plain"}, {"target": "guarded", "guard": "to_guarded"}]},
+            "plain": {},
+            "guarded": {},
+        }
+    )
+    result = start(chart, rec, context={"to_guarded": True})
+    assert vias(result)[-1] == ("deciding", "plain", "always")
+    assert rec.guard_events == []
 
 
 @pytest.mark.semantics("sem-rtc-limit")
