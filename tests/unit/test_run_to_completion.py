@@ -274,6 +274,36 @@ def test_an_unguarded_eventless_alternative_written_first_wins_over_a_later_guar
     assert rec.guard_events == []
 
 
+# The limit as docs/semantics.md states it: more than 100 eventless transitions in a row fail the step.
+EVENTLESS_LIMIT = 100
+
+
+def eventless_chain(rec: Recorder, transitions: int) -> Chart:
+    """States s0 .. s<transitions>, each with an unguarded `always` to the next; the last is final, so a
+    start runs exactly `transitions` eventless transitions in a row."""
+    states: dict[str, Any] = {f"s{n}": {"always": {"target": f"s{n + 1}"}} for n in range(transitions)}
+    states[f"s{transitions}"] = {"final": True}
+    return rec.chart(states, initial="s0")
+
+
+@pytest.mark.semantics("sem-rtc-limit")
+def test_an_eventless_chain_of_exactly_the_limit_comes_to_rest() -> None:
+    rec = Recorder()
+    result = start(eventless_chain(rec, EVENTLESS_LIMIT), rec)
+    assert result.execution.status is ExecutionStatus.COMPLETED
+    assert result.execution.configuration == [f"s{EVENTLESS_LIMIT}"]
+    assert [via for _, _, via in vias(result)] == ["start"] + ["always"] * EVENTLESS_LIMIT
+
+
+@pytest.mark.semantics("sem-rtc-limit")
+def test_an_eventless_chain_one_past_the_limit_is_refused() -> None:
+    rec = Recorder()
+    chart = eventless_chain(rec, EVENTLESS_LIMIT + 1)
+    with pytest.raises(StepLimitExceeded) as caught:
+        start(chart, rec)
+    assert (caught.value.limit, caught.value.execution_id) == (EVENTLESS_LIMIT, "e")
+
+
 @pytest.mark.semantics("sem-rtc-limit")
 def test_an_eventless_loop_fails_the_step_with_the_transitions_that_loop() -> None:
     rec = Recorder()
