@@ -294,6 +294,33 @@ def test_a_weak_url_reports_all_four_violations_in_one_run() -> None:
     assert PASSWORD not in everything_said(report) + str(refused.value)
 
 
+@pytest.mark.parametrize("spelling", ["journal=false", "JOURNAL=false"])
+def test_a_majority_write_concern_without_the_journal_is_refused_as_weak(spelling: str) -> None:
+    """w=majority is not enough: a write acknowledged before it reached the majority's journals can be lost
+    when those members restart, so j=false is refused like w=1."""
+    url = f"{SET_URL}&w=majority&{spelling}"
+    report = report_for("rs3", url)
+
+    weak = finding(report, "write concern")
+    assert (weak.status, weak.found) == (ERROR, "w=majority, j=false")
+    assert [type(e) for e in report.errors] == [WeakWriteConcernError]
+    assert "change journal=false to journal=true" in weak.fix
+    with pytest.raises(DeploymentRefused) as refused:
+        report.raise_for_errors()
+    assert [type(e) for e in refused.value.errors] == [WeakWriteConcernError]
+
+
+def test_j_is_no_option_pymongo_knows_so_j_false_leaves_the_journal_on() -> None:
+    """PyMongo spells the URL option `journal`; it ignores `j=false` with a warning, so the default
+    journal=true still applies and the check passes the client."""
+    url = f"{SET_URL}&w=majority&j=false"
+    with pytest.warns(UserWarning, match="Unknown option"):
+        report = report_for("rs3", url)
+
+    assert finding(report, "write concern").status is OK
+    assert report.passed
+
+
 def test_safe_defaults_fill_what_the_url_leaves_unset() -> None:
     options = safe_client("mongodb://h1/").options
 

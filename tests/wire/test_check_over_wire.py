@@ -124,6 +124,20 @@ def test_check_fails_on_weak_client_options_over_the_replica_set(fake_rs: FakeDe
     assert set(errors(result.stdout)) == {"write concern", "read concern", "retryable writes"}
 
 
+def test_a_majority_write_concern_without_the_journal_is_refused_at_start_up(fake_rs: FakeDeployment) -> None:
+    unjournaled = f"{fake_rs.url}&w=majority&journal=false"
+
+    checked = run_harel("check", unjournaled, "--json", "--deadline", "20")
+    assert checked.returncode == FAILED, checked.stdout + checked.stderr
+    assert errors(checked.stdout) == {"write concern": "WeakWriteConcernError"}
+    assert findings(checked.stdout)["write concern"]["found"] == "w=majority, j=false"
+
+    worker = run_harel("worker", "--url", unjournaled, "--http-port", "0", "--deadline", "20")
+    assert worker.returncode == REFUSED, worker.stdout + worker.stderr
+    assert "refusing to start" in worker.stderr
+    assert "write concern: found w=majority, j=false" in worker.stderr
+
+
 def test_worker_refuses_a_standalone_without_dev(fake_standalone: FakeDeployment) -> None:
     result = run_harel("worker", "--url", fake_standalone.url, "--http-port", "0", "--deadline", "20")
 
