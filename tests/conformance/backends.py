@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from harel.aio_store import AsyncMongoStore
+from harel.servertime import ServerClock
 from harel.store.mongo import MongoStore
 from harel.transport.aio_mongo import AsyncMongoTransport
 from harel.transport.mongo import MongoTransport
@@ -175,7 +176,8 @@ class StoreOptions:
 class Harness:
     """One store and the transport over the same executions. `database` is the raw (synchronous) database
     behind the store, read past the store; `recorder` logs the collection calls of the store and the
-    transport."""
+    transport; `sender(clock)` is one more transport over the same executions whose clock is `clock`, as a
+    second client whose clock disagrees with the first's."""
 
     backend: str
     store: Any
@@ -183,6 +185,7 @@ class Harness:
     database: Any
     recorder: Recorder
     reopen: Callable[[StoreOptions], Harness]
+    sender: Callable[[ServerClock], Any]
 
     def raw(self, execution_id: str) -> dict[str, Any] | None:
         """The stored document, read from the database past the store."""
@@ -210,8 +213,13 @@ def mongomock_backend(options: StoreOptions, reopen: Callable[[StoreOptions], Ha
     recorder = Recorder()
     recording = RecordingClient(client, recorder)
     store = (options.store_class or MongoStore)(recording, **options.kwargs())
-    transport = (options.transport_class or MongoTransport)(recording, watch=False)
-    yield Harness("mongomock", store, transport, client["harel"], recorder, reopen)
+    transport_class = options.transport_class or MongoTransport
+    transport = transport_class(recording, watch=False)
+
+    def sender(clock: ServerClock) -> Any:
+        return transport_class(recording, watch=False, clock=clock)
+
+    yield Harness("mongomock", store, transport, client["harel"], recorder, reopen, sender)
 
 
 @contextmanager
@@ -230,8 +238,18 @@ def mongomock_motor_backend(
         store_class = options.store_class or AsyncMongoStore
         store = store_class(client, **options.kwargs())
         transport = SyncFacade(AsyncMongoTransport(client, watch=False), loop)
+
+        def sender(clock: ServerClock) -> Any:
+            return SyncFacade(AsyncMongoTransport(client, watch=False, clock=clock), loop)
+
         yield Harness(
-            "mongomock-motor", SyncFacade(store, loop), transport, sync_client["harel"], recorder, reopen
+            "mongomock-motor",
+            SyncFacade(store, loop),
+            transport,
+            sync_client["harel"],
+            recorder,
+            reopen,
+            sender,
         )
     finally:
         loop.close()
@@ -249,7 +267,11 @@ def _server_mongo(
     try:
         store = (options.store_class or MongoStore)(recording, db_name, **options.kwargs())
         transport = MongoTransport(recording, db_name, watch=False)
-        yield Harness(name, store, transport, client[db_name], recorder, reopen)
+
+        def sender(clock: ServerClock) -> Any:
+            return MongoTransport(recording, db_name, watch=False, clock=clock)
+
+        yield Harness(name, store, transport, client[db_name], recorder, reopen, sender)
     finally:
         client.drop_database(db_name)
         client.close()
@@ -278,8 +300,14 @@ def _server_mongo_async(
     client = RecordingClient(new_client(url, loop), recorder)
     store = store_class(client, db_name, **options.kwargs())
     transport = SyncFacade(AsyncMongoTransport(client, db_name, watch=False), loop)
+
+    def sender(clock: ServerClock) -> Any:
+        return SyncFacade(AsyncMongoTransport(client, db_name, watch=False, clock=clock), loop)
+
     try:
-        yield Harness(name, SyncFacade(store, loop), transport, sync_client[db_name], recorder, reopen)
+        yield Harness(
+            name, SyncFacade(store, loop), transport, sync_client[db_name], recorder, reopen, sender
+        )
     finally:
         loop.run_until_complete(store.close())
         loop.close()

@@ -18,6 +18,7 @@ from harel.errors import LeaseLost, StepTooLarge, StoreConflict
 from harel.executions.fields import INBOX_LIMIT_BYTES, SEQ_STRIDE
 from harel.executions.records import StepRecord
 from harel.model import Event, Execution
+from harel.servertime import ServerClock
 from harel.transport.base import Claim, Failure, SendOutcome
 from tests.conformance.backends import Harness
 from tests.conformance.test_store_conformance import near, raises
@@ -79,6 +80,27 @@ def test_sends_wait_in_arrival_order_once_per_id(harness: Harness) -> None:
     harness.store.append_trace("trace-only", {"note": "no execution here"})
     assert transport.send("trace-only", event("e4")) is SendOutcome.MISSING
     assert transport.pending_count() == 0
+
+
+def test_sends_from_clients_whose_clocks_disagree_are_applied_in_arrival_order(harness: Harness) -> None:
+    """Two senders, one clock an hour ahead and one an hour behind, take turns: the claim lists the events
+    in the order they arrived and the commit applies them in that order, whatever each entry's `at` (the
+    sender's estimate of the server's time) says."""
+    started(harness, "a")
+    ahead = harness.sender(ServerClock(local=lambda: time.time() + 3600))
+    behind = harness.sender(ServerClock(local=lambda: time.time() - 3600))
+    sent = []
+    for turn in range(3):
+        for name, sender in (("ahead", ahead), ("behind", behind)):
+            event_id = f"{name}-{turn}"
+            assert sender.send("a", event(event_id), source=name) is SendOutcome.QUEUED
+            sent.append(event_id)
+    taken = claimed(harness)
+    arrived_at = [p.at for p in taken.pending]
+    assert arrived_at != sorted(arrived_at), "the senders' clocks disagree, so their stamps are out of order"
+    assert pending_ids(taken) == sent
+    commit(harness, taken)
+    assert harness.raw("a")["processed"] == sent
 
 
 def test_a_full_mailbox_refuses_sends_until_it_drains(harness: Harness) -> None:
