@@ -541,6 +541,42 @@ def test_relay_work_goes_to_one_relay_after_its_committer_had_its_time(harness: 
     assert near(harness.raw("a")["relay_at"], time.time() + 30.0)
 
 
+def test_relay_work_comes_back_longest_waiting_first_each_execution_in_seq_order(harness: Harness) -> None:
+    """What a background relay picks up lists each execution's entries in seq order, the order its steps
+    committed them, over several commits; the execution whose work has waited longest comes first."""
+    store = harness.store
+    a, b = created(store, "a"), created(store, "b")
+    store.commit(a, emits=[("x", event("a-1")), ("y", event("a-2"))], spawns=[("a-X", "fork.X", {})])
+    store.commit(a, emits=[("x", event("a-3"))], spawns=[("a-Y", "fork.Y", {}), ("a-Z", "fork.Z", {})])
+    store.commit(b, emits=[("x", event("b-1")), ("x", event("b-2"))], spawns=[("b-X", "fork.X", {})])
+    store.commit(b, emits=[("y", event("b-3"))])
+    # Both past their committer's time, b's work due later than a's.
+    store.ack_relay("a", [], [], retry_in=0.0)
+    time.sleep(0.05)
+    store.ack_relay("b", [], [], retry_in=0.0)
+    committed_outbox = {"a": ["a-1", "a-2", "a-3"], "b": ["b-1", "b-2", "b-3"]}
+    committed_spawns = {"a": ["a-X", "a-Y", "a-Z"], "b": ["b-X"]}
+
+    outbox = store.pending_outbox()
+    assert [e.event.id for e in outbox] == committed_outbox["a"] + committed_outbox["b"]
+    spawns = store.pending_spawns()
+    assert [s.child_id for s in spawns] == committed_spawns["a"] + committed_spawns["b"]
+    for source in ("a", "b"):
+        seqs = [e.seq for e in outbox if e.source_id == source]
+        assert seqs == sorted(set(seqs)), f"{source}'s outbox out of seq order: {seqs}"
+        seqs = [s.seq for s in spawns if s.parent_id == source]
+        assert seqs == sorted(set(seqs)), f"{source}'s spawns out of seq order: {seqs}"
+
+    bound = time.time() + 3600
+    for expected in ("a", "b"):
+        work = store.take_relay_work(30.0, bound)
+        assert work is not None and work.execution_id == expected
+        assert [e.event.id for e in work.outbox] == committed_outbox[expected]
+        assert [s.child_id for s in work.spawns] == committed_spawns[expected]
+        assert [e.seq for e in work.outbox] == [e.seq for e in outbox if e.source_id == expected]
+    assert store.take_relay_work(30.0, bound) is None, "both held by the relay that took them"
+
+
 def test_children_are_created_with_their_start_waiting(harness: Harness) -> None:
     store = harness.store
     seed = {"definition_id": "order", "definition_version": 1, "context": {"k": 1}, "siblings": {"x": "p/x"}}
