@@ -67,6 +67,7 @@ WORKER = "worker.py"
 COMMITS = "executions/commits.py"
 QUERIES = "executions/queries.py"
 WRITES = "executions/writes.py"
+REPLIES = "executions/replies.py"
 MONGO_STORE = "store/mongo.py"
 INTERPRETER = "interpreter.py"
 RULES = "connection/rules.py"
@@ -79,6 +80,7 @@ FAULTS = "tests/wire/test_faults.py"
 INTERPRETER_CHECKS = "tests/unit/test_interpreter.py"
 REGION_CHECKS = "tests/unit/test_regions.py"
 ORDERING = "tests/wire/test_ordering.py"
+RTC_CHECKS = "tests/unit/test_run_to_completion.py"
 
 
 def _on(module: str, *tests: str, ids: tuple[str, ...] = ("",)) -> tuple[str, ...]:
@@ -335,6 +337,85 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/wire/test_ordering.py",
             "test_a_later_event_never_overtakes_a_slow_earlier_one",
             ids=FAKE_RS,
+        ),
+    ),
+    Mutant(
+        "claim-orders-by-sender-clock",
+        "a claim lists the pending events by their senders' clocks (`at`), not in arrival order",
+        (
+            Edit(
+                REPLIES,
+                'pending=tuple(parse_pending(e) for e in document.get("inbox") or ()),',
+                'pending=tuple(sorted((parse_pending(e) for e in document.get("inbox") or ()), key=lambda p: p.at)),',
+            ),
+        ),
+        _on(
+            MAILBOX_CHECKS,
+            "test_sends_from_clients_whose_clocks_disagree_are_applied_in_arrival_order",
+            ids=MONGO,
+        ),
+    ),
+    Mutant(
+        "relay-outbox-reversed",
+        "relay work lists an execution's outbox entries in reverse seq order",
+        (
+            Edit(
+                REPLIES,
+                '(parse_outbox_entry(execution_id, e) for e in document.get("outbox") or ()), key=lambda e: e.seq',
+                '(parse_outbox_entry(execution_id, e) for e in document.get("outbox") or ()), key=lambda e: -e.seq',
+            ),
+        ),
+        _on(
+            STORE_CHECKS,
+            "test_relay_work_comes_back_longest_waiting_first_each_execution_in_seq_order",
+            ids=MONGO,
+        ),
+    ),
+    Mutant(
+        "relay-takes-newest-first",
+        "a background relay takes the execution whose relay work waited least, not longest",
+        (Edit(WRITES, 'sort=(("relay_at", 1),),', 'sort=(("relay_at", -1),),'),),
+        _on(
+            STORE_CHECKS,
+            "test_relay_work_comes_back_longest_waiting_first_each_execution_in_seq_order",
+            ids=MONGO,
+        ),
+    ),
+    Mutant(
+        "guarded-alternatives-first",
+        "a state's guarded alternatives are tried before an unguarded one written ahead of them",
+        (
+            Edit(
+                INTERPRETER,
+                "        for edge in alternatives:\n",
+                "        for edge in sorted(alternatives, key=lambda e: e.guard is None):\n",
+            ),
+        ),
+        _on(
+            RTC_CHECKS,
+            "test_an_unguarded_alternative_written_first_wins_over_a_later_guard_that_passes",
+            "test_an_unguarded_alternative_between_guards_is_taken_where_it_is_written",
+            "test_an_unguarded_eventless_alternative_written_first_wins_over_a_later_guard_that_passes",
+        ),
+    ),
+    Mutant(
+        "eventless-limit-off-by-one",
+        "a step that takes exactly 100 eventless transitions in a row is refused",
+        (Edit(INTERPRETER, "if fired > MAX_EVENTLESS:", "if fired >= MAX_EVENTLESS:"),),
+        _on(RTC_CHECKS, "test_an_eventless_chain_of_exactly_the_limit_comes_to_rest"),
+    ),
+    Mutant(
+        "check-ignores-journal",
+        "`harel check` accepts w=majority with journal=false",
+        (Edit(RULES, 'if w == "majority" and j is True:', 'if w == "majority":'),),
+        _on(
+            "tests/unit/test_connection.py",
+            "test_a_majority_write_concern_without_the_journal_is_refused_as_weak",
+            ids=("journal=false", "JOURNAL=false"),
+        )
+        + _on(
+            "tests/wire/test_check_over_wire.py",
+            "test_a_majority_write_concern_without_the_journal_is_refused_at_start_up",
         ),
     ),
 )
