@@ -141,7 +141,7 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 WRITES,
-                'return {"_id": claim.execution_id, "lease.owner": claim.owner}',
+                "return fenced(claim.execution_id, claim.owner)",
                 'return {"_id": claim.execution_id}',
             ),
         ),
@@ -297,6 +297,41 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_region_results_are_listed_in_the_chart_order_whatever_order_the_dones_arrive_in",
         )
         + _on(ORDERING, "test_a_regions_last_event_reaches_its_parent_before_its_done", ids=FAKE_RS),
+    ),
+    Mutant(
+        "unreadable-not-parked",
+        "a claim that cannot read its execution is logged as parked but not parked, so it is claimed again at "
+        "every lease",
+        (
+            Edit(
+                WORKER, "        if not self.transport.park_unreadable(unreadable):\n", "        if False:\n"
+            ),
+        ),
+        _on(
+            UNIT_WORKER,
+            "test_an_unreadable_execution_is_parked_by_its_first_claim_not_tried_again_at_every_lease",
+            ids=("nested-199", "status-a-number", "malformed-inbox-entry"),
+        ),
+    ),
+    Mutant(
+        "unreadable-park-unfenced",
+        "the park of an unreadable execution is not fenced by the lease of the claim that read it",
+        (
+            Edit(
+                WRITES,
+                "fenced(unreadable.execution_id, unreadable.owner),",
+                '{"_id": unreadable.execution_id},',
+            ),
+        ),
+        _on(
+            MAILBOX_CHECKS,
+            "test_an_unreadable_execution_is_parked_by_the_claim_that_read_it_fenced_by_its_lease",
+            ids=("mongomock-nested-199",),
+        )
+        + _on(
+            UNIT_WORKER,
+            "test_the_park_of_an_unreadable_execution_is_fenced_by_the_lease_of_the_claim_that_read_it",
+        ),
     ),
     Mutant(
         "check-accepts-w1",
