@@ -1234,3 +1234,14 @@ def test_the_park_of_an_unreadable_execution_is_fenced_by_the_lease_of_the_claim
     assert backend.store.document("u")["parked"] is None
     assert transport.park_unreadable(holder)
     assert [p.execution_id for p in transport.parked()] == ["u"]
+
+
+def test_a_listing_that_meets_an_unreadable_execution_names_it(backend: Deployment) -> None:
+    """Not the parser's error: which execution cannot be read, and what of it."""
+    make, said = KINDS["status-a-number"]
+    backend.client["harel"]["executions"].insert_one(make("u", "flow"))
+
+    with pytest.raises(UnreadableExecution) as caught:
+        backend.store.list_executions(limit=10)
+
+    assert (caught.value.execution_id, caught.value.what.startswith(said)) == ("u", True)

@@ -140,12 +140,14 @@ def first_of_block(counter_doc: Mapping[str, Any], count: int) -> int:
 
 
 def parse_page(documents: Sequence[Mapping[str, Any]], offset: int, limit: int) -> ExecutionPage:
-    items = [
-        ExecutionSummary.from_data(json.loads(document["data"]), document.get("version", 0))
-        for document in documents[:limit]
-    ]
+    items = [_summary(document) for document in documents[:limit]]
     more = len(documents) > limit
     return ExecutionPage(items=items, next_cursor=encode_offset(offset + limit) if more else None)
+
+
+def _summary(document: Mapping[str, Any]) -> ExecutionSummary:
+    with reading(document, "data"):
+        return ExecutionSummary.from_data(json.loads(document["data"]), document.get("version", 0))
 
 
 # --- relays ------------------------------------------------------------------------------------------------
