@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harel.errors import LeaseLost, StepTooLarge, StoreConflict
+from harel.errors import LeaseLost, StepTooLarge, StoreConflict, UnreadableExecution
 from harel.executions.fields import INBOX_LIMIT_BYTES, SEQ_STRIDE
 from harel.executions.records import StepRecord
 from harel.model import Event, Execution
@@ -22,6 +22,7 @@ from harel.servertime import ServerClock
 from harel.transport.base import Claim, Failure, SendOutcome
 from tests.conformance.backends import Harness
 from tests.conformance.test_store_conformance import near, raises
+from tests.unreadable import KINDS
 
 CHARTS = ["order@1"]
 LEASE = 30.0
@@ -309,6 +310,44 @@ def test_a_commit_records_the_applied_prefix_and_the_failure_after_it(harness: H
     assert claim(harness) is None
     time.sleep(0.35)
     assert pending_ids(claimed(harness)) == ["poison", "later"]
+
+
+@pytest.mark.semantics("sem-unreadable")
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_an_unreadable_execution_is_parked_by_the_claim_that_read_it_fenced_by_its_lease(
+    harness: Harness, kind: str
+) -> None:
+    """A document stored past the SDK's checks (too deep, a field of the wrong type, a malformed mailbox entry)
+    fails its claim with UnreadableExecution, which names what could not be read and carries the claim's lease;
+    the park that write fences is the claim's own: once parked, nothing claims it again."""
+    make, said = KINDS[kind]
+    harness.database["executions"].insert_one(make("u", "order"))
+    transport = harness.transport
+
+    unreadable = raises(UnreadableExecution, claim, harness)
+
+    assert (unreadable.execution_id, unreadable.event_id) == ("u", "u:poke")
+    assert unreadable.what.startswith(said), unreadable.what
+    assert harness.raw("u")["lease"]["owner"] == unreadable.owner, "the claim holds the lease while it parks"
+    assert transport.park_unreadable(unreadable)
+    assert not transport.park_unreadable(unreadable), "fenced by the claim's lease: it ended with the park"
+    stored = harness.raw("u")
+    error = f"UnreadableExecution: execution 'u' cannot be read: {unreadable.what}"
+    assert (stored["lease"], stored["inbox_at"], stored["attempts"], stored["last_error"]) == (
+        None,
+        None,
+        1,
+        error,
+    )
+    [parked] = transport.parked()
+    assert (parked.execution_id, parked.chart, parked.event_id, parked.error, parked.attempts) == (
+        "u",
+        "order@1",
+        "u:poke",
+        error,
+        1,
+    )
+    assert claim(harness) is None, "parked: not claimed again"
 
 
 def test_after_max_attempts_the_execution_is_parked_until_an_operator_acts(harness: Harness) -> None:

@@ -54,7 +54,7 @@ SHAPES = [
         writes.CLAIM_SORT,
     ),
     Shape("send", "executions", writes.send_write("x", {"id": "e", "size": 10}).filter, None),
-    Shape("extend / release / fail", "executions", {"_id": "x", "lease.owner": "o"}, None),
+    Shape("extend / release / fail", "executions", writes.fenced("x", "o"), None),
     Shape("commit", "executions", {"_id": "x", "version": 3, "lease.owner": "o"}, None),
     Shape("retry", "executions", writes.retry_write("x").filter, None),
     Shape("drop", "executions", writes.drop_write("x", "e", 10).filter, None),
@@ -132,11 +132,12 @@ SHAPES = [
 SMALL_COLLECTIONS = {
     "live workers": (heartbeat.WORKERS, heartbeat.live_filter(BOUND, 5.0)),
 }
-# Builders whose filter is listed above as written out, not built: the lease fence `writes.owned`.
+# Builders whose filter is listed above as written out, not built: the lease fence `writes.fenced`.
 NOT_QUERIES = {
     "extend_write",
     "release_write",
     "fail_write",
+    "park_unreadable_write",
 }
 
 

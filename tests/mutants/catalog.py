@@ -143,7 +143,7 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 WRITES,
-                'return {"_id": claim.execution_id, "lease.owner": claim.owner}',
+                "return fenced(claim.execution_id, claim.owner)",
                 'return {"_id": claim.execution_id}',
             ),
         ),
@@ -301,6 +301,41 @@ MUTANTS: tuple[Mutant, ...] = (
         + _on(ORDERING, "test_a_regions_last_event_reaches_its_parent_before_its_done", ids=FAKE_RS),
     ),
     Mutant(
+        "unreadable-not-parked",
+        "a claim that cannot read its execution is logged as parked but not parked, so it is claimed again at "
+        "every lease",
+        (
+            Edit(
+                WORKER, "        if not self.transport.park_unreadable(unreadable):\n", "        if False:\n"
+            ),
+        ),
+        _on(
+            UNIT_WORKER,
+            "test_an_unreadable_execution_is_parked_by_its_first_claim_not_tried_again_at_every_lease",
+            ids=("nested-199", "status-a-number", "malformed-inbox-entry"),
+        ),
+    ),
+    Mutant(
+        "unreadable-park-unfenced",
+        "the park of an unreadable execution is not fenced by the lease of the claim that read it",
+        (
+            Edit(
+                WRITES,
+                "fenced(unreadable.execution_id, unreadable.owner),",
+                '{"_id": unreadable.execution_id},',
+            ),
+        ),
+        _on(
+            MAILBOX_CHECKS,
+            "test_an_unreadable_execution_is_parked_by_the_claim_that_read_it_fenced_by_its_lease",
+            ids=("mongomock-nested-199",),
+        )
+        + _on(
+            UNIT_WORKER,
+            "test_the_park_of_an_unreadable_execution_is_fenced_by_the_lease_of_the_claim_that_read_it",
+        ),
+    ),
+    Mutant(
         "check-accepts-w1",
         "`harel check` accepts a write concern of w=1",
         (Edit(RULES, 'if w == "majority" and j is True:', 'if w in ("majority", 1) and j is True:'),),
@@ -345,8 +380,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 REPLIES,
-                'pending=tuple(parse_pending(e) for e in document.get("inbox") or ()),',
-                'pending=tuple(sorted((parse_pending(e) for e in document.get("inbox") or ()), key=lambda p: p.at)),',
+                "    return tuple(pending)\n",
+                "    return tuple(sorted(pending, key=lambda p: p.at))\n",
             ),
         ),
         _on(

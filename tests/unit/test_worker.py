@@ -19,7 +19,7 @@ from harel.app import ActionContext, ActionResult, App, Send
 from harel.backend import Backend, open_backend
 from harel.cli.views import status_view
 from harel.client import cancel_execution, send_event, start_execution, wait_for_execution
-from harel.errors import CommitOutcomeUnknown, MailboxFull, StoreConflict
+from harel.errors import CommitOutcomeUnknown, MailboxFull, StoreConflict, UnreadableExecution
 from harel.executions.fields import INBOX_LIMIT_BYTES
 from harel.heartbeat import MongoHeartbeats
 from harel.inspection import UNDELIVERED_AFTER_SECONDS, undelivered_of
@@ -31,6 +31,7 @@ from harel.transport.base import SendOutcome
 from harel.transport.mongo import MongoTransport
 from harel.worker import RELAY_RETRY_SECONDS, Worker, WorkerConfig
 from harel_dev.embedded import EmbeddedClient
+from tests.unreadable import KINDS
 
 
 class Clock:
@@ -1172,3 +1173,75 @@ def test_an_event_relayed_to_a_full_mailbox_waits_in_its_senders_outbox_in_order
     assert not backend.store.document("t").get("outbox")
     assert undelivered_of(backend.store.document("t"), later) == ()
     assert backend.store.load("s").context["seen"][-2:] == waiting
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_an_unreadable_execution_is_parked_by_its_first_claim_not_tried_again_at_every_lease(
+    backend: Deployment, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    """An execution stored past the SDK's checks that this version cannot read (too deep, a field of the wrong
+    type, a malformed mailbox entry) is parked by the claim that read it, naming what could not be read, in one
+    log line without a traceback. However many leases pass, no claim takes it again, and the worker goes on with
+    the other executions."""
+    make, said = KINDS[kind]
+    app = make_app()
+    backend.client["harel"]["executions"].insert_one(make("u", "flow"))
+    start_execution(backend.store, backend.transport, app, "flow", execution_id="ok")
+    w = backend.worker(app, lease_seconds=1.0)
+
+    with caplog.at_level(logging.INFO, logger="harel.worker"):
+        for _ in range(5):
+            pump(w)
+            backend.clock.now += 10.0  # leases run out: an execution left leased would be claimed again
+
+    failures = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in failures] == [
+        "execution unreadable, parked; it waits for `harel dead retry|drop` once its document is repaired"
+    ]
+    [logged] = failures
+    assert logged.exc_info is None, "one structured line, no traceback"
+    reason = f"UnreadableExecution: execution 'u' cannot be read: {said}"
+    assert (logged.__dict__["execution_id"], logged.__dict__["error"].startswith(reason)) == ("u", True)
+    assert w.counters["dead_lettered"] == 1
+    [parked] = backend.transport.parked()
+    assert (parked.execution_id, parked.event_id, parked.attempts) == ("u", "u:poke", 1)
+    assert parked.error == logged.__dict__["error"]
+    stored = backend.client["harel"]["executions"].find_one({"_id": "u"})
+    assert (stored["last_error"], stored["lease"], stored["inbox_at"]) == (parked.error, None, None)
+    assert backend.store.load("ok").configuration == ["idle"], "the worker went on with the others"
+
+
+def test_the_park_of_an_unreadable_execution_is_fenced_by_the_lease_of_the_claim_that_read_it(
+    backend: Deployment,
+) -> None:
+    """A claim whose lease ran out before it parked the execution (another worker took it over) parks
+    nothing: the new holder does, once."""
+    make, _ = KINDS["nested-199"]
+    backend.client["harel"]["executions"].insert_one(make("u", "flow"))
+    transport = backend.transport
+
+    def claim() -> UnreadableExecution:
+        with pytest.raises(UnreadableExecution) as caught:
+            transport.claim(["flow@1"], 1.0, backend.clock.now + 3600)
+        return caught.value
+
+    late = claim()
+    backend.clock.now += 5.0
+    holder = claim()
+
+    assert holder.owner != late.owner
+    assert not transport.park_unreadable(late), "its lease is another claim's now"
+    assert backend.store.document("u")["parked"] is None
+    assert transport.park_unreadable(holder)
+    assert [p.execution_id for p in transport.parked()] == ["u"]
+
+
+def test_a_listing_that_meets_an_unreadable_execution_names_it(backend: Deployment) -> None:
+    """Not the parser's error: which execution cannot be read, and what of it."""
+    make, said = KINDS["status-a-number"]
+    backend.client["harel"]["executions"].insert_one(make("u", "flow"))
+
+    with pytest.raises(UnreadableExecution) as caught:
+        backend.store.list_executions(limit=10)
+
+    assert (caught.value.execution_id, caught.value.what.startswith(said)) == ("u", True)

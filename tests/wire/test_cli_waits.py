@@ -36,6 +36,7 @@ from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
 from tests.fake_mongod.fixtures import FakeDeployment
+from tests.unreadable import deep, status_a_number
 from tests.wire.processes import HAREL, clean_environment, run_harel, wait_until
 from tests.wire.test_cli_over_wire import on_a_terminal
 
@@ -346,6 +347,63 @@ def test_dead_list_retry_and_drop(running: Running) -> None:
     assert document(running, "t-x")["context"] == {}, "the dropped event never took effect"
     assert json.loads(harel(running, "dead", "list", "--json").stdout) == []
     assert harel(running, "dead", "list").stderr.strip() == "no dead letters: nothing waits for an operator"
+
+
+def test_an_unreadable_execution_is_parked_shown_listed_and_retried_once_repaired(running: Running) -> None:
+    """Documents stored past the SDK's checks (the context 199 levels deep, `status` a number) are parked by
+    the worker's first claim with what could not be read; `harel status` (and `--json`) show them from what can
+    be read, `harel dead list` lists them, and `harel dead retry` refuses by name while the document is still
+    unreadable, then retries it once repaired."""
+    client = connect(running.url, deadline=15)
+    executions = client["harel"]["executions"]
+    try:
+        executions.insert_one(deep("t-u", "ticket"))
+        executions.insert_one(status_a_number("t-n", "ticket"))
+        wait_until(
+            lambda: len(json.loads(harel(running, "dead", "list", "--json").stdout)) == 2, 30, "both parked"
+        )
+        deep_reason = "data: Invalid JSON: recursion limit exceeded"
+
+        shown = harel(running, "status", "t-u")
+        as_json = document(running, "t-u")
+        listed = harel(running, "dead", "list")
+        refused = harel(running, "dead", "retry", "t-u")
+
+        assert shown.returncode == 0 and "Traceback" not in shown.stdout + shown.stderr, shown.stderr
+        lines = [" ".join(line.split()) for line in shown.stdout.splitlines()]
+        assert lines[:3] == [
+            "execution t-u",
+            "chart ticket v1",
+            "status unreadable (stored as running, version 0)",
+        ]
+        assert any(line.startswith(f"reason {deep_reason}") for line in lines), lines
+        assert any(line.startswith("dead letter poke (t-u:poke): UnreadableExecution: ") for line in lines)
+        assert as_json["unreadable"].startswith(deep_reason)
+        assert (as_json["id"], as_json["status"], as_json["chart"]) == ("t-u", "running", "ticket@1")
+        assert as_json["dead_letter"]["error"] == as_json["last_error"]
+        assert as_json["last_error"].startswith(
+            f"UnreadableExecution: execution 't-u' cannot be read: {deep_reason}"
+        )
+        assert document(running, "t-n")["unreadable"].startswith("data.status: Input should be")
+        rows = listed.stdout.splitlines()[2:]
+        assert sorted(row.split()[:5] for row in rows) == [
+            ["t-n", "ticket", "v1", "poke", "(t-n:poke)"],
+            ["t-u", "ticket", "v1", "poke", "(t-u:poke)"],
+        ]
+        assert refused.returncode == 1
+        assert refused.stderr.startswith(f"harel dead: execution 't-u' cannot be read: {deep_reason}")
+        assert "Traceback" not in refused.stderr
+        assert running.worker.counters["dead_lettered"] == 2, "each parked once, by the first claim"
+
+        readable = json.loads(executions.find_one({"_id": "t-u"})["data"])
+        executions.update_one({"_id": "t-u"}, {"$set": {"data": json.dumps({**readable, "context": {}})}})
+        retried = harel(running, "dead", "retry", "t-u")
+        assert retried.returncode == 0, retried.stderr
+        wait_until(
+            lambda: document(running, "t-u").get("context") == {"poked": 1}, 30, "the repaired t-u to go on"
+        )
+    finally:
+        client.close()
 
 
 # --- status --watch and trace --follow ---------------------------------------------------------------------

@@ -96,6 +96,32 @@ class UnknownExecution(HarelError):
         super().__init__(f"no execution with id {execution_id!r}")
 
 
+class UnreadableExecution(HarelError):
+    """A stored execution document this version cannot read: its `data` nested past what the parser takes
+    (stored by an older version, or by hand), a field of the wrong type or shape, a malformed mailbox entry.
+    `what` names the field and why, bounded. A worker that claims it parks it with this error, once, rather
+    than try it again at every lease; `harel status` shows it and `harel dead list` lists it.
+
+    Raised by the claim that read it, it carries that claim's lease `owner` (which fences the park) and the
+    head event's id and name as stored ("-" where they are not readable either); elsewhere they are None."""
+
+    def __init__(
+        self,
+        execution_id: str,
+        what: str,
+        *,
+        owner: str | None = None,
+        event_id: str | None = None,
+        event: str | None = None,
+    ) -> None:
+        self.execution_id = execution_id
+        self.what = what
+        self.owner = owner
+        self.event_id = event_id
+        self.event = event
+        super().__init__(f"execution {execution_id!r} cannot be read: {what}")
+
+
 class ExecutionFinished(HarelError):
     """An event or a cancel for an execution that has already finished: nothing would handle it."""
 

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from harel.executions.records import Parked, Pending
-from harel.executions.replies import parse_parked, parse_pending, parse_relay_work
+from harel.executions.replies import parse_inbox, parse_parked, parse_relay_work, reading
 
 # How long after its step committed an event sent by an execution is reported as not delivered. The committing
 # worker delivers its own at once, so an event still in the outbox this long after waits on its target (not
@@ -37,11 +37,14 @@ class Mailbox:
 
 
 def mailbox_of(document: Mapping[str, Any]) -> Mailbox:
+    """UnreadableExecution when a mailbox entry cannot be read."""
     parked = parse_parked(document) if document.get("parked") else None
+    with reading(document, "attempts"):
+        attempts = int(document.get("attempts") or 0)
     return Mailbox(
         chart=str(document.get("chart", "")),
-        pending=tuple(parse_pending(entry) for entry in document.get("inbox") or ()),
-        attempts=int(document.get("attempts") or 0),
+        pending=parse_inbox(document),
+        attempts=attempts,
         last_error=document.get("last_error"),
         last_traceback=document.get("last_traceback"),
         parked=parked,

@@ -23,6 +23,9 @@ One claim, end to end (ARCHITECTURE.md):
 - The lease keeper extends the lease of a step that runs past a third of it, up to `max_step_seconds`; a
   claim that takes over a lease that ran out counts an attempt, so a step that always outlives its lease
   is parked (`LeaseExpired`) rather than run again without end.
+- A claimed execution whose stored document cannot be read (nested past the parser's limit, a field of the
+  wrong type, a malformed mailbox entry: stored by an older version or by hand) is parked at once
+  (`UnreadableExecution`, naming what could not be read), fenced by the claim's lease, in one log line.
 - The background relay only takes relay work left longer than its holder's time (a crashed worker's);
   one relay holds an execution's relay work at a time, so relays never repeat each other.
 - The timer sweep turns a due timer into an event in its own execution's mailbox in one update.
@@ -60,6 +63,7 @@ from harel.errors import (
     StoreConflict,
     UnknownAction,
     UnknownChart,
+    UnreadableExecution,
 )
 from harel.eventloop import PROCESS_LOOP
 from harel.executions.commits import CommitParts, claim_commit_parts, require_step_fits
@@ -212,7 +216,12 @@ class Worker:
 
     def process_one(self) -> bool:
         """Claim one execution and apply its pending events. False when nothing was due."""
-        claim = self.transport.claim(self.charts, self.config.lease_seconds, self.clock.bound())
+        try:
+            claim = self.transport.claim(self.charts, self.config.lease_seconds, self.clock.bound())
+        except UnreadableExecution as unreadable:
+            self._answered()
+            self._park_unreadable(unreadable)
+            return True
         self._answered()  # the claim is a majority write: the deployment took it
         if claim is None:
             return False
@@ -254,6 +263,27 @@ class Worker:
             self.config.max_step_seconds,
         )
         self.transport.fail(claim, self._failure(claim, head, expired, first=True, counted=True))
+
+    def _park_unreadable(self, unreadable: UnreadableExecution) -> None:
+        """Its document cannot be read, so no step can be taken: park it at once, in one logged line, rather
+        than leave its lease to run out and the next claim to fail the same way, without end."""
+        self.metrics.failures.inc()
+        if not self.transport.park_unreadable(unreadable):
+            log.info(
+                "an unreadable execution's lease was lost before it was parked",
+                extra={"execution_id": unreadable.execution_id},
+            )
+            return
+        self._count("dead_lettered")
+        self.metrics.dead_letters.inc()
+        log.error(
+            "execution unreadable, parked; it waits for `harel dead retry|drop` once its document is repaired",
+            extra={
+                "execution_id": unreadable.execution_id,
+                "event_id": unreadable.event_id,
+                "error": f"{type(unreadable).__name__}: {unreadable}",
+            },
+        )
 
     def _apply(self, claim: Claim, observed: float) -> _Batch:
         batch = _Batch(claim)
@@ -700,7 +730,7 @@ class Worker:
                     self._failing(exc)
                     worked = False
                 except Exception:
-                    # an execution this worker cannot read must not stop its consumer: log, go on
+                    # a failure this worker did not foresee must not stop its consumer: log, go on
                     log.exception("consumer failed; continuing")
                     worked = False
             if worked:

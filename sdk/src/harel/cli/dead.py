@@ -22,9 +22,8 @@ from harel.cli.settings import Connection
 from harel.cli.views import chart_name
 from harel.errors import NotParked, UnknownExecution
 from harel.executions.records import Parked
-from harel.executions.replies import parse_parked
-from harel.inspection import raised_at
-from harel.transport.base import Transport
+from harel.executions.replies import parse_execution, parse_parked
+from harel.inspection import mailbox_of, raised_at
 
 OPERATOR = (Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED, Exit.NOT_FOUND)
 
@@ -98,7 +97,7 @@ def settle(
     out: Output,
     execution_id: str,
     command: str,
-    act: Callable[[Transport, Parked], bool],
+    act: Callable[[Backend, Parked], bool],
     outcome: str,
     said: str,
 ) -> int:
@@ -106,7 +105,7 @@ def settle(
     meanwhile), then say `said` (formatted with the letter's fields) or print the letter with `outcome`."""
     with closing(connection.open_shared(command)) as backend:
         letter = dead_letter(backend, execution_id)
-        if not act(backend.transport, letter):
+        if not act(backend, letter):
             raise NotParked(execution_id)
     if out.json:
         out.document({**letter_document(letter), "outcome": outcome})
@@ -115,7 +114,17 @@ def settle(
     return Exit.OK
 
 
-@dead.command("retry", epilog=epilog(*OPERATOR))
+def retry_readable(backend: Backend, letter: Parked) -> bool:
+    """Retry an execution only once its document can be read: UnreadableExecution otherwise (a worker would
+    park it again at once). Dropping the head event needs no reading: it may be what cannot be read."""
+    document = backend.store.document(letter.execution_id)
+    if document is not None:
+        parse_execution(document)
+        mailbox_of(document)
+    return backend.transport.retry(letter.execution_id)
+
+
+@dead.command("retry", epilog=epilog(Exit.FAILED, *OPERATOR))
 @click.argument("execution_id", metavar="ID")
 @connection_options
 @json_option
@@ -126,7 +135,7 @@ def retry(execution_id: str, connection: Connection, out: Output) -> int:
         out,
         execution_id,
         "dead retry",
-        lambda transport, letter: transport.retry(letter.execution_id),
+        retry_readable,
         "retried",
         "{execution_id}: {event} ({event_id}) is attempted again now, its attempts reset; {waiting} event(s) "
         "wait behind it",
@@ -145,7 +154,7 @@ def drop(execution_id: str, connection: Connection, out: Output) -> int:
         out,
         execution_id,
         "dead drop",
-        lambda transport, letter: transport.drop(letter.execution_id, letter.event_id),
+        lambda backend, letter: backend.transport.drop(letter.execution_id, letter.event_id),
         "dropped",
         "{execution_id}: dropped {event} ({event_id}), never to be applied; {waiting} event(s) behind it go on",
     )

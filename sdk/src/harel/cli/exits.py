@@ -48,7 +48,7 @@ class Exit(IntEnum):
 MEANING: dict[Exit, str] = {
     Exit.OK: "ok",
     Exit.FAILED: "the operation ran and failed (smoke or check failed; what --wait, --watch or --follow "
-    "waited for failed, was cancelled, ignored or dead-lettered)",
+    "waited for failed, was cancelled, ignored or dead-lettered; `dead retry` of an execution still unreadable)",
     Exit.USAGE: "bad input: a bad option, URL, JSON, chart, app or event; an execution that has finished; a "
     "port in use; mongomock:// or harel dev without harel-dev installed",
     Exit.UNREACHABLE: "the deployment did not answer before the deadline, or stopped answering",

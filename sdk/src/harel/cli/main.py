@@ -32,6 +32,7 @@ from harel.errors import (
     LocalServerError,
     NotParked,
     UnknownExecution,
+    UnreadableExecution,
 )
 
 SHELLS = ("bash", "zsh", "fish")
@@ -110,6 +111,11 @@ def explain(error: HarelError) -> str:
         return f"{error}; give --data a file harel dev wrote, or a new path"
     if isinstance(error, NotParked):
         return f"{error}; `harel dead list` shows the executions that have one"
+    if isinstance(error, UnreadableExecution):
+        return (
+            f"{error}; `harel status {error.execution_id}` shows what can be read of it, `--document` the stored "
+            "document to repair"
+        )
     if isinstance(error, ExecutionFinished):
         return f"{error}; `harel status {error.execution_id}` shows how it ended"
     if isinstance(error, ConnectionFailed):

@@ -28,10 +28,12 @@ from harel.cli.views import (
     status_view,
     trace_table,
     undelivered_document,
+    unreadable_document,
+    unreadable_view,
 )
 from harel.diagram import active_paths, execution_tree
-from harel.errors import InvalidArgument, UnknownExecution
-from harel.executions.replies import parse_execution
+from harel.errors import InvalidArgument, UnknownExecution, UnreadableExecution
+from harel.executions.replies import parse_execution, parse_parked
 from harel.inspection import Mailbox, Undelivered, mailbox_of, undelivered_of
 from harel.model import TERMINAL_STATUSES, Execution
 from harel.worker import WorkerConfig
@@ -167,7 +169,12 @@ def status(
             draw_status(backend, execution_id, diagram_format, out)
             return Exit.OK
         if not watch:
-            show_status(out, look(backend, execution_id))
+            try:
+                snapshot = look(backend, execution_id)
+            except UnreadableExecution as unreadable:
+                show_unreadable(backend, unreadable, out)
+                return Exit.OK
+            show_status(out, snapshot)
             return Exit.OK
         return watch_status(backend, execution_id, out, timeout)
 
@@ -190,6 +197,19 @@ def draw_status(backend: Backend, execution_id: str, diagram_format: str, out: O
         )
     active = active_paths(chart, execution_tree(backend.store.load, execution_id))
     show_drawing(out, chart, diagram_format, draw(chart, diagram_format, active), active=sorted(active))
+
+
+def show_unreadable(backend: Backend, unreadable: UnreadableExecution, out: Output) -> None:
+    """An execution whose document cannot be read, shown from the fields that can (its dead letter among
+    them, once a worker parked it)."""
+    document = backend.store.document(unreadable.execution_id)
+    if document is None:
+        raise UnknownExecution(unreadable.execution_id)
+    dead = parse_parked(document) if document.get("parked") else None
+    if out.json:
+        out.document(unreadable_document(document, unreadable, dead))
+    else:
+        out.show(unreadable_view(document, unreadable, dead))
 
 
 def show_status(out: Output, snapshot: Snapshot) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,6 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from harel.cli.output import pairs, styled, table
+from harel.errors import UnreadableExecution
+from harel.executions.records import Parked
 from harel.inspection import Disposition, EventFate, Mailbox, Stage, Undelivered, disposition_of, raised_at
 from harel.model import Execution, ExecutionStatus
 from harel.worker import RELAY_RETRY_SECONDS, UNDELIVERABLE_AFTER_SECONDS
@@ -164,7 +166,6 @@ def unserved(chart: str, served: set[str]) -> str:
 
 
 def mailbox_document(box: Mailbox, served: set[str] | None) -> dict[str, Any]:
-    dead = box.parked
     return {
         "chart": box.chart,
         "pending": [{"id": p.id, "event": p.event.name, "at": p.at} for p in box.pending],
@@ -172,17 +173,72 @@ def mailbox_document(box: Mailbox, served: set[str] | None) -> dict[str, Any]:
         "last_error": box.last_error,
         "last_traceback": box.last_traceback,
         "leased": box.leased,
-        "dead_letter": None
-        if dead is None
-        else {
-            "event_id": dead.event_id,
-            "event": dead.event_name,
-            "error": dead.error,
-            "traceback": dead.traceback,
-            "attempts": dead.attempts,
-            "at": dead.at,
-        },
+        "dead_letter": dead_letter_document(box.parked),
         "served": None if served is None else box.chart in served,
+    }
+
+
+def dead_letter_document(dead: Parked | None) -> dict[str, Any] | None:
+    if dead is None:
+        return None
+    return {
+        "event_id": dead.event_id,
+        "event": dead.event_name,
+        "error": dead.error,
+        "traceback": dead.traceback,
+        "attempts": dead.attempts,
+        "at": dead.at,
+    }
+
+
+# --- an execution that cannot be read ------------------------------------------------------------------
+
+
+def unreadable_view(
+    document: Mapping[str, Any], unreadable: UnreadableExecution, dead: Parked | None
+) -> RenderableType:
+    """What the document still tells, read past the models: its chart, the status and version last
+    written, why it cannot be read, and its dead letter (a worker that claims it parks it)."""
+    execution_id = unreadable.execution_id
+    chart = document.get("chart")
+    rows: list[tuple[str, RenderableType]] = [
+        ("execution", execution_id),
+        ("chart", chart_name(chart) if isinstance(chart, str) else "-"),
+        (
+            "status",
+            Text.assemble(
+                ("unreadable", "bold red"),
+                f" (stored as {document.get('status')}, version {document.get('version')})",
+            ),
+        ),
+        ("reason", Text(unreadable.what, style="red")),
+    ]
+    if dead is None:
+        rows.append(("", "the next worker to claim it parks it with this reason"))
+    else:
+        rows.append(("dead letter", Text(f"{dead.event_name} ({dead.event_id}): {dead.error}", "bold red")))
+        rows.append(
+            (
+                "",
+                f"repair the stored document (`harel status {execution_id} --document` prints it), then "
+                f"`harel dead retry {execution_id}`; or `harel dead drop {execution_id}` drops its head event",
+            )
+        )
+    return pairs(rows)
+
+
+def unreadable_document(
+    document: Mapping[str, Any], unreadable: UnreadableExecution, dead: Parked | None
+) -> dict[str, Any]:
+    """`harel status --json` of it: `unreadable` says what cannot be read; the rest is as stored."""
+    return {
+        "id": unreadable.execution_id,
+        "unreadable": unreadable.what,
+        "status": document.get("status"),
+        "version": document.get("version"),
+        "chart": document.get("chart"),
+        "last_error": document.get("last_error"),
+        "dead_letter": dead_letter_document(dead),
     }
 
 

@@ -7,7 +7,7 @@ single-document update on any MongoDB deployment.
 
 The writers: *create* (MongoStore.create, commit at version 0, create_children: an upsert that seeds every
 field), *commit* (MongoStore.commit and commit_claim: one CAS update), *send*, *claim*, *extend*, *release*
-and *fail* (MongoTransport), the *sweep* (MongoStore.fire_timer), the *relays* (take_relay_work,
+and *fail* (MongoTransport; `park_unreadable` is a fail of a claim that could not read its execution), the *sweep* (MongoStore.fire_timer), the *relays* (take_relay_work,
 ack_relay), the *operator* (`harel dead retry|drop`: MongoTransport.retry, drop) and *append_trace*.
 
 The seed's fields:
@@ -71,8 +71,9 @@ The mailbox:
                     TRACEBACK_LIMIT characters, the innermost frames).                  operator
     parked          {event_id, name, error, traceback, attempts, at} once the head      commit, fail,
                     event failed `max_attempts` times, or failed in a way no retry can  operator
-                    change: later events wait behind it (they never overtake it) until
-                    an operator retries or drops it.
+                    change (the document itself unreadable among them: the head event
+                    as stored, "-" where not readable): later events wait behind it
+                    (they never overtake it) until an operator retries or drops it.
 
 `inbox_at` is the one field for "claimable from": a leased execution's is its lease's end, so one index
 range over (`chart`, `inbox_at`) finds what is due and never what is leased, with no `$or`. The index is

@@ -4,10 +4,13 @@ values, and refused writes read back as typed errors."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from harel.errors import LeaseLost, StoreConflict
+from pydantic import ValidationError
+
+from harel.errors import LeaseLost, StoreConflict, UnreadableExecution
 from harel.executions.fields import dec, due_from
 from harel.executions.records import Claim, Parked, Pending, RelayWork, SendOutcome
 from harel.model import (
@@ -23,12 +26,75 @@ from harel.model import (
 
 DUPLICATE_KEY = 11000
 
+# What parsing a stored value this version cannot read raises: pydantic's ValidationError (a ValueError, like
+# the JSON decoder's errors; a value nested past the parser's recursion limit is one), a field of another type
+# or shape, a value nested past Python's own recursion limit.
+UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, RecursionError)
+WHAT_LIMIT = 500  # characters of what could not be read, kept in the error (and the dead letter it parks)
+UNKNOWN = "-"  # the head event's id or name where it is not readable either
 
-def parse_execution(document: Mapping[str, Any] | None) -> Execution | None:
+
+def unreadable_what(where: str, exc: BaseException) -> str:
+    """`where` (a key path in the document) and why it could not be read: pydantic's first error, at its own
+    key path under `where`, else the exception's kind and message."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False, include_input=False)
+        first = errors[0]
+        path = ".".join([where, *(str(step) for step in first["loc"])])
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        what = f"{path}: {first['msg']}{more}"
+    else:
+        what = f"{where}: {type(exc).__name__}: {exc}"
+    return what[:WHAT_LIMIT]
+
+
+def stored_head(document: Mapping[str, Any]) -> tuple[str, str]:
+    """The head event's id and name as stored, read past the models: what parks an unreadable execution."""
+    inbox = document.get("inbox")
+    head = inbox[0] if isinstance(inbox, list) and inbox and isinstance(inbox[0], Mapping) else {}
+    event_id = head.get("id")
+    try:
+        name = json.loads(head["event"]).get("name")
+    except UNREADABLE:
+        name = None
+    return (
+        event_id if isinstance(event_id, str) else UNKNOWN,
+        name if isinstance(name, str) else UNKNOWN,
+    )
+
+
+@contextmanager
+def reading(document: Mapping[str, Any], where: str, owner: str | None = None) -> Iterator[None]:
+    """Parse the document's `where` inside: what cannot be read raises UnreadableExecution, naming it (with
+    the claim's `owner` and the head event as stored, when a claim read it)."""
+    try:
+        yield
+    except UNREADABLE as exc:
+        event_id, event = stored_head(document) if owner is not None else (None, None)
+        raise UnreadableExecution(
+            str(document.get("_id")), unreadable_what(where, exc), owner=owner, event_id=event_id, event=event
+        ) from exc
+
+
+def parse_execution(document: Mapping[str, Any] | None, owner: str | None = None) -> Execution | None:
     """A document without `data` holds only a trace appended before the execution was created."""
     if document is None or "data" not in document:
         return None
-    return Execution.model_validate_json(document["data"])
+    with reading(document, "data", owner):
+        return Execution.model_validate_json(document["data"])
+
+
+def parse_inbox(document: Mapping[str, Any], owner: str | None = None) -> tuple[Pending, ...]:
+    """The events waiting in the document's mailbox, in arrival order."""
+    with reading(document, "inbox", owner):
+        entries = list(document.get("inbox") or ())
+    pending = []
+    for n, entry in enumerate(entries):
+        with reading(document, f"inbox.{n}.event", owner):
+            event = Event.model_validate_json(entry["event"])
+        with reading(document, f"inbox.{n}", owner):
+            pending.append(parse_pending(entry, event))
+    return tuple(pending)
 
 
 def parse_load_for_event(documents: Sequence[Mapping[str, Any]]) -> tuple[Execution | None, bool]:
@@ -74,12 +140,14 @@ def first_of_block(counter_doc: Mapping[str, Any], count: int) -> int:
 
 
 def parse_page(documents: Sequence[Mapping[str, Any]], offset: int, limit: int) -> ExecutionPage:
-    items = [
-        ExecutionSummary.from_data(json.loads(document["data"]), document.get("version", 0))
-        for document in documents[:limit]
-    ]
+    items = [_summary(document) for document in documents[:limit]]
     more = len(documents) > limit
     return ExecutionPage(items=items, next_cursor=encode_offset(offset + limit) if more else None)
+
+
+def _summary(document: Mapping[str, Any]) -> ExecutionSummary:
+    with reading(document, "data"):
+        return ExecutionSummary.from_data(json.loads(document["data"]), document.get("version", 0))
 
 
 # --- relays ------------------------------------------------------------------------------------------------
@@ -141,10 +209,10 @@ def parse_due(documents: Iterable[Mapping[str, Any]]) -> list[DueTimer]:
 # --- the mailbox -------------------------------------------------------------------------------------------
 
 
-def parse_pending(entry: Mapping[str, Any]) -> Pending:
+def parse_pending(entry: Mapping[str, Any], event: Event) -> Pending:
     return Pending(
         id=entry["id"],
-        event=Event.model_validate_json(entry["event"]),
+        event=event,
         source=entry.get("source"),
         at=float(entry.get("at") or 0.0),
         size=int(entry.get("size") or 0),
@@ -159,17 +227,22 @@ def parse_send_diagnosis(documents: Sequence[Mapping[str, Any]]) -> SendOutcome:
 
 
 def parse_claim(document: Mapping[str, Any], owner: str) -> Claim:
-    execution = parse_execution(document)
+    """The claimed execution; UnreadableExecution (with the claim's `owner`, to park it) when the document
+    cannot be read."""
+    execution = parse_execution(document, owner)
     if execution is None:
         raise ValueError(f"claimed execution {document.get('_id')!r} has no data")
-    lease = document["lease"]
+    pending = parse_inbox(document, owner)
+    with reading(document, "attempts", owner):
+        attempts = int(document.get("attempts") or 0)
+    lease = document["lease"]  # this claim's own write
     return Claim(
         execution=execution,
-        pending=tuple(parse_pending(e) for e in document.get("inbox") or ()),
+        pending=pending,
         owner=owner,
         server_time=float(lease["at"]),
         lease_until=float(lease["until"]),
-        attempts=int(document.get("attempts") or 0),
+        attempts=attempts,
         previous_owner=lease.get("previous"),
         relay_idle=document.get("relay_at") is None,
     )
@@ -181,18 +254,21 @@ def parse_lease_until(document: Mapping[str, Any] | None) -> float | None:
 
 
 def parse_parked(document: Mapping[str, Any]) -> Parked:
-    parked = document["parked"]
-    return Parked(
-        execution_id=document["_id"],
-        chart=document.get("chart", ""),
-        event_id=parked["event_id"],
-        event_name=parked["name"],
-        error=parked["error"],
-        attempts=int(parked["attempts"]),
-        at=float(parked["at"]),
-        waiting=max(0, len(document.get("inbox") or ()) - 1),
-        traceback=parked.get("traceback") or "",
-    )
+    """The dead letter, read past the rest of the document (it may be what could not be read)."""
+    inbox = document.get("inbox")
+    with reading(document, "parked"):
+        parked = document["parked"]
+        return Parked(
+            execution_id=document["_id"],
+            chart=document.get("chart", ""),
+            event_id=parked["event_id"],
+            event_name=parked["name"],
+            error=parked["error"],
+            attempts=int(parked["attempts"]),
+            at=float(parked["at"]),
+            waiting=max(0, len(inbox) - 1) if isinstance(inbox, list) else 0,
+            traceback=parked.get("traceback") or "",
+        )
 
 
 def parse_count(documents: Sequence[Mapping[str, Any]], name: str = "n") -> int:

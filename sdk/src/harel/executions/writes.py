@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from harel.commands import Write, array, literal, only
+from harel.errors import UnreadableExecution
 from harel.executions.fields import ERROR_LIMIT, INBOX_LIMIT_BYTES, TRACEBACK_LIMIT, due_from
 from harel.executions.records import Claim, Failure, Pending
 from harel.model import DueTimer, Event, timer_event
@@ -147,7 +148,12 @@ def claim_write(charts: Iterable[str], owner: str, lease: float, bound: float) -
 
 
 def owned(claim: Claim) -> dict[str, Any]:
-    return {"_id": claim.execution_id, "lease.owner": claim.owner}
+    return fenced(claim.execution_id, claim.owner)
+
+
+def fenced(execution_id: str, owner: str) -> dict[str, Any]:
+    """The filter of a claim's write: the execution, while the lease is still `owner`'s."""
+    return {"_id": execution_id, "lease.owner": owner}
 
 
 def extend_write(claim: Claim, lease: float) -> Write:
@@ -180,17 +186,14 @@ def settle_stages(
         second["inbox_at"] = _due_if_pending()
         return first, second
     error = failure.error[:ERROR_LIMIT]
-    traceback = literal(failure.traceback[-TRACEBACK_LIMIT:])
-    first.update({"attempts": failure.attempts, "last_error": literal(error), "last_traceback": traceback})
+    traceback = failure.traceback[-TRACEBACK_LIMIT:]
+    first.update(
+        {"attempts": failure.attempts, "last_error": literal(error), "last_traceback": literal(traceback)}
+    )
     if failure.park:
-        first["parked"] = {
-            "event_id": literal(failure.event.id),
-            "name": literal(failure.event.event.name),
-            "error": literal(error),
-            "traceback": traceback,
-            "attempts": failure.attempts,
-            "at": NOW,
-        }
+        first["parked"] = _dead_letter(
+            failure.event.id, failure.event.event.name, error, traceback, failure.attempts
+        )
         second["inbox_at"] = None
     else:
         second["inbox_at"] = now_plus(failure.retry_in)
@@ -201,6 +204,40 @@ def fail_write(claim: Claim, failure: Failure) -> Write:
     """A failed attempt with nothing applied: the version stays, the lease ends."""
     first, second = settle_stages((), failure)
     return Write(owned(claim), [{"$set": first}, {"$set": second}])
+
+
+def _dead_letter(event_id: str, name: str, error: str, traceback: str, attempts: int) -> dict[str, Any]:
+    return {
+        "event_id": literal(event_id),
+        "name": literal(name),
+        "error": literal(error),
+        "traceback": literal(traceback),
+        "attempts": attempts,
+        "at": NOW,
+    }
+
+
+def park_unreadable_write(unreadable: UnreadableExecution) -> Write:
+    """Park an execution whose document the claim that read it could not: fenced by that claim's owner token
+    (its lease), like any write of a claim, and written with `$literal`s only, so that no field the document
+    holds, however malformed, is read to write it. One reading failed: one attempt."""
+    assert unreadable.owner is not None and unreadable.event_id is not None and unreadable.event is not None
+    error = f"{type(unreadable).__name__}: {unreadable}"[:ERROR_LIMIT]
+    return Write(
+        fenced(unreadable.execution_id, unreadable.owner),
+        [
+            {
+                "$set": {
+                    "lease": None,
+                    "inbox_at": None,
+                    "attempts": 1,
+                    "last_error": literal(error),
+                    "last_traceback": None,
+                    "parked": _dead_letter(unreadable.event_id, unreadable.event, error, "", 1),
+                }
+            }
+        ],
+    )
 
 
 # --- the operator's dead-letter actions ----------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import Any
 
 from harel.commands import drained, matched, resolved
 from harel.driver_errors import translating
+from harel.errors import UnreadableExecution
 from harel.executions import queries, replies, writes
 from harel.executions.fields import DEFAULT_DEDUPE_WINDOW, EXECUTIONS
 from harel.executions.indexes import MAILBOX_INDEXES
@@ -97,6 +98,9 @@ class AsyncMongoTransport:
 
     async def fail(self, claim: Claim, failure: Failure) -> bool:
         return matched(await writes.fail_write(claim, failure).send(self._executions))
+
+    async def park_unreadable(self, unreadable: UnreadableExecution) -> bool:
+        return matched(await writes.park_unreadable_write(unreadable).send(self._executions))
 
     async def parked(self, limit: int = 100) -> list[Parked]:
         found = await drained(queries.parked_find(limit).open(self._executions))

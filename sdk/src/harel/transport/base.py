@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from harel.errors import UnreadableExecution
 from harel.executions.records import Claim, Failure, Parked, Pending, SendOutcome
 from harel.model import Event
 from harel.servertime import ServerClock
@@ -54,7 +55,8 @@ class Transport(Protocol):
 
     def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
         """Lease the execution (of one of `charts`) whose mailbox has been due longest, or None.
-        `bound` is an upper estimate of the server's time, for the index range only."""
+        `bound` is an upper estimate of the server's time, for the index range only. UnreadableExecution
+        when the leased execution's document cannot be read (the lease holds, for `park_unreadable`)."""
 
     def extend(self, claim: Claim, lease: float) -> Claim | None:
         """Push the lease's end out while still the owner; None when the lease was lost."""
@@ -64,6 +66,10 @@ class Transport(Protocol):
 
     def fail(self, claim: Claim, failure: Failure) -> bool:
         """Record a failed attempt at the head event (nothing applied): retry later, or park."""
+
+    def park_unreadable(self, unreadable: UnreadableExecution) -> bool:
+        """Park the execution a claim could not read (`claim` raised `unreadable`), while the claim's lease
+        holds; False when no longer the owner."""
 
     def parked(self, limit: int = 100) -> list[Parked]:
         """Executions waiting for an operator, oldest first."""

@@ -27,6 +27,7 @@ from typing import Any
 
 from harel.commands import matched
 from harel.driver_errors import translating
+from harel.errors import UnreadableExecution
 from harel.executions import queries, replies, writes
 from harel.executions.fields import DEFAULT_DEDUPE_WINDOW, EXECUTIONS
 from harel.executions.indexes import MAILBOX_INDEXES
@@ -98,6 +99,9 @@ class MongoTransport:
 
     def fail(self, claim: Claim, failure: Failure) -> bool:
         return matched(writes.fail_write(claim, failure).send(self._executions))
+
+    def park_unreadable(self, unreadable: UnreadableExecution) -> bool:
+        return matched(writes.park_unreadable_write(unreadable).send(self._executions))
 
     def parked(self, limit: int = 100) -> list[Parked]:
         found = list(queries.parked_find(limit).open(self._executions))
