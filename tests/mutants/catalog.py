@@ -77,6 +77,7 @@ MAILBOX_CHECKS = "tests/conformance/test_mailbox_conformance.py"
 UNIT_WORKER = "tests/unit/test_worker.py"
 CRASH_WINDOWS = "tests/wire/test_crash_windows.py"
 FAULTS = "tests/wire/test_faults.py"
+DEGRADED = "tests/wire/test_degraded.py"
 INTERPRETER_CHECKS = "tests/unit/test_interpreter.py"
 REGION_CHECKS = "tests/unit/test_regions.py"
 ORDERING = "tests/wire/test_ordering.py"
@@ -268,9 +269,25 @@ MUTANTS: tuple[Mutant, ...] = (
         )
         + _on(
             FAULTS,
-            "test_both_attempts_failing_are_read_back_and_the_commit_sent_again",
-            "test_not_writable_primary_on_both_attempts_is_resolved_by_the_dedupe_mark",
+            "test_a_commit_cut_short_by_its_deadline_is_read_back_and_sent_again",
+            "test_not_writable_primary_until_the_deadline_is_resolved_by_the_dedupe_mark",
             ids=FAKE_RS,
+        ),
+    ),
+    Mutant(
+        "commands-without-deadline",
+        "the worker's commands run without their deadline, bounded only by the client's 30 s reply bound",
+        (
+            Edit(
+                WORKER,
+                "return per_operation(self.config.op_timeout_seconds)",
+                "return contextlib.nullcontext()",
+            ),
+        ),
+        _on(
+            DEGRADED,
+            "test_a_worker_is_not_ready_while_the_primary_does_not_answer_and_recovers",
+            "test_a_partition_that_drops_packets_delays_commits_by_little_more_than_itself",
         ),
     ),
     Mutant(

@@ -380,6 +380,16 @@ def test_the_async_timeout_fits_the_lease() -> None:
         worker_config(async_timeout=15.0)
 
 
+def test_the_commands_deadline_fits_the_lease() -> None:
+    assert worker_config(async_timeout=None).op_timeout_seconds == 5.0
+    assert worker_config(async_timeout=None, lease_seconds=3.0).op_timeout_seconds == 1.0, "a third of it"
+    assert worker_config(async_timeout=None, op_timeout=14.0).op_timeout_seconds == 14.0
+    with pytest.raises(
+        click.UsageError, match=r"--op-timeout 15 must be under half of --lease-seconds \(30\)"
+    ):
+        worker_config(async_timeout=None, op_timeout=15.0)
+
+
 def test_status_says_why_an_execution_failed() -> None:
     from rich.console import Console
 

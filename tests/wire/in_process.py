@@ -156,8 +156,16 @@ class Seams:
         self.db_name = db_name
         self._open: list[Seam] = []
 
-    def open(self, name: str, listeners: tuple[monitoring.CommandListener, ...] = (), **options: Any) -> Seam:
-        seam = open_seam(self.url, self.db_name, name, listeners, **options)
+    def open(
+        self,
+        name: str,
+        listeners: tuple[monitoring.CommandListener, ...] = (),
+        *,
+        url: str | None = None,
+        **options: Any,
+    ) -> Seam:
+        """`url`: another way to the same deployment (through a proxy)."""
+        seam = open_seam(url or self.url, self.db_name, name, listeners, **options)
         self._open.append(seam)
         return seam
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from pymongo import MongoClient
+from pymongo import MongoClient, monitoring
 
 from harel.aio_store import AsyncMongoStore
 from harel.app import ActionContext, ActionResult, App
@@ -58,6 +58,7 @@ from tests.wire.in_process import (
     start_tally,
     tally_app,
 )
+from tests.wire.partition import PartitionProxy
 from tests.wire.processes import WorkerProcesses, wait_until, with_app_name
 
 pytestmark = pytest.mark.wire
@@ -68,6 +69,8 @@ MAX_TIME_MS_EXPIRED = 50  # not retryable
 NOT_WRITABLE_PRIMARY = 10107
 APPLIED_THEN_LOST = "no server fail point applies a write and then drops the connection"
 REDELIVERY_TIMEOUT = 10.0
+# The worker's deadline on each command where a test waits for it to pass (the default is 5 s).
+OP_TIMEOUT_SECONDS = 0.5
 
 
 BUMP = "bump-1"
@@ -104,13 +107,19 @@ class PendingBump:
         return found
 
     def process_under_fault(
-        self, admin: MongoClient[Any], times: int, command: str, code: int, labels: list[str] | None = None
+        self,
+        admin: MongoClient[Any],
+        times: int | str,
+        command: str,
+        code: int,
+        labels: list[str] | None = None,
     ) -> None:
-        """Handle the bump while the store's next `times` `command`s fail with `code` (and `labels`)."""
+        """Handle the bump while the store's next `times` `command`s (or all, "alwaysOn") fail with `code`
+        (and `labels`)."""
         labels_option = {} if labels is None else {"errorLabels": labels}
         with fail_command(
             admin,
-            {"times": times},
+            {"times": times} if isinstance(times, int) else times,
             failCommands=[command],
             errorCode=code,
             appName=self.seam.store_app,
@@ -138,9 +147,17 @@ class PendingBump:
         assert (document["lease"], document["attempts"]) == (None, 0), "a deployment fault is not the event's"
 
 
-def pending_bump(seams: Seams, tally: Tally, name: str, **config: Any) -> PendingBump:
+def pending_bump(
+    seams: Seams,
+    tally: Tally,
+    name: str,
+    *,
+    listeners: tuple[monitoring.CommandListener, ...] = (),
+    url: str | None = None,
+    **config: Any,
+) -> PendingBump:
     accounting = CommandAccounting()
-    seam = seams.open(name, listeners=(accounting,))
+    seam = seams.open(name, listeners=(accounting, *listeners), url=url)
     worker = seam.worker(tally.app, **config)
     execution_id = start_tally(seam, tally, worker)
     calls: Counter[str] = Counter()
@@ -173,22 +190,58 @@ def test_commit_applied_then_connection_lost_is_answered_by_the_driver_retry(
     assert pending.unknown_outcomes() == 0
 
 
-def test_commit_applied_then_both_replies_lost_is_resolved_by_the_dedupe_mark(
+class DropsTheNextUpdatesReplies(monitoring.CommandListener):
+    """Once armed, the next `update` the client sends reaches the server through `proxy`, and every reply is
+    dropped from then until that update has failed on the client's side (its deadline passed)."""
+
+    def __init__(self, proxy: PartitionProxy) -> None:
+        self.proxy = proxy
+        self.armed = False
+        self._request_id: int | None = None
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if self.armed and event.command_name == "update":
+            self.armed = False
+            self._request_id = event.request_id
+            self.proxy.drop_replies()  # before the command is written: its request goes through, its reply not
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        if event.request_id == self._request_id:
+            self.proxy.heal()
+
+
+def test_commit_applied_then_its_replies_lost_is_resolved_by_the_dedupe_mark(
     replica_set: Deployment, seams: Seams, tally: Tally
 ) -> None:
-    """Nothing lost, nothing doubled: the bump takes effect once. The commit was applied and the connection
-    closed, and the driver's retry (answered from the record) lost its reply too: the outcome is unknown to
-    the worker, which reads the dedupe mark, finds the commit there, and does not commit again."""
-    server = replica_set.require_fake(APPLIED_THEN_LOST)
-    pending = pending_bump(seams, tally, "lost-replies")
-    server.fail_after_apply("update", times=2, app_name=pending.seam.store_app)
+    """Nothing lost, nothing doubled: the bump takes effect once. The commit was applied and every reply was
+    lost until its deadline passed (a partition of the replies, the connection kept open), leaving no time for
+    the driver's retry: the outcome is unknown to the worker, which reads the dedupe mark, finds the commit
+    there, and does not commit again."""
+    server = replica_set.require_fake("the partition proxy stands in front of the fake server")
+    with PartitionProxy(("127.0.0.1", server.port)).running() as proxy:
+        dropping = DropsTheNextUpdatesReplies(proxy)
+        pending = pending_bump(
+            seams,
+            tally,
+            "lost-replies",
+            listeners=(dropping,),
+            url=proxy.url(),
+            op_timeout_seconds=OP_TIMEOUT_SECONDS,
+        )
+        dropping.armed = True
+        try:
+            assert pending.worker.process_one()
 
-    assert pending.worker.process_one()
-
-    pending.assert_took_effect_once()
-    assert pending.unknown_outcomes() == 1
-    assert pending.commits() == (2, 2)  # no third commit: the mark said it was applied
-    assert pending.worker.counters["processed"] == 3  # the two starts and the bump
+            assert proxy.dropped > 0, "the commit's reply was dropped"
+            pending.assert_took_effect_once()
+            assert pending.unknown_outcomes() == 1
+            assert pending.commits() == (1, 1)  # no second commit: the mark said it was applied
+            assert pending.worker.counters["processed"] == 3  # the two starts and the bump
+        finally:
+            pending.seam.close()  # while the proxy runs: a closing client ends its sessions through it
 
 
 # --- the claim's findAndModify ----------------------------------------------------------------------------
@@ -254,34 +307,67 @@ def test_not_writable_primary_is_retried_once_by_the_driver(
     assert pending.unknown_outcomes() == 0
 
 
-def test_both_attempts_failing_are_read_back_and_the_commit_sent_again(
+def test_a_commit_cut_short_by_its_deadline_is_read_back_and_sent_again(
     replica_set: Deployment, admin: MongoClient[Any], seams: Seams, tally: Tally
 ) -> None:
-    """Nothing lost, nothing doubled: both the commit and PyMongo's retry failed (HostUnreachable,
-    retryable). The worker read the outcome back — no dedupe mark, the lease still its own — and sent the
-    commit once more, which took effect once."""
-    pending = pending_bump(seams, tally, "both-fail")
+    """Nothing lost, nothing doubled: the commit's update was held at the server past the worker's deadline
+    (and then refused), leaving no time for the driver's retry. The worker read the outcome back — no dedupe
+    mark, the lease still its own — and sent the commit once more, which took effect once."""
+    pending = pending_bump(seams, tally, "cut-short", op_timeout_seconds=OP_TIMEOUT_SECONDS)
 
-    pending.process_under_fault(admin, 2, "update", HOST_UNREACHABLE, RETRYABLE)
+    with fail_command(
+        admin,
+        {"times": 1},
+        failCommands=["update"],
+        errorCode=HOST_UNREACHABLE,
+        blockConnection=True,
+        blockTimeMS=int(3 * OP_TIMEOUT_SECONDS * 1000),
+        appName=pending.seam.store_app,
+    ):
+        assert pending.worker.process_one()
 
     pending.assert_took_effect_once()
     assert pending.unknown_outcomes() == 1
-    assert pending.commits()[1] == 2, "both attempts of the first commit failed"
+    assert pending.commits() == (2, 1), "the first commit timed out, the second took effect"
 
 
-def test_not_writable_primary_on_both_attempts_is_resolved_by_the_dedupe_mark(
+class TurnsOffOnTheFirstRead(monitoring.CommandListener):
+    """Turns the `failCommand` fail point off when the client sends its first `find` once armed: the worker
+    reading its commit's outcome back."""
+
+    def __init__(self, admin: MongoClient[Any]) -> None:
+        self.admin = admin
+        self.armed = False
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if self.armed and event.command_name == "find":
+            self.armed = False
+            self.admin.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def test_not_writable_primary_until_the_deadline_is_resolved_by_the_dedupe_mark(
     replica_set: Deployment, admin: MongoClient[Any], seams: Seams, tally: Tally
 ) -> None:
-    """Nothing lost, nothing doubled: both attempts of the commit failed with NotWritablePrimary (raised as a
-    connection-class error): the worker reads the dedupe mark, finds the commit absent and its lease held,
-    commits again, once."""
-    pending = pending_bump(seams, tally, "not-primary-twice")
+    """Nothing lost, nothing doubled: every attempt of the commit within its deadline failed with
+    NotWritablePrimary (raised as a connection-class error; the driver retries it while the deadline allows):
+    the worker reads the dedupe mark, finds the commit absent and its lease held, commits again, once."""
+    reads = TurnsOffOnTheFirstRead(admin)
+    pending = pending_bump(
+        seams, tally, "not-primary-deadline", listeners=(reads,), op_timeout_seconds=OP_TIMEOUT_SECONDS
+    )
+    reads.armed = True
 
-    pending.process_under_fault(admin, 2, "update", NOT_WRITABLE_PRIMARY, RETRYABLE)
+    pending.process_under_fault(admin, "alwaysOn", "update", NOT_WRITABLE_PRIMARY, RETRYABLE)
 
     pending.assert_took_effect_once()
     assert pending.unknown_outcomes() == 1
-    assert pending.commits()[1] == 2
+    assert pending.commits()[1] >= 2, "the driver retried the first commit within its deadline"
 
 
 def test_not_writable_primary_outlasting_the_attempts_leaves_the_event_waiting(
@@ -290,9 +376,9 @@ def test_not_writable_primary_outlasting_the_attempts_leaves_the_event_waiting(
     """Nothing lost: every commit the worker sends fails with NotWritablePrimary (a primary that stays
     away). The execution is untouched, the lease released, no attempt counted against the event; once the
     primary is back the bump takes effect once."""
-    pending = pending_bump(seams, tally, "not-primary-long")
+    pending = pending_bump(seams, tally, "not-primary-long", op_timeout_seconds=OP_TIMEOUT_SECONDS)
 
-    pending.process_under_fault(admin, 4, "update", NOT_WRITABLE_PRIMARY, RETRYABLE)
+    pending.process_under_fault(admin, "alwaysOn", "update", NOT_WRITABLE_PRIMARY, RETRYABLE)
 
     pending.assert_untouched()
     process_until(pending.worker, REDELIVERY_TIMEOUT, "the bump's retry")

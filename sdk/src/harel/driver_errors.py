@@ -29,6 +29,7 @@ from pymongo.errors import (
     WriteConcernError,
 )
 
+from harel.deadlines import one_operation
 from harel.errors import (
     CommitOutcomeUnknown,
     DeploymentError,
@@ -47,9 +48,12 @@ Class = TypeVar("Class", bound=type)
 
 
 def _unavailable(error: PyMongoError) -> bool:
-    return isinstance(
-        error, ConnectionFailure | ExecutionTimeout | WriteConcernError
-    ) or error.has_error_label(RETRYABLE_WRITE)
+    # `timeout`: the driver's own say, for what a deadline cut short (`harel.deadlines`) in any error class
+    return (
+        isinstance(error, ConnectionFailure | ExecutionTimeout | WriteConcernError)
+        or error.has_error_label(RETRYABLE_WRITE)
+        or error.timeout
+    )
 
 
 def translated(error: PyMongoError) -> DeploymentError:
@@ -83,7 +87,9 @@ def committing(execution_id: str, size: int) -> Iterator[None]:
 
 
 def translating(cls: Class) -> Class:
-    """`cls` with each of its public methods, sync or coroutine, under `mapped`: the class is a boundary."""
+    """`cls` with each of its public methods, sync or coroutine, under `mapped`: the class is a boundary. Each
+    call is also one operation, under its own deadline where the caller asked for one
+    (`harel.deadlines.per_operation`)."""
     for name, member in list(vars(cls).items()):
         if not name.startswith("_") and inspect.isfunction(member):
             setattr(cls, name, _under_mapped(member))
@@ -95,14 +101,14 @@ def _under_mapped(method: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(method)
         async def awaited(*args: Any, **kwargs: Any) -> Any:
-            with mapped():
+            with mapped(), one_operation():
                 return await method(*args, **kwargs)
 
         return awaited
 
     @functools.wraps(method)
     def called(*args: Any, **kwargs: Any) -> Any:
-        with mapped():
+        with mapped(), one_operation():
             return method(*args, **kwargs)
 
     return called

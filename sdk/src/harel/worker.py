@@ -29,6 +29,10 @@ One claim, end to end (ARCHITECTURE.md):
 - The background relay only takes relay work left longer than its holder's time (a crashed worker's);
   one relay holds an execution's relay work at a time, so relays never repeat each other.
 - The timer sweep turns a due timer into an event in its own execution's mailbox in one update.
+- Each command the worker sends runs under a deadline of its own (`op_timeout_seconds`, `harel.deadlines`),
+  so a deployment that stops answering (a partition that drops packets) costs about that long, not the
+  client's 30 s reply bound; a command the deadline cut short fails like any network error (a commit's
+  outcome is then read back).
 - `async def` actions and guards run on the process's event loop (`harel.eventloop`), which a worker holds
   from `start` to `stop`; each call is bounded by `async_timeout_seconds`, and one that times out fails the
   attempt like an action that raises.
@@ -49,6 +53,7 @@ from dataclasses import dataclass, field
 
 from harel import interpreter
 from harel.app import App
+from harel.deadlines import per_operation
 from harel.errors import (
     DeploymentError,
     ExecutionTooLarge,
@@ -128,6 +133,11 @@ class WorkerConfig:
     # is named in the log and left behind, so `stop` returns within drain + this (Helm's termination margin
     # covers it).
     stop_seconds: float = 5.0
+    # How long one command of the worker's (a claim, a commit, a relay's send or acknowledgement, a sweep's
+    # read or fire, a lease extension, a heartbeat) may take, all of it: server selection, the round trip,
+    # retries (`harel.deadlines`). A deployment that stops answering then costs about this long, not the 30 s
+    # reply bound. Keep it well under the lease: a command blocked past it outlives the claim it serves.
+    op_timeout_seconds: float = 5.0
 
 
 @dataclass
@@ -216,6 +226,15 @@ class Worker:
 
     def process_one(self) -> bool:
         """Claim one execution and apply its pending events. False when nothing was due."""
+        with self._bounded():
+            return self._process_one()
+
+    def _bounded(self) -> contextlib.AbstractContextManager[None]:
+        """Each command sent inside under a deadline of its own (`op_timeout_seconds`); a step's actions
+        between them are not bounded by it."""
+        return per_operation(self.config.op_timeout_seconds)
+
+    def _process_one(self) -> bool:
         try:
             claim = self.transport.claim(self.charts, self.config.lease_seconds, self.clock.bound())
         except UnreadableExecution as unreadable:
@@ -555,11 +574,12 @@ class Worker:
     def relay_once(self) -> int:
         """Take relay work left behind (a crashed or slow worker's) and deliver it. Returns entries moved."""
         moved = 0
-        while moved < self.config.batch and not self._halt.is_set():
-            work = self.store.take_relay_work(self.config.lease_seconds, self.clock.bound())
-            if work is None:
-                break
-            moved += self._deliver(work)
+        with self._bounded():
+            while moved < self.config.batch and not self._halt.is_set():
+                work = self.store.take_relay_work(self.config.lease_seconds, self.clock.bound())
+                if work is None:
+                    break
+                moved += self._deliver(work)
         return moved
 
     # --- timers ------------------------------------------------------------------------------------
@@ -568,12 +588,13 @@ class Worker:
         """Turn due timers into events in their executions' mailboxes. Returns how many fired."""
         started = self.clock.now()
         fired = 0
-        for due in self.store.due_timers(self.clock.bound(), self.config.batch):
-            if self._halt.is_set():
-                return fired  # stopping: the rest stay due for the next sweep, of this worker or another
-            if self.store.fire_timer(due, now=self.clock.now()):
-                fired += 1
-                self.metrics.timers_fired.inc()
+        with self._bounded():
+            for due in self.store.due_timers(self.clock.bound(), self.config.batch):
+                if self._halt.is_set():
+                    return fired  # stopping: the rest stay due for the next sweep, of this worker or another
+                if self.store.fire_timer(due, now=self.clock.now()):
+                    fired += 1
+                    self.metrics.timers_fired.inc()
         if fired:
             self.transport.wake()
         if fired < self.config.batch:
@@ -679,16 +700,17 @@ class Worker:
 
     def _leave(self, unfinished: list[Claim]) -> None:
         """Hand back the claims still held after the drain, then remove this worker's heartbeat."""
-        for claim in unfinished:
-            try:
-                self.transport.release(claim)
-            except DeploymentError as exc:
-                log.warning("could not release a claim; its lease will expire", extra={"error": str(exc)})
-        if self.heartbeats is not None:
-            try:
-                self.heartbeats.remove(self.id)
-            except DeploymentError as exc:
-                log.warning("could not remove the heartbeat; it expires", extra={"error": str(exc)})
+        with self._bounded():
+            for claim in unfinished:
+                try:
+                    self.transport.release(claim)
+                except DeploymentError as exc:
+                    log.warning("could not release a claim; its lease will expire", extra={"error": str(exc)})
+            if self.heartbeats is not None:
+                try:
+                    self.heartbeats.remove(self.id)
+                except DeploymentError as exc:
+                    log.warning("could not remove the heartbeat; it expires", extra={"error": str(exc)})
 
     @property
     def stopping(self) -> bool:
@@ -792,7 +814,8 @@ class Worker:
                 for held in self._inflight.values()
                 if self.config.lease_seconds / 3 <= now - held.since < self.config.max_step_seconds
             ]
-        return sum(self.transport.extend(claim, self.config.lease_seconds) is not None for claim in due)
+        with self._bounded():
+            return sum(self.transport.extend(claim, self.config.lease_seconds) is not None for claim in due)
 
     def _heartbeat_loop(self) -> None:
         assert self.heartbeats is not None
@@ -805,7 +828,8 @@ class Worker:
         while not self._halt.is_set():
             with sending(HEARTBEAT):
                 try:
-                    server_time = self.heartbeats.beat(self.id, info, dict(self.counters))
+                    with self._bounded():
+                        server_time = self.heartbeats.beat(self.id, info, dict(self.counters))
                 except DeploymentError as exc:
                     if self._halt.is_set():
                         return  # stopping: the client may be closed; `stop` removes the heartbeat

@@ -195,20 +195,44 @@ def async_timeout_option(function: F) -> F:
     )(function)
 
 
-def worker_config(*, async_timeout: float | None, **settings: Any) -> WorkerConfig:
-    """The worker's settings, refused where they contradict each other."""
+def op_timeout_option(function: F) -> F:
+    return click.option(
+        "--op-timeout",
+        type=POSITIVE_SECONDS,
+        envvar="HAREL_OP_TIMEOUT",
+        show_envvar=True,
+        help="seconds one command of the worker (a claim, a commit, a relay, a lease extension, a heartbeat) "
+        "may take, retries included; a deployment that stops answering then costs about this long; under half "
+        f"of the lease [default: {WorkerConfig.op_timeout_seconds:g}, or a third of the lease when that is less]",
+    )(function)
+
+
+def worker_config(
+    *, async_timeout: float | None, op_timeout: float | None = None, **settings: Any
+) -> WorkerConfig:
+    """The worker's settings, refused where they contradict each other: the async timeout and the commands'
+    deadline each default to a third of the lease when that is less, and are refused from half of it (a step
+    or a command that outlives its lease lets another worker apply the events again)."""
     config = WorkerConfig(**settings)
-    if async_timeout is None:
-        return dataclasses.replace(
-            config, async_timeout_seconds=min(config.async_timeout_seconds, config.lease_seconds / 3)
-        )
-    if async_timeout >= config.lease_seconds / 2:
+    return dataclasses.replace(
+        config,
+        async_timeout_seconds=_under_half_lease(
+            config, "--async-timeout", async_timeout, config.async_timeout_seconds
+        ),
+        op_timeout_seconds=_under_half_lease(config, "--op-timeout", op_timeout, config.op_timeout_seconds),
+    )
+
+
+def _under_half_lease(config: WorkerConfig, flag: str, given: float | None, default: float) -> float:
+    if given is None:
+        return min(default, config.lease_seconds / 3)
+    if given >= config.lease_seconds / 2:
         raise click.UsageError(
-            f"--async-timeout {async_timeout:g} must be under half of --lease-seconds "
-            f"({config.lease_seconds:g}): a step that outlives its lease is applied again by another worker; "
-            "shorten the one or lengthen the other"
+            f"{flag} {given:g} must be under half of --lease-seconds "
+            f"({config.lease_seconds:g}): the events of a step or a command that outlives its lease are applied "
+            "again by another worker; shorten the one or lengthen the other"
         )
-    return dataclasses.replace(config, async_timeout_seconds=async_timeout)
+    return given
 
 
 def connection_options(function: F) -> F:

@@ -17,6 +17,7 @@ from harel.cli.options import (
     concurrency_option,
     connection_options,
     json_option,
+    op_timeout_option,
     worker_config,
 )
 from harel.cli.output import Output
@@ -82,6 +83,7 @@ log = logging.getLogger("harel.cli")
     help="how long one step's actions may run, the lease extended meanwhile; a longer step fails its attempt",
 )
 @async_timeout_option
+@op_timeout_option
 @click.option("--no-trace", is_flag=True, help="do not record execution traces (the smoke check needs them)")
 @connection_options
 @json_option(help="log JSON lines (HAREL_LOG_FORMAT=json)")
@@ -94,6 +96,7 @@ def worker(
     lease_seconds: float,
     max_step_seconds: float,
     async_timeout: float | None,
+    op_timeout: float | None,
     no_trace: bool,
     connection: Connection,
     out: Output,
@@ -125,6 +128,7 @@ def worker(
         lease_seconds=lease_seconds,
         max_step_seconds=max_step_seconds,
         async_timeout=async_timeout,
+        op_timeout=op_timeout,
         trace=not no_trace,
     )
     return serve(

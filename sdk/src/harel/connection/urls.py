@@ -39,6 +39,8 @@ WRITE_CONCERN_TIMEOUT_MS = 10_000
 # a retryable write is retried once. Every command the SDK sends answers in well under a second when the
 # deployment is healthy, change-stream waits included (one second each); building a new index on a large
 # collection can take longer, so add indexes while all members are up (the build goes on at the server).
+# A worker's own commands run under a tighter deadline each, which replaces this bound and the write-concern
+# one for them (`harel.deadlines`).
 SOCKET_TIMEOUT_MS = 30_000
 
 # Each safe default: the option names that set it (lower-cased, as PyMongo matches them), the name we pass,
