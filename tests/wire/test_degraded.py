@@ -98,8 +98,11 @@ def test_a_worker_is_not_ready_while_writes_are_not_acknowledged_and_recovers(
         try:
             took, why = run.turns_not_ready(caplog)
             # the deadline went to the server as maxTimeMS; its expiry while waiting for the majority is a
-            # write-concern timeout
-            assert why.startswith("deployment degraded: WTimeoutError"), why
+            # write-concern timeout, or, when the client's own clock runs out first (a loaded machine's round
+            # trip eats the margin PyMongo keeps), a network timeout: either is the deadline reached
+            assert why.startswith(
+                ("deployment degraded: WTimeoutError", "deployment degraded: NetworkTimeout")
+            ), why
             assert took < 10 * OP_TIMEOUT_SECONDS, "within a few deadlines, not a hang"
         finally:
             server.release_write_concern()
