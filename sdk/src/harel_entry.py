@@ -1,0 +1,60 @@
+"""The `harel` console script: Ctrl-C at any moment ends it with one line on stderr and exit code 130.
+
+A module of its own, outside the `harel` package: importing anything of `harel` imports its public API (the
+store, the clients, PyMongo) and the command line then brings click and rich, a second or more before any
+command runs. Those imports run here, inside the handling; so does the command (which turns Ctrl-C into
+`click.Abort`, reported as `interrupted`, or, in `harel worker` and `harel dev`, into a drain). Once the command
+has returned, Ctrl-C ends the process at once: what is left is the interpreter's shutdown (closing clients,
+joining threads), where an interruption would otherwise print a traceback from whatever it cut short.
+Only the standard library's light modules are imported here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+from types import FrameType
+
+INTERRUPTED = 130  # harel.cli.exits.Exit.INTERRUPTED, not imported: importing it is what may be interrupted
+
+
+def main() -> int:
+    try:
+        from harel.cli.main import main as run_command
+
+        code = run_command()
+        signal.signal(signal.SIGINT, _end_at_once)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, _end_at_once)
+        _say_interrupted()
+        code = INTERRUPTED
+    _flush()
+    return code
+
+
+def _line() -> bytes:
+    if "--json" in sys.argv[1:]:
+        text = json.dumps({"error": "Interrupted", "message": "interrupted", "exit_code": INTERRUPTED})
+    else:
+        text = "harel: interrupted"
+    return f"{text}\n".encode()
+
+
+def _say_interrupted() -> None:
+    with contextlib.suppress(OSError):
+        os.write(sys.stderr.fileno(), _line())
+
+
+def _flush() -> None:
+    """What the command printed, out before the shutdown's Ctrl-C handling (which does not flush) is on."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+def _end_at_once(_signum: int, _frame: FrameType | None) -> None:
+    _say_interrupted()
+    os._exit(INTERRUPTED)
