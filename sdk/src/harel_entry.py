@@ -22,16 +22,19 @@ INTERRUPTED = 130  # harel.cli.exits.Exit.INTERRUPTED, not imported: importing i
 
 
 def main() -> int:
+    # Started with SIGINT ignored (a background job of a script): it stays ignored.
+    handling = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
     try:
         from harel.cli.main import main as run_command
 
         code = run_command()
-        signal.signal(signal.SIGINT, _end_at_once)
+        _flush()
+        if handling:
+            signal.signal(signal.SIGINT, _end_at_once)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, _end_at_once)
         _say_interrupted()
         code = INTERRUPTED
-    _flush()
     return code
 
 
@@ -45,11 +48,13 @@ def _line() -> bytes:
 
 def _say_interrupted() -> None:
     with contextlib.suppress(OSError):
-        os.write(sys.stderr.fileno(), _line())
+        past_the_echo = b"\n" if os.isatty(2) else b""  # a terminal shows ^C where the cursor is
+        os.write(2, past_the_echo + _line())
 
 
 def _flush() -> None:
-    """What the command printed, out before the shutdown's Ctrl-C handling (which does not flush) is on."""
+    """What the command printed, out before the shutdown's Ctrl-C handling is on: ending at once, it flushes
+    nothing."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()

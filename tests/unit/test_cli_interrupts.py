@@ -22,6 +22,8 @@ from harel import __version__
 
 HAREL = str(Path(sys.executable).with_name("harel"))
 INTERRUPTED = 130
+# A disposition of "ignore" survives exec: the shell sets it, then becomes the command.
+IGNORING_CTRL_C = ["sh", "-c", 'trap "" INT; exec "$0" "$@"']
 
 HOLD = """
 import atexit
@@ -51,16 +53,20 @@ AT = {
 }
 
 
-def interrupted_at(moment: str, site: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
-    """`harel ARGUMENTS` held at `moment` ("import" or "shutdown"), sent SIGINT there, run to its end."""
+def interrupted_at(
+    moment: str, site: Path, *arguments: str, ignoring: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`harel ARGUMENTS` held at `moment` ("import" or "shutdown"), sent SIGINT there, run to its end; with
+    `ignoring`, started with SIGINT ignored, as a script's background job is."""
     ready_out, ready_in = os.pipe()
     go_out, go_in = os.pipe()
     site.mkdir()
     (site / "sitecustomize.py").write_text(HOLD.format(ready=ready_in, go=go_out, install=AT[moment]))
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     process = subprocess.Popen(
-        [HAREL, *arguments],
+        [*IGNORING_CTRL_C, HAREL, *arguments] if ignoring else [HAREL, *arguments],
         env={**os.environ, "PYTHONPATH": path},
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -102,3 +108,9 @@ def test_ctrl_c_during_the_shutdown_exits_130_with_one_line_after_the_output(tmp
 
     assert (done.returncode, done.stderr.splitlines()) == (INTERRUPTED, ["harel: interrupted"])
     assert done.stdout == f"harel {__version__}\n", "what the command printed is out before the process ends"
+
+
+def test_a_process_started_with_ctrl_c_ignored_goes_on_ignoring_it(tmp_path: Path) -> None:
+    done = interrupted_at("shutdown", tmp_path / "site", "--version", ignoring=True)
+
+    assert (done.returncode, done.stderr, done.stdout) == (0, "", f"harel {__version__}\n")
