@@ -4,13 +4,16 @@ A module of its own, outside the `harel` package: importing anything of `harel` 
 store, the clients, PyMongo) and the command line then brings click and rich, a second or more before any
 command runs. Those imports run here, inside the handling; so does the command (which turns Ctrl-C into
 `click.Abort`, reported as `interrupted`, or, in `harel worker` and `harel dev`, into a drain). Once the command
-has returned, Ctrl-C ends the process at once: what is left is the interpreter's shutdown (closing clients,
-joining threads), where an interruption would otherwise print a traceback from whatever it cut short.
+has returned, Ctrl-C ends the process at once: what is left is the interpreter's shutdown (joining threads, the
+exit handlers), where an interruption would otherwise print a traceback from whatever it cut short. The last
+exit handler ends the process with the command's exit code: after it Python puts SIGINT back to its default,
+and Ctrl-C during the rest (tearing the modules down) would kill the process without a word.
 Only the standard library's light modules are imported here.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -24,6 +27,8 @@ INTERRUPTED = 130  # harel.cli.exits.Exit.INTERRUPTED, not imported: importing i
 def main() -> int:
     # Started with SIGINT ignored (a background job of a script): it stays ignored.
     handling = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    returned: list[int] = []  # the exit code, once there is one: a traceback leaves the shutdown as it is
+    atexit.register(_end_after_the_exit_handlers, returned)  # first registered, so run last
     try:
         from harel.cli.main import main as run_command
 
@@ -35,6 +40,7 @@ def main() -> int:
         signal.signal(signal.SIGINT, _end_at_once)
         _say_interrupted()
         code = INTERRUPTED
+    returned.append(code)
     return code
 
 
@@ -63,3 +69,9 @@ def _flush() -> None:
 def _end_at_once(_signum: int, _frame: FrameType | None) -> None:
     _say_interrupted()
     os._exit(INTERRUPTED)
+
+
+def _end_after_the_exit_handlers(returned: list[int]) -> None:
+    if returned:
+        _flush()
+        os._exit(returned[0])

@@ -36,20 +36,24 @@ def hold():
     os.read({go}, 2)
 
 
-class HoldFirstImportOfHarel:
+class OnFirstImportOfHarel:
+    def __init__(self, then):
+        self.then = then
+
     def find_spec(self, name, path=None, target=None):
         if name == "harel":
             sys.meta_path.remove(self)
-            hold()
+            self.then()
         return None
 
 
 {install}
 """
 
+# The exit handler is registered once `harel` starts importing: after the entry's own, so it runs before it.
 AT = {
-    "import": "sys.meta_path.insert(0, HoldFirstImportOfHarel())",
-    "shutdown": "atexit.register(hold)",
+    "import": "sys.meta_path.insert(0, OnFirstImportOfHarel(hold))",
+    "shutdown": "sys.meta_path.insert(0, OnFirstImportOfHarel(lambda: atexit.register(hold)))",
 }
 
 
