@@ -78,26 +78,29 @@ $(MONGOSH_STAMP): $(TOOLS)/package.json $(TOOLS)/package-lock.json $(NODE_STAMP)
 
 venv: $(STAMP) $(MONGOSH_STAMP) ## create .venv with the SDK, the stack CLI and the test tools (mongosh included)
 
+# The local stack's targets run harel-stack without echoing the command: what it prints is the whole story.
+# When it fails, make adds one line of its own naming the exit code (`make: *** [Makefile:NN: up] Error 3`) and
+# exits 2 (docs/compose.md says so; tests/unit/test_make_stack_targets.py holds it).
 up: $(STACK_STAMP) ## start the local stack in Docker (needs a Docker engine) and wait until it is ready
-	$(HAREL_STACK) up
+	@$(HAREL_STACK) up
 
 down: $(STACK_STAMP) ## stop the local stack (VOLUMES=1 also deletes its data)
-	$(HAREL_STACK) down $(if $(VOLUMES),--volumes,)
+	@$(HAREL_STACK) down $(if $(VOLUMES),--volumes,)
 
 status: $(STACK_STAMP) ## services, replica-set members, workers and executions of the local stack
-	$(HAREL_STACK) status
+	@$(HAREL_STACK) status
 
 logs: $(STACK_STAMP) ## follow the logs of the local stack (SERVICE=worker for one service)
-	$(HAREL_STACK) logs $(SERVICE)
+	@$(HAREL_STACK) logs $(SERVICE)
 
 smoke: $(STACK_STAMP) ## run the fork/join + durable-timer smoke workflow against the local stack
-	$(HAREL_STACK) smoke
+	@$(HAREL_STACK) smoke
 
 backup: $(STACK_STAMP) ## back up the local stack (mongodump with its oplog) into compose/backups
-	$(HAREL_STACK) backup
+	@$(HAREL_STACK) backup
 
 restore: $(STACK_STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to confirm): workers paused, oplog replayed
-	$(HAREL_STACK) restore "$(FILE)" $(if $(YES),--yes,)
+	@$(HAREL_STACK) restore "$(FILE)" $(if $(YES),--yes,)
 
 demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK and sdk/dev only)
 	@$(BIN)/harel demo

@@ -1,7 +1,8 @@
 """Servers on 127.0.0.1 that turn a client away the way a deployment does, so `connect` meets the real driver's
 errors: the test double of mongod requiring authentication, which refuses credentials it does not know as
-mongod does (AuthenticationFailed, code 18), a TLS listener whose certificate no client trusts, and a
-listener that closes every connection mid-handshake (what a member that is restarting looks like).
+mongod does (AuthenticationFailed, code 18), a TLS listener whose certificate no client trusts, a
+listener that closes every connection mid-handshake (what a member that is restarting looks like), and one that
+takes every connection and never answers (a stalled process, a load balancer with nothing behind it).
 """
 
 from __future__ import annotations
@@ -133,4 +134,16 @@ def untrusted_tls(directory: Path) -> Iterator[Listener]:
 def hanging_up() -> Iterator[Listener]:
     """A listener that closes every connection as soon as it is accepted."""
     with _listening(lambda _connection: None) as listener:
+        yield listener
+
+
+def _swallow(connection: socket.socket) -> None:
+    while connection.recv(1 << 16):  # until the client hangs up, or 5 s pass without a byte from it
+        pass
+
+
+@contextlib.contextmanager
+def silent() -> Iterator[Listener]:
+    """A listener that accepts every connection, reads what is sent and never answers."""
+    with _listening(_swallow) as listener:
         yield listener

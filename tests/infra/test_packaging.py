@@ -122,7 +122,7 @@ def test_the_harel_wheel_has_no_dev_server_and_no_mongomock(checkout: Checkout) 
         names = archive.namelist()
         metadata = archive.read(next(name for name in names if name.endswith(".dist-info/METADATA"))).decode()
 
-    assert "harel/backend.py" in names
+    assert "harel/backend.py" in names and "harel_entry.py" in names  # the console script's entry
     assert [name for name in names if name.startswith(("harel/local/", "harel_dev/"))] == []
     required = {
         canonicalize_name(Requirement(text).name)

@@ -23,6 +23,7 @@ from harel.connection import (
     WRITE_CONCERN_TIMEOUT_MS,
     CheckReport,
     Status,
+    attempts,
     check,
     check_async,
     client_arguments,
@@ -658,8 +659,8 @@ def closed_port() -> int:
 def quick_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
     # Short attempts and pauses, so a deadline of about a second sees several attempts (PyMongo's server
     # selection gives up no sooner than half a second).
-    monkeypatch.setattr(connecting, "FIRST_ATTEMPT", 0.1)
-    monkeypatch.setattr(connecting, "MAX_ATTEMPT", 0.1)
+    monkeypatch.setattr(attempts, "FIRST_ATTEMPT", 0.1)
+    monkeypatch.setattr(attempts, "MAX_ATTEMPT", 0.1)
     monkeypatch.setattr(connecting, "FIRST_PAUSE", 0.02)
 
 
@@ -760,17 +761,6 @@ def test_a_negative_deadline_is_refused() -> None:
         connect("mongodb://127.0.0.1:1/", deadline=-1)
 
     assert "0 to wait indefinitely" in str(refused.value)
-
-
-def test_attempts_start_short_and_grow_to_the_cap() -> None:
-    patience = connecting.Patience("mongodb://h1/", deadline=None)
-
-    lengths = []
-    for _ in range(6):
-        lengths.append(patience.attempt_timeout())
-        patience.pause_after("refused")
-
-    assert lengths == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
 
 
 def test_pauses_grow_exponentially_with_jitter_up_to_the_cap() -> None:

@@ -19,7 +19,7 @@ import pytest
 from pymongo.errors import AutoReconnect, OperationFailure, ServerSelectionTimeoutError
 from pymongo.helpers_shared import _check_command_response
 
-from harel.connection import client_settings, connect, connect_async, connecting, redact
+from harel.connection import attempts, client_settings, connect, connect_async, connecting, redact
 from harel.connection.rejection import rejection, tls_failure
 from harel.errors import AuthenticationFailed, ConnectionFailed, TLSFailed
 from tests.loopback import AUTHENTICATION_FAILED, hanging_up, mongod, untrusted_tls
@@ -104,7 +104,7 @@ def test_a_handshake_cut_short_is_waited_for_like_any_member_not_up_yet(
 ) -> None:
     # A member that is restarting accepts and drops connections: an end of file mid-handshake can pass.
     # The patience runs out after the third attempt, however long each one takes on a loaded machine.
-    monkeypatch.setattr(connecting, "FIRST_ATTEMPT", 0.1)
+    monkeypatch.setattr(attempts, "FIRST_ATTEMPT", 0.1)
     monkeypatch.setattr(connecting, "FIRST_PAUSE", 0.02)
     monkeypatch.setattr(
         connecting.Patience, "remaining", property(lambda p: math.inf if p.attempts < 3 else 0.0)

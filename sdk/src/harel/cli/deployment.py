@@ -21,6 +21,7 @@ from harel.connection import (
     redact,
     scrub,
 )
+from harel.connection.attempts import time_left
 from harel.errors import ConnectionFailed, DeploymentError
 
 
@@ -35,16 +36,18 @@ from harel.errors import ConnectionFailed, DeploymentError
 def check_command(target: str | None, connection: Connection, out: Output) -> int:
     """Check a deployment against the start-up rules: every finding, with the fix for each error and
     warning. URL defaults to --url / HAREL_MONGO_URL / HAREL_MONGO_URL_FILE / the store of a running
-    `harel dev`. Changes nothing."""
+    `harel dev`. --deadline bounds the whole check. Changes nothing."""
     url = target or connection.url
     if embedded_backend(url):
         report = embedded_report(url)
     else:
         started = time.monotonic()
         client = connect(url, deadline=connection.deadline)
+        # The deadline bounds the whole check: its commands get what the wait for the ping left.
+        left = time_left(connection.deadline, time.monotonic() - started)
         try:
-            report = check(client, allow_standalone=connection.dev)
-        except DeploymentError as error:  # the deployment stopped answering between the ping and the check
+            report = check(client, allow_standalone=connection.dev, timeout=left)
+        except DeploymentError as error:  # it stopped answering after the ping, or the deadline ran out
             raise ConnectionFailed(
                 redact(url), time.monotonic() - started, scrub(error.message, url)
             ) from None

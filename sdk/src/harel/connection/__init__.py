@@ -6,6 +6,7 @@ acknowledged writes.
     rules        replies + client settings -> one finding per rule (`evaluate`)              (pure)
     report       Finding, CheckReport                                                          (pure)
     rejection    a deployment that rejects the client (authentication, TLS) vs one not up yet  (pure)
+    attempts     how long one attempt may last; what the deadline leaves after the ping        (pure)
     connecting   `connect` / `connect_async`: build the client, wait for the deployment        (I/O)
     checking     `check` / `check_async`: ask the deployment, evaluate the replies             (I/O)
 """

@@ -1,9 +1,10 @@
 """Asking the deployment: `check` / `check_async` send five commands (six with a backup window: the backup status
 documents) and hand the replies, with the client's own options, to the pure rules. The twins differ only in their
-awaits."""
+awaits. With a `timeout` the commands together take no longer than that."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pymongo
-from pymongo.errors import OperationFailure
+from pymongo.errors import ExecutionTimeout, OperationFailure
 
 from harel.backup_check import configured_window
 from harel.backups import BACKUPS_COLLECTION
@@ -51,6 +52,11 @@ def _probes(database: str, backup_window: float | None) -> Sequence[_Probe]:
 def _refusal(error: OperationFailure) -> Mapping[str, Any]:
     """A command's failure as its reply document; a network error is not a refusal and propagates."""
     return error.details or {"ok": 0, "code": error.code, "errmsg": str(error)}
+
+
+def _bounded(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
+    """`pymongo.timeout` over the whole check, or nothing: each command keeps the client's own bounds."""
+    return pymongo.timeout(timeout) if timeout is not None else contextlib.nullcontext()
 
 
 def _database_name(
@@ -104,18 +110,21 @@ def check(
     db_name: str | None = None,
     allow_standalone: bool = False,
     backup_window: float | None = None,
+    timeout: float | None = None,
 ) -> CheckReport:
     """Every finding on this client's deployment. `allow_standalone` (development only) turns the standalone
     error into "relaxed" and logs a loud warning each time. `backup_window` (seconds; default: HAREL_BACKUP_WINDOW,
-    unset = no backup finding) adds the backup finding. Raises only when the deployment stops answering
-    (DeploymentUnavailable)."""
+    unset = no backup finding) adds the backup finding. `timeout` (seconds) bounds the commands together. Raises
+    only when the deployment stops answering or the timeout runs out (DeploymentUnavailable)."""
     database = _database_name(client, db_name)
     window = backup_window if backup_window is not None else configured_window(os.environ)
     replies: dict[str, Mapping[str, Any]] = {}
-    with mapped():
+    with mapped(), _bounded(timeout):
         for probe in _probes(database, window):
             try:
                 replies[probe.name] = client[probe.database].command(probe.command)
+            except ExecutionTimeout:  # the check's time ran out: not the server refusing the command
+                raise
             except OperationFailure as error:
                 replies[probe.name] = _refusal(error)
     return _conclude(client, database, replies, allow_standalone, window)
@@ -127,15 +136,18 @@ async def check_async(
     db_name: str | None = None,
     allow_standalone: bool = False,
     backup_window: float | None = None,
+    timeout: float | None = None,
 ) -> CheckReport:
     """`check` for PyMongo's AsyncMongoClient."""
     database = _database_name(client, db_name)
     window = backup_window if backup_window is not None else configured_window(os.environ)
     replies: dict[str, Mapping[str, Any]] = {}
-    with mapped():
+    with mapped(), _bounded(timeout):
         for probe in _probes(database, window):
             try:
                 replies[probe.name] = await client[probe.database].command(probe.command)
+            except ExecutionTimeout:  # the check's time ran out: not the server refusing the command
+                raise
             except OperationFailure as error:
                 replies[probe.name] = _refusal(error)
     return _conclude(client, database, replies, allow_standalone, window)

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import pymongo
 from pymongo.errors import ConnectionFailure, PyMongoError
 
+from harel.connection.attempts import DriverTimeouts, attempt_timeout
 from harel.connection.deployment import client_settings
 from harel.connection.rejection import rejection
 from harel.connection.urls import client_arguments, redact, scrub
@@ -26,14 +27,10 @@ from harel.errors import ConnectionFailed, HarelError, InvalidArgument, InvalidU
 
 logger = logging.getLogger("harel.connection")
 
-# Waiting for a deployment: the first pause and the longest; the first attempt's length and the longest
-# attempt's. Attempts start short so a rejection the driver only reports when server selection gives up (a
-# certificate the client cannot trust) is named within about a second; they grow so a slow handshake (TLS and
-# authentication over a long link) still completes.
+# Waiting for a deployment: the first pause between attempts and the longest (each attempt's length:
+# harel.connection.attempts).
 FIRST_PAUSE = 0.25
 MAX_PAUSE = 5.0
-FIRST_ATTEMPT = 1.0
-MAX_ATTEMPT = 10.0
 
 # PyMongo appends its configured timeouts to every network error; they say nothing about why it failed.
 _DRIVER_TIMEOUTS = re.compile(r" \(configured timeouts: [^)]*\)")
@@ -47,6 +44,13 @@ def _new_client(factory: type[Client], url: str, arguments: Mapping[str, Any]) -
         return factory(url, **arguments)
     except (PyMongoError, ValueError, TypeError) as error:
         raise InvalidURL(redact(url), scrub(str(error), url)) from None
+
+
+def driver_timeouts(client: AnyClient) -> DriverTimeouts:
+    """The client's serverSelectionTimeoutMS and connectTimeoutMS (its defaults where nothing set them)."""
+    return DriverTimeouts(
+        client.options.server_selection_timeout, client.options.pool_options.connect_timeout
+    )
 
 
 def _server_errors(client: AnyClient) -> dict[str, BaseException]:
@@ -90,10 +94,8 @@ class Patience:
             return math.inf
         return self.deadline - (time.monotonic() - self.started)
 
-    def attempt_timeout(self) -> float:
-        longest = min(MAX_ATTEMPT, FIRST_ATTEMPT * 2.0**self.attempts)
-        # Never 0: PyMongo reads a zero timeout as "no timeout".
-        return max(0.01, min(self.remaining, longest))
+    def attempt_timeout(self, driver: DriverTimeouts) -> float:
+        return attempt_timeout(self.attempts, self.remaining, driver)
 
     def pause_after(self, failure: str) -> float | None:
         """The pause before the next attempt, or None when the deadline has passed."""
@@ -143,7 +145,7 @@ def connect(
     client = _new_client(pymongo.MongoClient, url, client_arguments(url, app_name, options))
     while True:
         try:
-            with pymongo.timeout(patience.attempt_timeout()):
+            with pymongo.timeout(patience.attempt_timeout(driver_timeouts(client))):
                 client.admin.command("ping")
         except PyMongoError as error:
             outcome = patience.after(client, error, url)
@@ -163,7 +165,7 @@ async def connect_async(
     client = _new_client(pymongo.AsyncMongoClient, url, client_arguments(url, app_name, options))
     while True:
         try:
-            with pymongo.timeout(patience.attempt_timeout()):
+            with pymongo.timeout(patience.attempt_timeout(driver_timeouts(client))):
                 await client.admin.command("ping")
         except PyMongoError as error:
             outcome = patience.after(client, error, url)
