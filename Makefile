@@ -105,8 +105,11 @@ restore: $(STACK_STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to conf
 demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK and sdk/dev only)
 	@$(BIN)/harel demo
 
-test: $(STAMP) $(MONGOSH_STAMP) $(TEST_TOOLS) ## the whole test suite (what CI runs); installs mongosh, checkov and compose first
-	$(BIN)/python -m pytest --junitxml=.pytest_cache/last-run.xml
+# Four pytest-xdist workers on two cores: many wire and infra tests wait on sockets and child processes rather than
+# compute. `loadgroup`: tests go to whichever worker is free, a module sharing a module-scoped fixture stays on one
+# (tests/conftest.py).
+test: $(STAMP) $(MONGOSH_STAMP) $(TEST_TOOLS) ## the whole test suite (what CI runs), in parallel; installs mongosh, checkov and compose first
+	$(BIN)/python -m pytest -n 4 --dist loadgroup --junitxml=.pytest_cache/last-run.xml
 
 mutate: $(STAMP) ## plant each bug of tests/mutants/catalog.py in a scratch copy of the SDK; fail if a test run misses one (MUTATE_ARGS=--help)
 	$(BIN)/python -m tests.mutants $(MUTATE_ARGS)

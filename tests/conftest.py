@@ -37,6 +37,24 @@ def pytest_configure(config: pytest.Config) -> None:
             )
 
 
+# The scopes a fixture shares between the tests of one module.
+SHARED_SCOPES = {"module", "class", "package"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs the tests in parallel (pytest-xdist, `--dist loadgroup`): each test goes to whichever
+    worker is free, except that the tests of a module sharing a module-scoped fixture (a rendered chart, an
+    installed role, `make demo`) stay on one worker, so that fixture is made once. Tests with a group of
+    their own (`xdist_group`) keep it."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None or not isinstance(item, pytest.Function):
+            continue
+        definitions = item._fixtureinfo.name2fixturedefs.values()
+        if any(definition.scope in SHARED_SCOPES for chain in definitions for definition in chain):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 # What a skip outside the real-server tier means: a tool the tests run for real is missing.
 MISSING_TOOL_HINT = (
     "a skip outside the real-server tier fails the run (tests/README.md, 'No silent skips'): install what it "

@@ -2,8 +2,8 @@
 (`.pytest_cache/last-run.xml`), as the markdown block tests/README.md shows; `--write` replaces that block.
 
 Per directory of tests/: how many tests ran, passed, failed (errors included) and were skipped — only the
-real-server tier may skip (tests/conftest.py) — and the time spent in them; then the run's wall time by
-pytest's clock and its slowest tests. Nothing here is typed in by hand: run the suite, then this.
+real-server tier may skip (tests/conftest.py) — and the time spent in them, summed over the parallel
+workers; then the run's wall time by pytest's clock and its slowest tests. Nothing here is typed in by hand: run the suite, then this.
 """
 
 from __future__ import annotations
@@ -60,6 +60,14 @@ def _outcome(case: ElementTree.Element) -> str:
     return "passed"
 
 
+def reported_name(case: ElementTree.Element) -> str:
+    """The test's name without the `@group` pytest-xdist's `--dist loadgroup` appends to a grouped test's id
+    (after its parameters: an `@` inside the brackets is the parameter's own)."""
+    name = case.get("name", "")
+    at = name.rfind("@")
+    return name[:at] if at > name.rfind("]") else name
+
+
 def read(report: Path) -> Run:
     """The run a junit report describes (pytest's `--junitxml`)."""
     root = ElementTree.parse(report).getroot()
@@ -77,7 +85,7 @@ def read(report: Path) -> Run:
         seconds = float(case.get("time") or 0.0)
         directory.outcomes[_outcome(case)] += 1
         directory.seconds += seconds
-        timed.append((seconds, f"{module.replace('.', '/')}.py::{case.get('name')}"))
+        timed.append((seconds, f"{module.replace('.', '/')}.py::{reported_name(case)}"))
     timed.sort(reverse=True)
     return Run(
         started=suite.get("timestamp", ""),
@@ -102,7 +110,8 @@ def render(run: Run) -> str:
         BEGIN,
         "",
         f"Last run: {when}, wall time {_duration(run.wall_seconds)} (pytest's clock, `make test` on this "
-        "machine: two cores shared with other work).",
+        "machine: two cores shared with other work). The tests run in parallel (pytest-xdist), so the time "
+        "in them adds up to more than the wall time.",
         "",
         "| directory | tests | passed | failed | skipped (real-server tier) | time in its tests |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",

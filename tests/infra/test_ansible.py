@@ -289,6 +289,13 @@ def worker_install(ansible: Ansible, fake_replica_set: FakeProcess) -> WorkerIns
     wheelhouse = ansible.scratch / "wheelhouse"
     wheelhouse.mkdir()
     fill_wheelhouse(wheelhouse, runtime_dependencies("harel"))
+    # The role builds the SDK where it is given: a copy, so the build writes nothing into the working tree
+    # beside the other tests (pip builds of ./sdk) that run at the same time.
+    sdk = shutil.copytree(
+        REPOSITORY / "sdk",
+        ansible.scratch / "sdk",
+        ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__"),
+    )
     variables = {
         "worker_prefix": str(prefix),
         "worker_manage_system": False,
@@ -301,7 +308,7 @@ def worker_install(ansible: Ansible, fake_replica_set: FakeProcess) -> WorkerIns
         "worker_controller_python": sys.executable,
         "worker_wheel_build_isolation": False,
         "worker_pip_extra_args": f"--no-index --find-links {wheelhouse}",
-        "worker_sdk_dir": str(REPOSITORY / "sdk"),
+        "worker_sdk_dir": str(sdk),
         "worker_mongo_url": fake_replica_set.url,
         "worker_drain_seconds": DRAIN_SECONDS,
     }

@@ -13,7 +13,8 @@ from mongomock import filtering
 
 from harel_dev import lookup, mongomock_patches
 
-OBJECT_ID = ObjectId()
+# Fixed, so the parametrized ids are the same in every process that collects them (pytest-xdist workers).
+OBJECT_ID = ObjectId("6b0f5cb64dc598948ebd9732")
 VALUES: list[Any] = [
     None,
     0,

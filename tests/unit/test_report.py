@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
-from tests.report import BEGIN, END, README, read, render, replace_block
+from tests.report import BEGIN, END, README, read, render, replace_block, reported_name
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites name="pytest tests"><testsuite name="pytest" errors="1" failures="1" skipped="1" tests="5"
@@ -31,6 +32,18 @@ def test_the_run_is_summed_per_directory_with_its_wall_time_and_slowest_tests(tm
     assert "| `tests/wire` | 2 | 1 | 0 | 1 | 42 s |" in block
     assert "| **total** | 5 | 2 | 2 | 1 | 47 s |" in block
     assert block.index("`wire/test_b.py::test_three[fake-rs]`") < block.index("`infra/test_c.py::test_four`")
+
+
+def test_a_tests_xdist_group_is_left_out_of_its_name_and_an_at_in_its_parameters_kept() -> None:
+    def case(name: str) -> str:
+        return reported_name(
+            ElementTree.fromstring(f'<testcase classname="tests.unit.test_a" name="{name}" />')
+        )
+
+    assert case("test_one@tests.infra.test_helm") == "test_one"
+    assert case("test_two[order@3]@tests.unit.test_ids") == "test_two[order@3]"
+    assert case("test_two[order@3]") == "test_two[order@3]"
+    assert case("test_one") == "test_one"
 
 
 def test_the_readme_has_one_generated_block_and_only_it_is_replaced() -> None:

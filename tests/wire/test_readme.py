@@ -28,13 +28,16 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
+from pymongo import MongoClient
 
 from harel.cli import devstate
 from tests.documents import documents, file_blocks
@@ -143,8 +146,45 @@ class Shell:
             check=False,
         )
 
-    def check(self, step: Step, *, collapsed: bool = True, substitute: Callable[[str], str] = str) -> None:
-        result = self.run(substitute(step.command))
+    def run_held(
+        self, step: Step, started: Callable[[], None] | None, timeout: float = 180.0
+    ) -> subprocess.CompletedProcess[str]:
+        """`step.command` run as by `run`, calling `started` once it printed a line like its last one shown."""
+        with tempfile.TemporaryFile("w+") as errors:
+            process = subprocess.Popen(
+                ["bash", "-c", step.command],
+                cwd=self.cwd,
+                env=self.environment,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                text=True,
+            )
+            assert process.stdout is not None
+            printed: list[str] = []
+            with process:
+                for line in process.stdout:
+                    printed.append(line)
+                    if started is not None and matches(step.shown[-1:], line, collapsed=True):
+                        started()
+                        started = None
+                process.wait(timeout=timeout)
+            errors.seek(0)
+            return subprocess.CompletedProcess(
+                process.args, process.returncode, "".join(printed), errors.read()
+            )
+
+    def check(
+        self,
+        step: Step,
+        *,
+        collapsed: bool = True,
+        substitute: Callable[[str], str] = str,
+        started: Callable[[], None] | None = None,
+    ) -> None:
+        """Run `step` and match what it printed; `started`, when given, is called once it has printed a
+        line like the last one shown: the end of its first screen, for a command that prints screens."""
+        result = self.run(substitute(step.command)) if started is None else self.run_held(step, started)
         printed = result.stdout + (result.stderr or "")
         assert "Traceback" not in printed, printed
         assert result.returncode == step.exit_code, f"{step.command}\n{printed}"
@@ -284,13 +324,31 @@ def order_session(block: Block, request: pytest.FixtureRequest) -> None:
                         stderr=subprocess.STDOUT,
                     )
                 wait_ready(worker, port, log)
+            elif step.command.startswith("harel send"):
+                assert worker is not None, "the worker runs before the event is sent"
+                # The worker is held from the send until `--watch` has printed its first snapshot, so that
+                # the watch sees the order before it finishes however slowly its process starts.
+                wait_until(lambda: idle(fake, "order-42"), WORKER_READY_TIMEOUT, "the worker to be idle")
+                worker.send_signal(signal.SIGSTOP)
+                shell.check(step)
+            elif "--watch" in step.command:
+                assert worker is not None, "the worker was held at the send"
+                shell.check(step, started=partial(worker.send_signal, signal.SIGCONT))
             else:
                 shell.check(step)
         assert worker is not None, "the session runs a worker"
     finally:
         if worker is not None and worker.poll() is None:
+            worker.send_signal(signal.SIGCONT)
             worker.send_signal(signal.SIGTERM)
             assert worker.wait(timeout=30) == 0, log.read_text()
+
+
+def idle(fake: FakeDeployment, execution_id: str) -> bool:
+    """No lease held on the execution and nothing in its mailbox: the worker has nothing of it in hand."""
+    with MongoClient(fake.url, serverSelectionTimeoutMS=10_000) as client:
+        document = client.harel.executions.find_one({"_id": execution_id}, {"lease": 1, "inbox": 1})
+    return document is not None and document.get("lease") is None and not document.get("inbox")
 
 
 def wait_ready(worker: subprocess.Popen[bytes], port: int, log: Path) -> None:
