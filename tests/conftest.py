@@ -44,15 +44,34 @@ SHARED_SCOPES = {"module", "class", "package"}
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`make test` runs the tests in parallel (pytest-xdist, `--dist loadgroup`): each test goes to whichever
-    worker is free, except that the tests of a module sharing a module-scoped fixture (a rendered chart, an
-    installed role, `make demo`) stay on one worker, so that fixture is made once. Tests with a group of
-    their own (`xdist_group`) keep it."""
+    worker is free, except that tests sharing a module-scoped fixture (a rendered chart, an installed role,
+    `make demo`), directly or through another test that shares one with both, stay on one worker, so that
+    fixture is made once. A fixture cheap enough to make in every worker is session-scoped instead (it is then
+    made once per worker). Tests with a group of their own (`xdist_group`) keep it."""
+    component: dict[str, str] = {}
+
+    def root(name: str) -> str:
+        while component[name] != name:
+            name = component[name]
+        return name
+
+    shared_by: dict[pytest.Function, list[str]] = {}
     for item in items:
         if item.get_closest_marker("xdist_group") is not None or not isinstance(item, pytest.Function):
             continue
-        definitions = item._fixtureinfo.name2fixturedefs.values()
-        if any(definition.scope in SHARED_SCOPES for chain in definitions for definition in chain):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+        names = [
+            f"{item.module.__name__}::{name}"
+            for name, chain in item._fixtureinfo.name2fixturedefs.items()
+            if any(definition.scope in SHARED_SCOPES for definition in chain)
+        ]
+        if names:
+            shared_by[item] = names
+            for name in names:
+                component.setdefault(name, name)
+            for name in names[1:]:
+                component[root(name)] = root(names[0])
+    for item, names in shared_by.items():
+        item.add_marker(pytest.mark.xdist_group(root(names[0])))
 
 
 # What a skip outside the real-server tier means: a tool the tests run for real is missing.

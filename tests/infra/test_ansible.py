@@ -131,7 +131,9 @@ class Ansible:
         return self.run(ANSIBLE_PLAYBOOK, "-i", inventory, playbook, "-e", f"@{variables_file}", *flags)
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: a scratch folder and an environment, cheap to make in each parallel worker, so the tests that
+# need nothing more are spread over the workers (tests/conftest.py).
+@pytest.fixture(scope="session")
 def ansible(tmp_path_factory: pytest.TempPathFactory) -> Ansible:
     scratch = tmp_path_factory.mktemp("ansible")
     home = scratch / "home"
