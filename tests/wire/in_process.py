@@ -176,6 +176,13 @@ class Seams:
 
 def start_tally(seam: Seam, tally: Tally, worker: Worker, execution_id: str = "tally-1") -> str:
     """A started tally execution and its sink `<id>-sink` (both start events processed); the tally's id."""
+    queue_tally(seam, tally, execution_id)
+    assert worker.process_one() and worker.process_one(), "the start events were not claimable"
+    return execution_id
+
+
+def queue_tally(seam: Seam, tally: Tally, execution_id: str) -> None:
+    """A tally execution and its sink `<id>-sink` started, their start events waiting for a worker."""
     sink = f"{execution_id}-sink"
     start_execution(seam.store, seam.transport, tally.app, TALLY_CHART_ID, execution_id=sink)
     start_execution(
@@ -186,8 +193,6 @@ def start_tally(seam: Seam, tally: Tally, worker: Worker, execution_id: str = "t
         execution_id=execution_id,
         context={"sink": sink},
     )
-    assert worker.process_one() and worker.process_one(), "the start events were not claimable"
-    return execution_id
 
 
 def bump(seam: Seam, tally: Tally, execution_id: str, event_id: str) -> None:

@@ -25,7 +25,15 @@ from harel.serve import Probes
 from harel.worker import Worker
 from tests.fake_mongod.fail_command import fail_command
 from tests.fake_mongod.server import FakeMongod
-from tests.wire.in_process import TALLY_CHART_ID, Seam, Tally, bump, loaded, open_seam, start_tally, tally_app
+from tests.wire.in_process import (
+    Seam,
+    bump,
+    loaded,
+    open_seam,
+    queue_tally,
+    start_tally,
+    tally_app,
+)
 from tests.wire.partition import PartitionProxy
 from tests.wire.processes import wait_until
 
@@ -208,7 +216,9 @@ def test_a_partition_that_drops_packets_delays_commits_by_little_more_than_itsel
         feeder = open_seam(server.url, DB_NAME, "feeder")
         seams = [open_seam(proxy.url(), DB_NAME, f"partitioned-{n}") for n in range(2)]
         workers = [seam.worker(tally.app, concurrency=2) for seam in seams]
-        ids = [start_stream_tally(feeder, tally, f"tally-{n}") for n in range(STREAM_EXECUTIONS)]
+        ids = [f"tally-{n}" for n in range(STREAM_EXECUTIONS)]
+        for execution_id in ids:
+            queue_tally(feeder, tally, execution_id)
         sent = dict.fromkeys(ids, 0)
         commits = CommitLog([])
 
@@ -268,20 +278,6 @@ def test_a_partition_that_drops_packets_delays_commits_by_little_more_than_itsel
         f"no commit for {gap:.1f}s across a {PARTITION_SECONDS:g}s partition (bound {bound:g}s)"
     )
     assert effects == {i: (sent[i], sent[i]) for i in ids}, "every event took effect once, relayed once"
-
-
-def start_stream_tally(seam: Seam, tally: Tally, execution_id: str) -> str:
-    sink = f"{execution_id}-sink"
-    start_execution(seam.store, seam.transport, tally.app, TALLY_CHART_ID, execution_id=sink)
-    start_execution(
-        seam.store,
-        seam.transport,
-        tally.app,
-        TALLY_CHART_ID,
-        execution_id=execution_id,
-        context={"sink": sink},
-    )
-    return execution_id
 
 
 def count_of(seam: Seam, execution_id: str) -> int:
