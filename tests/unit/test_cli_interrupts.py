@@ -24,6 +24,15 @@ HAREL = str(Path(sys.executable).with_name("harel"))
 INTERRUPTED = 130
 # A disposition of "ignore" survives exec: the shell sets it, then becomes the command.
 IGNORING_CTRL_C = ["sh", "-c", 'trap "" INT; exec "$0" "$@"']
+# And so does a blocked signal: without this, the child would inherit whatever this test process was left with
+# (a shell cannot undo an ignore it inherited). With it, SIGINT is at its default and unblocked, as a terminal
+# starts a command.
+AS_FROM_A_TERMINAL = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); os.execv(sys.argv[1], sys.argv[1:])",
+]
 
 HOLD = """
 import atexit
@@ -68,7 +77,7 @@ def interrupted_at(
     (site / "sitecustomize.py").write_text(HOLD.format(ready=ready_in, go=go_out, install=AT[moment]))
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     process = subprocess.Popen(
-        [*IGNORING_CTRL_C, HAREL, *arguments] if ignoring else [HAREL, *arguments],
+        [*(IGNORING_CTRL_C if ignoring else AS_FROM_A_TERMINAL), HAREL, *arguments],
         env={**os.environ, "PYTHONPATH": path},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
