@@ -419,6 +419,22 @@ def test_timers_that_cannot_be_read_park_their_execution_and_the_other_timers_fi
     assert harness.raw("u")["next_fire_at"] == 1.0, "settled: its earliest timer is due as it was"
 
 
+def test_a_timer_of_an_execution_whose_mailbox_is_not_an_array_holds_up_no_other_timer(
+    harness: Harness,
+) -> None:
+    """Firing into a mailbox that is not an array fails on the server: the sweep leaves such an execution out,
+    rather than fail at it, before the timers due after it, at every pass."""
+    executions = harness.database["executions"]
+    bad = {**stored("u", "order", inbox=[]), "inbox": "x", "inbox_at": None}
+    executions.insert_one({**bad, "timers": {"open": 1.0}, "next_fire_at": 1.0})
+    executions.insert_one({**stored("t", "order", inbox=[]), "timers": {"open": 2.0}, "next_fire_at": 2.0})
+
+    [due] = harness.store.due_timers(time.time() + 3600)
+
+    assert due.execution_id == "t"
+    assert harness.store.fire_timer(due, now=time.time())
+
+
 @pytest.mark.semantics("sem-unreadable")
 def test_a_pass_parks_only_an_execution_no_claim_holds(harness: Harness) -> None:
     """The relay and the sweep hold no lease: a park of theirs waits while a claim's lease runs, and takes

@@ -66,7 +66,8 @@ SHAPES = [
         None,
     ),
     _find("parked", queries.parked_find(10), "parked"),
-    _find("due timers", queries.due_find(BOUND, 100), "next_fire_at_1"),
+    # the mailbox's type is checked on the documents the index range found
+    _find("due timers", queries.due_find(BOUND, 100), "next_fire_at_1", ("inbox",)),
     Shape("fire a timer", "executions", writes.fire_write(DUE, 100.0).filter, None),
     Shape(
         "relay take-over",
