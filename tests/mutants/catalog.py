@@ -180,7 +180,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "sweep-early",
         "the sweep finds and fires timers by the worker's estimate (its bound), not the server's `$$NOW`",
         (
-            Edit(QUERIES, ', "$expr": {"$lte": ["$next_fire_at", NOW]}}', "}"),
+            Edit(QUERIES, '            "$expr": {"$lte": ["$next_fire_at", NOW]},\n', ""),
             Edit(WRITES, '            "$expr": {"$lte": [literal(due_from(due.fire_at)), NOW]},\n', ""),
         ),
         _on(
