@@ -84,9 +84,70 @@ def malformed_entry(execution_id: str, definition_id: str) -> dict[str, Any]:
     )
 
 
+def attempts_a_string_after_a_lease_ran_out(execution_id: str, definition_id: str) -> dict[str, Any]:
+    """Taken over, its attempts are counted: not a number, they are what the claim cannot read."""
+    return {
+        **stored(execution_id, definition_id),
+        "attempts": "x",
+        "lease": {"owner": "gone", "until": 1.0, "at": 0.0},
+    }
+
+
 # Each kind, and the start of what UnreadableExecution says could not be read.
 KINDS = {
     "nested-199": (deep, "data: Invalid JSON: recursion limit exceeded"),
     "status-a-number": (status_a_number, "data.status: Input should be"),
     "malformed-inbox-entry": (malformed_entry, "inbox.0.event.name: Field required"),
+    "attempts-a-string-after-a-lease-ran-out": (
+        attempts_a_string_after_a_lease_ran_out,
+        "attempts: ValueError: invalid literal for int()",
+    ),
+}
+
+
+# Relay work and timers the relay and the sweep cannot read, as fields of an idle execution (nothing in its
+# mailbox): its `relay_at` or `next_fire_at` due since long ago. Each, and the start of what is said.
+def outbox_entry_without_event(execution_id: str, definition_id: str) -> dict[str, Any]:
+    return {
+        **stored(execution_id, definition_id, inbox=[]),
+        "inbox_at": None,
+        "outbox": [{"seq": 1, "target_id": "elsewhere"}],
+        "relay_at": 1.0,
+    }
+
+
+def spawn_entry_without_child(execution_id: str, definition_id: str) -> dict[str, Any]:
+    return {
+        **stored(execution_id, definition_id, inbox=[]),
+        "inbox_at": None,
+        "spawns": [{"seq": 1, "parent_id": execution_id, "root_path": "r", "context": {}}],
+        "relay_at": 1.0,
+    }
+
+
+def timer_not_a_number(execution_id: str, definition_id: str) -> dict[str, Any]:
+    return {
+        **stored(execution_id, definition_id, inbox=[]),
+        "inbox_at": None,
+        "timers": {"open": "soon"},
+        "next_fire_at": 1.0,
+    }
+
+
+def timers_not_a_map(execution_id: str, definition_id: str) -> dict[str, Any]:
+    return {
+        **stored(execution_id, definition_id, inbox=[]),
+        "inbox_at": None,
+        "timers": 7,
+        "next_fire_at": 1.0,
+    }
+
+
+RELAY_KINDS = {
+    "outbox-entry-without-event": (outbox_entry_without_event, "outbox: KeyError: 'event'"),
+    "spawn-entry-without-child": (spawn_entry_without_child, "spawns: KeyError: 'child_id'"),
+}
+TIMER_KINDS = {
+    "timer-not-a-number": (timer_not_a_number, "timers: ValueError: could not convert string to float"),
+    "timers-not-a-map": (timers_not_a_map, "timers: TypeError: 'int' object is not iterable"),
 }

@@ -22,7 +22,7 @@ from harel.servertime import ServerClock
 from harel.transport.base import Claim, Failure, SendOutcome
 from tests.conformance.backends import Harness
 from tests.conformance.test_store_conformance import near, raises
-from tests.unreadable import KINDS
+from tests.unreadable import KINDS, RELAY_KINDS, TIMER_KINDS, stored
 
 CHARTS = ["order@1"]
 LEASE = 30.0
@@ -348,6 +348,106 @@ def test_an_unreadable_execution_is_parked_by_the_claim_that_read_it_fenced_by_i
         1,
     )
     assert claim(harness) is None, "parked: not claimed again"
+
+
+def parked_by_a_pass(harness: Harness, unreadable: UnreadableExecution) -> dict[str, Any]:
+    """Park what the relay or the sweep could not read: not again once parked; the stored document."""
+    assert unreadable.execution_id == "u" and unreadable.owner is None
+    assert harness.store.park_unreadable(unreadable)
+    document = harness.raw("u")
+    error = f"UnreadableExecution: execution 'u' cannot be read: {unreadable.what}"
+    assert (document["lease"], document["inbox_at"], document["attempts"], document["last_error"]) == (
+        None,
+        None,
+        1,
+        error,
+    )
+    assert (document["relay_at"], document["next_fire_at"]) == (None, None), "neither pass takes it again"
+    [parked] = harness.transport.parked()
+    assert (parked.execution_id, parked.chart, parked.event_id, parked.error, parked.attempts) == (
+        "u",
+        "order@1",
+        "-",
+        error,
+        1,
+    )
+    return document
+
+
+@pytest.mark.semantics("sem-unreadable")
+@pytest.mark.parametrize("kind", list(RELAY_KINDS))
+def test_relay_work_that_cannot_be_read_parks_its_execution_until_the_operator_settles_it(
+    harness: Harness, kind: str
+) -> None:
+    """No entry of it is relayed (the others would overtake the one that cannot be read), the relay does not
+    take it again while it is parked, and a retry makes the work due at once (here: unreadable still)."""
+    make, said = RELAY_KINDS[kind]
+    harness.database["executions"].insert_one(make("u", "order"))
+    store = harness.store
+
+    unreadable = raises(UnreadableExecution, store.take_relay_work, LEASE, time.time() + 3600)
+
+    assert unreadable.what.startswith(said), unreadable.what
+    held = harness.raw("u")["relay_at"]
+    document = parked_by_a_pass(harness, unreadable)
+    assert document["parked"]["relay_at"] == held, "the dead letter keeps the relay's hold"
+    assert store.take_relay_work(LEASE, time.time() + 3600) is None, "parked: the relay leaves it"
+    assert harness.transport.retry("u")
+    assert near(harness.raw("u")["relay_at"], time.time()), "retried: its relay work is due now"
+    raises(UnreadableExecution, store.take_relay_work, LEASE, time.time() + 3600)
+
+
+@pytest.mark.semantics("sem-unreadable")
+@pytest.mark.parametrize("kind", list(TIMER_KINDS))
+def test_timers_that_cannot_be_read_park_their_execution_and_the_other_timers_fire(
+    harness: Harness, kind: str
+) -> None:
+    make, said = TIMER_KINDS[kind]
+    executions = harness.database["executions"]
+    executions.insert_one(make("u", "order"))
+    executions.insert_one({**stored("t", "order", inbox=[]), "timers": {"open": 2.0}, "next_fire_at": 2.0})
+    store = harness.store
+
+    readable, unreadable = store.due_timers(time.time() + 3600)
+
+    assert (readable.execution_id, readable.fire_at) == ("t", 2.0), "one unreadable timer holds up no other"
+    assert isinstance(unreadable, UnreadableExecution) and unreadable.what.startswith(said), unreadable
+    document = parked_by_a_pass(harness, unreadable)
+    assert document["parked"]["next_fire_at"] == 1.0
+    assert [due.execution_id for due in store.due_timers(time.time() + 3600)] == ["t"], "parked: not swept"
+    assert harness.transport.drop("u", "-")
+    assert harness.raw("u")["next_fire_at"] == 1.0, "settled: its earliest timer is due as it was"
+
+
+def test_a_timer_of_an_execution_whose_mailbox_is_not_an_array_holds_up_no_other_timer(
+    harness: Harness,
+) -> None:
+    """Firing into a mailbox that is not an array fails on the server: the sweep leaves such an execution out,
+    rather than fail at it, before the timers due after it, at every pass."""
+    executions = harness.database["executions"]
+    bad = {**stored("u", "order", inbox=[]), "inbox": "x", "inbox_at": None}
+    executions.insert_one({**bad, "timers": {"open": 1.0}, "next_fire_at": 1.0})
+    executions.insert_one({**stored("t", "order", inbox=[]), "timers": {"open": 2.0}, "next_fire_at": 2.0})
+
+    [due] = harness.store.due_timers(time.time() + 3600)
+
+    assert due.execution_id == "t"
+    assert harness.store.fire_timer(due, now=time.time())
+
+
+@pytest.mark.semantics("sem-unreadable")
+def test_a_pass_parks_only_an_execution_no_claim_holds(harness: Harness) -> None:
+    """The relay and the sweep hold no lease: a park of theirs waits while a claim's lease runs, and takes
+    over one that ran out (its holder's commit then fails, as after any takeover)."""
+    make, _ = RELAY_KINDS["outbox-entry-without-event"]
+    executions = harness.database["executions"]
+    executions.insert_one({**make("u", "order"), "lease": {"owner": "w", "until": time.time() + 3600}})
+    unreadable = raises(UnreadableExecution, harness.store.take_relay_work, LEASE, time.time() + 3600)
+
+    assert not harness.store.park_unreadable(unreadable), "a claim holds it"
+    assert harness.raw("u")["parked"] is None and harness.raw("u")["lease"]["owner"] == "w"
+    executions.update_one({"_id": "u"}, {"$set": {"lease.until": 1.0}})
+    parked_by_a_pass(harness, unreadable)
 
 
 def test_after_max_attempts_the_execution_is_parked_until_an_operator_acts(harness: Harness) -> None:

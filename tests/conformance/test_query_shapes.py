@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from harel import heartbeat, stats
+from harel.errors import UnreadableExecution
 from harel.executions import commits, queries, writes
 from harel.model import DueTimer, Event, Execution, ExecutionStatus
 from harel.transport.base import Failure
@@ -58,8 +59,15 @@ SHAPES = [
     Shape("commit", "executions", {"_id": "x", "version": 3, "lease.owner": "o"}, None),
     Shape("retry", "executions", writes.retry_write("x").filter, None),
     Shape("drop", "executions", writes.drop_write("x", "e", 10).filter, None),
+    Shape(
+        "park by a relay or the sweep",
+        "executions",
+        writes.park_unleased_write(UnreadableExecution("x", "outbox: KeyError: 'event'")).filter,
+        None,
+    ),
     _find("parked", queries.parked_find(10), "parked"),
-    _find("due timers", queries.due_find(BOUND, 100), "next_fire_at_1"),
+    # the mailbox's type is checked on the documents the index range found
+    _find("due timers", queries.due_find(BOUND, 100), "next_fire_at_1", ("inbox",)),
     Shape("fire a timer", "executions", writes.fire_write(DUE, 100.0).filter, None),
     Shape(
         "relay take-over",
@@ -174,6 +182,7 @@ def test_every_builder_is_listed() -> None:
         "send_write",
         "retry_write",
         "drop_write",
+        "park_unleased_write",
         "fire_write",
         "relay_take_write",
         "relay_ack_write",

@@ -127,7 +127,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "takeover-not-counted",
         "a claim that takes over an expired lease counts no attempt, so an action outliving its lease runs forever",
-        (Edit(WRITES, '{"$add": [{"$ifNull": ["$attempts", 0]}, 1]}', '"$attempts"'),),
+        (Edit(WRITES, '{"$add": [_ATTEMPTS, 1]}', '"$attempts"'),),
         _on(
             MAILBOX_CHECKS,
             "test_a_takeover_of_an_expired_lease_counts_an_attempt_and_a_commit_clears_it",
@@ -180,7 +180,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "sweep-early",
         "the sweep finds and fires timers by the worker's estimate (its bound), not the server's `$$NOW`",
         (
-            Edit(QUERIES, ', "$expr": {"$lte": ["$next_fire_at", NOW]}}', "}"),
+            Edit(QUERIES, '            "$expr": {"$lte": ["$next_fire_at", NOW]},\n', ""),
             Edit(WRITES, '            "$expr": {"$lte": [literal(due_from(due.fire_at)), NOW]},\n', ""),
         ),
         _on(
@@ -351,6 +351,34 @@ MUTANTS: tuple[Mutant, ...] = (
             UNIT_WORKER,
             "test_the_park_of_an_unreadable_execution_is_fenced_by_the_lease_of_the_claim_that_read_it",
         ),
+    ),
+    Mutant(
+        "unreadable-relay-work-not-parked",
+        "relay work or timers the relay or the sweep cannot read are logged as parked but not parked, so every "
+        "pass meets them again",
+        (Edit(WORKER, "        if not self.store.park_unreadable(unreadable):\n", "        if False:\n"),),
+        _on(
+            UNIT_WORKER,
+            "test_relay_work_or_timers_that_cannot_be_read_park_their_execution_once_not_at_every_pass",
+            ids=(
+                "outbox-entry-without-event",
+                "spawn-entry-without-child",
+                "timer-not-a-number",
+                "timers-not-a-map",
+            ),
+        ),
+    ),
+    Mutant(
+        "unreadable-relay-park-unfenced",
+        "the park by a relay or the sweep of what it cannot read takes the execution from a claim that holds it",
+        (
+            Edit(
+                WRITES,
+                '{"_id": unreadable.execution_id, "data": {"$exists": True}, "$expr": _UNLEASED},',
+                '{"_id": unreadable.execution_id, "data": {"$exists": True}},',
+            ),
+        ),
+        _on(MAILBOX_CHECKS, "test_a_pass_parks_only_an_execution_no_claim_holds", ids=("mongomock",)),
     ),
     Mutant(
         "check-accepts-w1",

@@ -36,7 +36,7 @@ from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
 from tests.fake_mongod.fixtures import FakeDeployment
-from tests.unreadable import deep, status_a_number
+from tests.unreadable import deep, outbox_entry_without_event, status_a_number, timers_not_a_map
 from tests.wire.processes import HAREL, clean_environment, run_harel, wait_until
 from tests.wire.test_cli_over_wire import on_a_terminal
 
@@ -402,6 +402,53 @@ def test_an_unreadable_execution_is_parked_shown_listed_and_retried_once_repaire
         wait_until(
             lambda: document(running, "t-u").get("context") == {"poked": 1}, 30, "the repaired t-u to go on"
         )
+    finally:
+        client.close()
+
+
+def test_relay_work_or_timers_that_cannot_be_read_are_parked_listed_and_retried_once_repaired(
+    running: Running,
+) -> None:
+    """An outbox entry without its event and timers that are not a map are parked by the relay and the sweep
+    that met them, each once; `harel status` shows the dead letter, `harel dead list` lists them, and `harel
+    dead retry` refuses by name while what the relay reads is still unreadable, then retries it once
+    repaired."""
+    client = connect(running.url, deadline=15)
+    executions = client["harel"]["executions"]
+    try:
+        executions.insert_one(outbox_entry_without_event("t-o", "ticket"))
+        executions.insert_one(timers_not_a_map("t-t", "ticket"))
+        wait_until(
+            lambda: len(json.loads(harel(running, "dead", "list", "--json").stdout)) == 2, 30, "both parked"
+        )
+
+        shown = harel(running, "status", "t-o")
+        listed = harel(running, "dead", "list")
+        refused = harel(running, "dead", "retry", "t-o")
+
+        assert shown.returncode == 0, shown.stderr
+        lines = [" ".join(line.split()) for line in shown.stdout.splitlines()]
+        reason = "UnreadableExecution: execution 't-o' cannot be read: outbox: KeyError: 'event'"
+        assert any(line.startswith(f"dead letter - (-): {reason}") for line in lines), lines
+        rows = listed.stdout.splitlines()[2:]
+        assert sorted(row.split()[:5] for row in rows) == [
+            ["t-o", "ticket", "v1", "-", "(-)"],
+            ["t-t", "ticket", "v1", "-", "(-)"],
+        ]
+        assert refused.returncode == 1
+        assert refused.stderr.startswith("harel dead: execution 't-o' cannot be read: outbox: KeyError")
+        assert running.worker.counters["dead_lettered"] == 2, "each parked once"
+
+        executions.update_one({"_id": "t-o"}, {"$set": {"outbox": []}})
+        assert harel(running, "dead", "retry", "t-o").returncode == 0
+        wait_until(
+            lambda: executions.find_one({"_id": "t-o"})["relay_at"] is None,
+            30,
+            "the repaired relay work done",
+        )
+        assert [d["execution_id"] for d in json.loads(harel(running, "dead", "list", "--json").stdout)] == [
+            "t-t"
+        ]
     finally:
         client.close()
 

@@ -26,6 +26,8 @@ One claim, end to end (ARCHITECTURE.md):
 - A claimed execution whose stored document cannot be read (nested past the parser's limit, a field of the
   wrong type, a malformed mailbox entry: stored by an older version or by hand) is parked at once
   (`UnreadableExecution`, naming what could not be read), fenced by the claim's lease, in one log line.
+  Relay work (an outbox or spawn entry) or timers the relay or the sweep cannot read park it the same
+  way, fenced by no claim holding its lease; neither takes it again until the operator settles it.
 - The background relay only takes relay work left longer than its holder's time (a crashed worker's);
   one relay holds an execution's relay work at a time, so relays never repeat each other.
 - The timer sweep turns a due timer into an event in its own execution's mailbox in one update.
@@ -304,6 +306,28 @@ class Worker:
             },
         )
 
+    def _park_unleased(self, unreadable: UnreadableExecution, by: str) -> None:
+        """The relay or the sweep (`by`) cannot read what it came for: park the execution, in one logged
+        line, rather than meet the same entry on every pass. While a claim holds the execution the park
+        waits for a later pass (the relay's hold, the sweep's next poll)."""
+        if not self.store.park_unreadable(unreadable):
+            log.info(
+                "an unreadable execution is leased; parked on a later pass",
+                extra={"execution_id": unreadable.execution_id, "by": by},
+            )
+            return
+        self.metrics.failures.inc()
+        self._count("dead_lettered")
+        self.metrics.dead_letters.inc()
+        log.error(
+            "execution unreadable, parked; it waits for `harel dead retry|drop` once its document is repaired",
+            extra={
+                "execution_id": unreadable.execution_id,
+                "by": by,
+                "error": f"{type(unreadable).__name__}: {unreadable}",
+            },
+        )
+
     def _apply(self, claim: Claim, observed: float) -> _Batch:
         batch = _Batch(claim)
         exe = claim.execution
@@ -576,7 +600,11 @@ class Worker:
         moved = 0
         with self._bounded():
             while moved < self.config.batch and not self._halt.is_set():
-                work = self.store.take_relay_work(self.config.lease_seconds, self.clock.bound())
+                try:
+                    work = self.store.take_relay_work(self.config.lease_seconds, self.clock.bound())
+                except UnreadableExecution as unreadable:
+                    self._park_unleased(unreadable, "relay")  # its work stays held: the loop takes the next
+                    continue
                 if work is None:
                     break
                 moved += self._deliver(work)
@@ -592,6 +620,9 @@ class Worker:
             for due in self.store.due_timers(self.clock.bound(), self.config.batch):
                 if self._halt.is_set():
                     return fired  # stopping: the rest stay due for the next sweep, of this worker or another
+                if isinstance(due, UnreadableExecution):
+                    self._park_unleased(due, "sweep")
+                    continue
                 if self.store.fire_timer(due, now=self.clock.now()):
                     fired += 1
                     self.metrics.timers_fired.inc()

@@ -50,7 +50,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from harel.commands import drained, matched, resolved
 from harel.driver_errors import committing, translating
-from harel.errors import StoreConflict
+from harel.errors import StoreConflict, UnreadableExecution
 from harel.executions import commits, queries, replies, writes
 from harel.executions.commits import Commit, CommitParts
 from harel.executions.fields import (
@@ -223,9 +223,12 @@ class AsyncMongoStore(MongoCollections):
     ) -> None:
         await writes.relay_ack_write(execution_id, outbox_seqs, spawn_seqs, retry_in).send(self._executions)
 
+    async def park_unreadable(self, unreadable: UnreadableExecution) -> bool:
+        return matched(await writes.park_unleased_write(unreadable).send(self._executions))
+
     # --- timers ------------------------------------------------------------------------------------
 
-    async def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
+    async def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer | UnreadableExecution]:
         return replies.parse_due(await drained(queries.due_find(bound, limit).open(self._executions)))
 
     async def fire_timer(self, due: DueTimer, *, now: float) -> bool:

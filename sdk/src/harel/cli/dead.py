@@ -22,7 +22,7 @@ from harel.cli.settings import Connection
 from harel.cli.views import chart_name
 from harel.errors import NotParked, UnknownExecution
 from harel.executions.records import Parked
-from harel.executions.replies import parse_execution, parse_parked
+from harel.executions.replies import earliest_timer, parse_execution, parse_parked, parse_relay_work
 from harel.inspection import mailbox_of, raised_at
 
 OPERATOR = (Exit.USAGE, Exit.UNREACHABLE, Exit.REFUSED, Exit.NOT_FOUND)
@@ -115,12 +115,15 @@ def settle(
 
 
 def retry_readable(backend: Backend, letter: Parked) -> bool:
-    """Retry an execution only once its document can be read: UnreadableExecution otherwise (a worker would
-    park it again at once). Dropping the head event needs no reading: it may be what cannot be read."""
+    """Retry an execution only once its document can be read, its relay work and timers too:
+    UnreadableExecution otherwise (a worker, its relay or its sweep would park it again at once). Dropping
+    the head event needs no reading: it may be what cannot be read."""
     document = backend.store.document(letter.execution_id)
     if document is not None:
         parse_execution(document)
         mailbox_of(document)
+        parse_relay_work(document)
+        earliest_timer(document)
     return backend.transport.retry(letter.execution_id)
 
 

@@ -8,7 +8,8 @@ single-document update on any MongoDB deployment.
 The writers: *create* (MongoStore.create, commit at version 0, create_children: an upsert that seeds every
 field), *commit* (MongoStore.commit and commit_claim: one CAS update), *send*, *claim*, *extend*, *release*
 and *fail* (MongoTransport; `park_unreadable` is a fail of a claim that could not read its execution), the *sweep* (MongoStore.fire_timer), the *relays* (take_relay_work,
-ack_relay), the *operator* (`harel dead retry|drop`: MongoTransport.retry, drop) and *append_trace*.
+ack_relay), the *pass park* (MongoStore.park_unreadable: the relay or the sweep could not read what it came
+for), the *operator* (`harel dead retry|drop`: MongoTransport.retry, drop) and *append_trace*.
 
 The seed's fields:
 
@@ -28,8 +29,8 @@ The seed's fields:
                     stored as U+FF0E).
     trace           [{...step, index}]: the ring of the last `trace_max` steps; a      commit, append_trace
                     step's index is the version it started from.
-    next_fire_at    the earliest timer not yet turned into an event, or null: the      commit, sweep
-                    sweep's index.
+    next_fire_at    the earliest timer not yet turned into an event, or null: the      commit, sweep,
+                    sweep's index.                                                      pass park, operator
 
 Beyond the seed, for listings and relays:
 
@@ -37,8 +38,8 @@ Beyond the seed, for listings and relays:
                     promoted from `data`, so listings filter and sort on the server and
                     statistics count by status (`data` stays the whole truth).
     relay_at        null, or when relay work on the outbox and spawns may be taken by   commit (when null),
-                    a background relay (server clock). The worker that commits entries  relays
-                    relays them itself at once and holds them for its lease's length
+                    a background relay (server clock). The worker that commits entries  relays, pass park,
+                    relays them itself at once and holds them for its lease's length    operator
                     (RELAY_GRACE_SECONDS for a commit outside a claim); a relay that
                     takes the work holds it for its own lease, and clears the field
                     once nothing is left. Indexed, so relays never scan.
@@ -74,6 +75,9 @@ The mailbox:
                     change (the document itself unreadable among them: the head event
                     as stored, "-" where not readable): later events wait behind it
                     (they never overtake it) until an operator retries or drops it.
+                    A pass park (event "-") also holds `relay_at` and `next_fire_at`,   pass park,
+                    cleared meanwhile so neither pass takes it again; the operator      operator
+                    gives them back (relay work due at once).
 
 `inbox_at` is the one field for "claimable from": a leased execution's is its lease's end, so one index
 range over (`chart`, `inbox_at`) finds what is due and never what is leased, with no `$or`. The index is

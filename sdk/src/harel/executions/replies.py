@@ -166,14 +166,16 @@ def parse_spawn_entry(entry: Mapping[str, Any]) -> SpawnEntry:
 
 
 def parse_relay_work(document: Mapping[str, Any]) -> RelayWork:
+    """The execution's outbox and spawns in seq order; UnreadableExecution when any entry cannot be read (no
+    entry is relayed then: the others would overtake it)."""
     execution_id = document["_id"]
-    return RelayWork(
-        execution_id,
-        sorted(
+    with reading(document, "outbox"):
+        outbox = sorted(
             (parse_outbox_entry(execution_id, e) for e in document.get("outbox") or ()), key=lambda e: e.seq
-        ),
-        sorted((parse_spawn_entry(e) for e in document.get("spawns") or ()), key=lambda s: s.seq),
-    )
+        )
+    with reading(document, "spawns"):
+        spawns = sorted((parse_spawn_entry(e) for e in document.get("spawns") or ()), key=lambda s: s.seq)
+    return RelayWork(execution_id, outbox, spawns)
 
 
 def parse_pending_outbox(documents: Iterable[Mapping[str, Any]], limit: int) -> list[OutboxEntry]:
@@ -193,17 +195,31 @@ def _firing_order(item: tuple[str, float]) -> tuple[float, int, str]:
     return at, path.count("."), path
 
 
-def parse_due(documents: Iterable[Mapping[str, Any]]) -> list[DueTimer]:
-    """Each document's earliest timer, with the timers as read and where `next_fire_at` moves after it."""
+def parse_due(documents: Iterable[Mapping[str, Any]]) -> list[DueTimer | UnreadableExecution]:
+    """Each document's earliest timer, with the timers as read and where `next_fire_at` moves after it; an
+    UnreadableExecution in its place for a document whose timers cannot be read, so that the others fire."""
     due: list[DueTimer] = []
+    unreadable: list[UnreadableExecution] = []
     for document in documents:
+        try:
+            timer = earliest_timer(document)
+        except UnreadableExecution as exc:
+            unreadable.append(exc)
+            continue
+        if timer is not None:
+            due.append(timer)
+    return [*sorted(due, key=lambda t: (t.fire_at, t.execution_id)), *unreadable]
+
+
+def earliest_timer(document: Mapping[str, Any]) -> DueTimer | None:
+    """The document's earliest timer (None without one); UnreadableExecution when its timers cannot be read."""
+    with reading(document, "timers"):
         stored = dict(document.get("timers") or {})
         ordered = sorted(((dec(key), float(at)) for key, at in stored.items()), key=_firing_order)
-        if not ordered:
-            continue
-        (path, fire_at), rest = ordered[0], ordered[1:]
-        due.append(DueTimer(document["_id"], path, fire_at, stored, due_from(rest[0][1]) if rest else None))
-    return sorted(due, key=lambda t: (t.fire_at, t.execution_id))
+    if not ordered:
+        return None
+    (path, fire_at), rest = ordered[0], ordered[1:]
+    return DueTimer(document["_id"], path, fire_at, stored, due_from(rest[0][1]) if rest else None)
 
 
 # --- the mailbox -------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from harel.commands import Write, array, literal, only
 from harel.errors import UnreadableExecution
 from harel.executions.fields import ERROR_LIMIT, INBOX_LIMIT_BYTES, TRACEBACK_LIMIT, due_from
 from harel.executions.records import Claim, Failure, Pending
+from harel.executions.replies import UNKNOWN
 from harel.model import DueTimer, Event, timer_event
 from harel.servertime import NOW, now_plus
 
@@ -27,6 +28,18 @@ _DUE_UNLESS_BUSY = {
 _INBOX_BYTES = {"$sum": "$inbox.size"}
 # At a claim: the lease is still held, so it ran out (a release, a commit and a failed attempt all end it).
 _TAKEN_OVER = {"$ne": [{"$ifNull": ["$lease.owner", None]}, None]}
+_ATTEMPTS = {"$ifNull": ["$attempts", 0]}
+# No claim holds the execution: no lease, or one that ran out on the server's clock.
+_UNLEASED = {
+    "$or": [
+        {"$eq": [{"$ifNull": ["$lease.owner", None]}, None]},
+        {"$lte": [{"$ifNull": ["$lease.until", 0]}, NOW]},
+    ]
+}
+# What a park by the relay or the sweep held back, given back when the operator settles the dead letter:
+# relay work is due at once, the earliest timer as it was.
+_RELAY_RESTORED = {"$cond": [{"$eq": [{"$ifNull": ["$parked.relay_at", None]}, None]}, "$relay_at", NOW]}
+_TIMER_RESTORED = {"$ifNull": ["$parked.next_fire_at", {"$ifNull": ["$next_fire_at", None]}]}
 
 
 def _holds(field: str, value: str) -> dict[str, Any]:
@@ -121,9 +134,15 @@ def claim_write(charts: Iterable[str], owner: str, lease: float, bound: float) -
                         "previous": "$lease.owner",
                     },
                     "inbox_at": now_plus(lease),
-                    # a lease still held is one that ran out: its holder's attempt at the head event failed
+                    # a lease still held is one that ran out: its holder's attempt at the head event failed.
+                    # `attempts` stored as something else is kept as it is, for the claim's reading to park:
+                    # adding to it would fail the update on the server, for this claim and every later one
                     "attempts": {
-                        "$cond": [_TAKEN_OVER, {"$add": [{"$ifNull": ["$attempts", 0]}, 1]}, "$attempts"]
+                        "$cond": [
+                            {"$and": [_TAKEN_OVER, {"$isNumber": _ATTEMPTS}]},
+                            {"$add": [_ATTEMPTS, 1]},
+                            "$attempts",
+                        ]
                     },
                     "last_error": {
                         "$cond": [
@@ -240,6 +259,39 @@ def park_unreadable_write(unreadable: UnreadableExecution) -> Write:
     )
 
 
+def park_unleased_write(unreadable: UnreadableExecution) -> Write:
+    """Park an execution whose relay work or timers the relay or the sweep could not read. Neither holds the
+    mailbox's lease, so the park is fenced by its absence: no claim's lease is clobbered, and a claim that
+    holds one meanwhile leaves the park to a later pass. `relay_at` and `next_fire_at` are held in the dead
+    letter and cleared, so neither the relay nor the sweep takes the execution again until the operator
+    settles it; its events wait, parked, as behind a claim's park. `$literal`s only, as there."""
+    error = f"{type(unreadable).__name__}: {unreadable}"[:ERROR_LIMIT]
+    event_id = unreadable.event_id or UNKNOWN
+    name = unreadable.event or UNKNOWN
+    letter = _dead_letter(event_id, name, error, "", 1)
+    return Write(
+        {"_id": unreadable.execution_id, "data": {"$exists": True}, "$expr": _UNLEASED},
+        [
+            {
+                "$set": {
+                    "lease": None,
+                    "inbox_at": None,
+                    "attempts": 1,
+                    "last_error": literal(error),
+                    "last_traceback": None,
+                    "relay_at": None,
+                    "next_fire_at": None,
+                    "parked": {
+                        **letter,
+                        "relay_at": {"$ifNull": ["$relay_at", None]},
+                        "next_fire_at": {"$ifNull": ["$next_fire_at", None]},
+                    },
+                }
+            }
+        ],
+    )
+
+
 # --- the operator's dead-letter actions ----------------------------------------------------------------------
 
 
@@ -254,6 +306,8 @@ def retry_write(execution_id: str) -> Write:
                     "last_error": None,
                     "last_traceback": None,
                     "inbox_at": NOW,
+                    "relay_at": _RELAY_RESTORED,
+                    "next_fire_at": _TIMER_RESTORED,
                 }
             }
         ],
@@ -285,6 +339,8 @@ def drop_write(execution_id: str, event_id: str, dedupe_window: int) -> Write:
                     "attempts": 0,
                     "last_error": None,
                     "last_traceback": None,
+                    "relay_at": _RELAY_RESTORED,
+                    "next_fire_at": _TIMER_RESTORED,
                 }
             },
             {"$set": {"inbox_bytes": _INBOX_BYTES, "inbox_at": _due_if_pending()}},

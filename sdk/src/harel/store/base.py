@@ -19,6 +19,7 @@ from harel.model import (
 )
 
 if TYPE_CHECKING:
+    from harel.errors import UnreadableExecution
     from harel.executions.commits import CommitParts
 
 __all__ = [
@@ -111,14 +112,20 @@ class ExecutionStore(Protocol):
         ids that already existed (a relay that ran before)."""
 
     def take_relay_work(self, lease: float, bound: float) -> RelayWork | None:
-        """Relay work older than its holder's time, held for `lease`; None when there is none."""
+        """Relay work older than its holder's time, held for `lease`; None when there is none, and
+        UnreadableExecution when its entries cannot be read."""
 
     def ack_relay(
         self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
     ) -> None: ...
 
-    def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
-        """Each execution's earliest timer that is due on the server's clock."""
+    def park_unreadable(self, unreadable: UnreadableExecution) -> bool:
+        """Park the execution whose relay work or timers could not be read (`unreadable`), unless a claim
+        holds its lease now (False: a later pass tries again)."""
+
+    def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer | UnreadableExecution]:
+        """Each execution's earliest timer that is due on the server's clock; an UnreadableExecution in
+        place of an execution whose timers cannot be read."""
 
     def fire_timer(self, due: DueTimer, *, now: float) -> bool:
         """Turn the timer into an event in its execution's mailbox; False when the execution's timers
@@ -199,7 +206,9 @@ class AsyncExecutionStore(Protocol):
         self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
     ) -> None: ...
 
-    async def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]: ...
+    async def park_unreadable(self, unreadable: UnreadableExecution) -> bool: ...
+
+    async def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer | UnreadableExecution]: ...
 
     async def fire_timer(self, due: DueTimer, *, now: float) -> bool: ...
 
