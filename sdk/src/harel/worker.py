@@ -295,16 +295,7 @@ class Worker:
                 extra={"execution_id": unreadable.execution_id},
             )
             return
-        self._count("dead_lettered")
-        self.metrics.dead_letters.inc()
-        log.error(
-            "execution unreadable, parked; it waits for `harel dead retry|drop` once its document is repaired",
-            extra={
-                "execution_id": unreadable.execution_id,
-                "event_id": unreadable.event_id,
-                "error": f"{type(unreadable).__name__}: {unreadable}",
-            },
-        )
+        self._parked_unreadable(unreadable, event_id=unreadable.event_id)
 
     def _park_unleased(self, unreadable: UnreadableExecution, by: str) -> None:
         """The relay or the sweep (`by`) cannot read what it came for: park the execution, in one logged
@@ -317,13 +308,16 @@ class Worker:
             )
             return
         self.metrics.failures.inc()
+        self._parked_unreadable(unreadable, by=by)
+
+    def _parked_unreadable(self, unreadable: UnreadableExecution, **context: str | None) -> None:
         self._count("dead_lettered")
         self.metrics.dead_letters.inc()
         log.error(
             "execution unreadable, parked; it waits for `harel dead retry|drop` once its document is repaired",
             extra={
                 "execution_id": unreadable.execution_id,
-                "by": by,
+                **context,
                 "error": f"{type(unreadable).__name__}: {unreadable}",
             },
         )

@@ -244,19 +244,20 @@ def park_unreadable_write(unreadable: UnreadableExecution) -> Write:
     error = f"{type(unreadable).__name__}: {unreadable}"[:ERROR_LIMIT]
     return Write(
         fenced(unreadable.execution_id, unreadable.owner),
-        [
-            {
-                "$set": {
-                    "lease": None,
-                    "inbox_at": None,
-                    "attempts": 1,
-                    "last_error": literal(error),
-                    "last_traceback": None,
-                    "parked": _dead_letter(unreadable.event_id, unreadable.event, error, "", 1),
-                }
-            }
-        ],
+        [{"$set": _parked_unread(error, _dead_letter(unreadable.event_id, unreadable.event, error, "", 1))}],
     )
+
+
+def _parked_unread(error: str, letter: dict[str, Any]) -> dict[str, Any]:
+    """The fields a park of what could not be read sets: one attempt, its error, no traceback, the letter."""
+    return {
+        "lease": None,
+        "inbox_at": None,
+        "attempts": 1,
+        "last_error": literal(error),
+        "last_traceback": None,
+        "parked": letter,
+    }
 
 
 def park_unleased_write(unreadable: UnreadableExecution) -> Write:
@@ -274,18 +275,16 @@ def park_unleased_write(unreadable: UnreadableExecution) -> Write:
         [
             {
                 "$set": {
-                    "lease": None,
-                    "inbox_at": None,
-                    "attempts": 1,
-                    "last_error": literal(error),
-                    "last_traceback": None,
+                    **_parked_unread(
+                        error,
+                        {
+                            **letter,
+                            "relay_at": {"$ifNull": ["$relay_at", None]},
+                            "next_fire_at": {"$ifNull": ["$next_fire_at", None]},
+                        },
+                    ),
                     "relay_at": None,
                     "next_fire_at": None,
-                    "parked": {
-                        **letter,
-                        "relay_at": {"$ifNull": ["$relay_at", None]},
-                        "next_fire_at": {"$ifNull": ["$next_fire_at", None]},
-                    },
                 }
             }
         ],
