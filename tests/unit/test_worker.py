@@ -1184,6 +1184,23 @@ def test_an_unreadable_execution_is_parked_by_its_first_claim_not_tried_again_at
     log line without a traceback. However many leases pass, no claim takes it again, and the worker goes on with
     the other executions."""
     make, said = KINDS[kind]
+    w, logged = five_leases_beside_a_bad_document(backend, caplog, make)
+    reason = f"UnreadableExecution: execution 'u' cannot be read: {said}"
+    assert (logged.__dict__["execution_id"], logged.__dict__["error"].startswith(reason)) == ("u", True)
+    assert w.counters["dead_lettered"] == 1
+    [parked] = backend.transport.parked()
+    assert (parked.execution_id, parked.event_id, parked.attempts) == ("u", "u:poke", 1)
+    assert parked.error == logged.__dict__["error"]
+    stored = backend.client["harel"]["executions"].find_one({"_id": "u"})
+    assert (stored["last_error"], stored["lease"], stored["inbox_at"]) == (parked.error, None, None)
+    assert backend.store.load("ok").configuration == ["idle"], "the worker went on with the others"
+
+
+def five_leases_beside_a_bad_document(
+    backend: Deployment, caplog: pytest.LogCaptureFixture, make: Callable[[str, str], dict[str, Any]]
+) -> tuple[Worker, logging.LogRecord]:
+    """`make("u", "flow")` stored beside a healthy execution "ok", and a worker run through five leases; the
+    worker and its one warning-or-worse line, which must be the park's, structured, without a traceback."""
     app = make_app()
     backend.client["harel"]["executions"].insert_one(make("u", "flow"))
     start_execution(backend.store, backend.transport, app, "flow", execution_id="ok")
@@ -1200,15 +1217,7 @@ def test_an_unreadable_execution_is_parked_by_its_first_claim_not_tried_again_at
     ]
     [logged] = failures
     assert logged.exc_info is None, "one structured line, no traceback"
-    reason = f"UnreadableExecution: execution 'u' cannot be read: {said}"
-    assert (logged.__dict__["execution_id"], logged.__dict__["error"].startswith(reason)) == ("u", True)
-    assert w.counters["dead_lettered"] == 1
-    [parked] = backend.transport.parked()
-    assert (parked.execution_id, parked.event_id, parked.attempts) == ("u", "u:poke", 1)
-    assert parked.error == logged.__dict__["error"]
-    stored = backend.client["harel"]["executions"].find_one({"_id": "u"})
-    assert (stored["last_error"], stored["lease"], stored["inbox_at"]) == (parked.error, None, None)
-    assert backend.store.load("ok").configuration == ["idle"], "the worker went on with the others"
+    return w, logged
 
 
 @pytest.mark.parametrize("kind", [*RELAY_KINDS, *TIMER_KINDS])
@@ -1218,22 +1227,7 @@ def test_relay_work_or_timers_that_cannot_be_read_park_their_execution_once_not_
     """A malformed outbox or spawn entry, or timers of the wrong type, park their execution by the relay or
     the sweep that met them, in one log line without a traceback; no later pass meets them again."""
     make, said = {**RELAY_KINDS, **TIMER_KINDS}[kind]
-    app = make_app()
-    backend.client["harel"]["executions"].insert_one(make("u", "flow"))
-    start_execution(backend.store, backend.transport, app, "flow", execution_id="ok")
-    w = backend.worker(app, lease_seconds=1.0)
-
-    with caplog.at_level(logging.INFO, logger="harel.worker"):
-        for _ in range(5):
-            pump(w)
-            backend.clock.now += 10.0
-
-    failures = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert [r.getMessage() for r in failures] == [
-        "execution unreadable, parked; it waits for `harel dead retry|drop` once its document is repaired"
-    ]
-    [logged] = failures
-    assert logged.exc_info is None, "one structured line, no traceback"
+    w, logged = five_leases_beside_a_bad_document(backend, caplog, make)
     reason = f"UnreadableExecution: execution 'u' cannot be read: {said}"
     assert (logged.__dict__["execution_id"], logged.__dict__["error"].startswith(reason)) == ("u", True)
     assert logged.__dict__["by"] == ("relay" if kind in RELAY_KINDS else "sweep")
