@@ -1,9 +1,9 @@
 """Phase labels for the command accounting: which call of which worker loop sent each command.
 
 A store, transport or heartbeats object wrapped in `Labelled` runs every method call inside the accounting
-phase `<loop>:<method>` — `consume:claim`, `relay:pending_outbox`, `sweep:due_timers`, ... The loop is read
+phase `<loop>:<method>` — `consume:claim`, `relay:take_relay_work`, `heartbeat:beat`, ... The loop is read
 from the calling thread's name (the worker names its threads `harel-consumer-N`, `harel-relay`,
-`harel-sweep`, `harel-heartbeat`, `harel-lease`, and `harel-leaving` while it stops); any other thread is the
+`harel-heartbeat`, `harel-lease`, and `harel-leaving` while it stops); any other thread is the
 client. The phase is a context variable of the
 calling thread, so the labels hold while the worker runs its loops on their own threads.
 """

@@ -1,11 +1,13 @@
 """Execution documents this version cannot read, as an older version or a hand could have stored them: the
 context nested 199 levels deep (past the parser's recursion limit), a field of `data` of the wrong type, a
 malformed mailbox entry. Each is a whole `executions` document (harel.executions.fields), due at once, to
-insert straight into the collection past the SDK's checks."""
+insert straight into the collection past the SDK's checks (with the `wake_at` the SDK's writes would give
+it: `claimable`)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from harel.executions.fields import chart_key
@@ -65,6 +67,18 @@ def stored(
     }
 
 
+def claimable(make: Callable[[str, str], dict[str, Any]]) -> Callable[[str, str], dict[str, Any]]:
+    """`make`'s document with its `wake_at` as every write of the SDK sets it (`writes.WAKE_STAGE`)."""
+
+    def made(execution_id: str, definition_id: str) -> dict[str, Any]:
+        document = make(execution_id, definition_id)
+        mailbox, timer = document.get("inbox_at"), document.get("next_fire_at")
+        wake = None if document.get("parked") else (mailbox if mailbox is not None else timer)
+        return {**document, "wake_at": wake}
+
+    return made
+
+
 def deep(execution_id: str, definition_id: str) -> dict[str, Any]:
     return stored(execution_id, definition_id, data={"context": {"tree": nested(DEPTH)}})
 
@@ -95,11 +109,11 @@ def attempts_a_string_after_a_lease_ran_out(execution_id: str, definition_id: st
 
 # Each kind, and the start of what UnreadableExecution says could not be read.
 KINDS = {
-    "nested-199": (deep, "data: Invalid JSON: recursion limit exceeded"),
-    "status-a-number": (status_a_number, "data.status: Input should be"),
-    "malformed-inbox-entry": (malformed_entry, "inbox.0.event.name: Field required"),
+    "nested-199": (claimable(deep), "data: Invalid JSON: recursion limit exceeded"),
+    "status-a-number": (claimable(status_a_number), "data.status: Input should be"),
+    "malformed-inbox-entry": (claimable(malformed_entry), "inbox.0.event.name: Field required"),
     "attempts-a-string-after-a-lease-ran-out": (
-        attempts_a_string_after_a_lease_ran_out,
+        claimable(attempts_a_string_after_a_lease_ran_out),
         "attempts: ValueError: invalid literal for int()",
     ),
 }
@@ -144,10 +158,13 @@ def timers_not_a_map(execution_id: str, definition_id: str) -> dict[str, Any]:
 
 
 RELAY_KINDS = {
-    "outbox-entry-without-event": (outbox_entry_without_event, "outbox: KeyError: 'event'"),
-    "spawn-entry-without-child": (spawn_entry_without_child, "spawns: KeyError: 'child_id'"),
+    "outbox-entry-without-event": (claimable(outbox_entry_without_event), "outbox: KeyError: 'event'"),
+    "spawn-entry-without-child": (claimable(spawn_entry_without_child), "spawns: KeyError: 'child_id'"),
 }
 TIMER_KINDS = {
-    "timer-not-a-number": (timer_not_a_number, "timers: ValueError: could not convert string to float"),
-    "timers-not-a-map": (timers_not_a_map, "timers: TypeError: 'int' object is not iterable"),
+    "timer-not-a-number": (
+        claimable(timer_not_a_number),
+        "timers: ValueError: could not convert string to float",
+    ),
+    "timers-not-a-map": (claimable(timers_not_a_map), "timers: TypeError: 'int' object is not iterable"),
 }

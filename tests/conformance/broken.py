@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from harel.commands import only
-from harel.executions import commits, queries, replies, writes
+from harel.executions import commits, replies, writes
 from harel.executions.records import Claim, Emit, Spawn, StepRecord
 from harel.model import DueTimer, Execution, TimerOp
+from harel.servertime import NOW
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport, new_owner_token
 
@@ -98,16 +99,10 @@ class CallerClockTransport(MongoTransport):
         owner = new_owner_token()
         write = writes.claim_write(charts, owner, lease, bound)
         caller_clock = {key: value for key, value in write.filter.items() if key != "$expr"}
+        fire, lease = write.update
         found = self._executions.find_one_and_update(
             caller_clock,
-            [
-                {
-                    "$set": {
-                        **write.update[0]["$set"],
-                        "lease": {**write.update[0]["$set"]["lease"], "at": bound},
-                    }
-                }
-            ],
+            [fire, {"$set": {**lease["$set"], "lease": {**lease["$set"]["lease"], "at": bound}}}],
             sort=list(write.sort),
             projection=write.projection,
             return_document=True,
@@ -122,26 +117,41 @@ class TimerTakenBeforeDeliveryStore(MongoStore):
 
     def fire_timer(self, due: DueTimer, *, now: float) -> bool:
         write = writes.fire_write(due, now)
-        [deliver, size] = write.update
+        [deliver, size, wake] = write.update
         taken = {"next_fire_at": deliver["$set"]["next_fire_at"]}
         if self._executions.update_one(write.filter, [{"$set": taken}]).matched_count != 1:
             return False
         event = {name: value for name, value in deliver["$set"].items() if name != "next_fire_at"}
-        self._executions.update_one({"_id": due.execution_id}, [{"$set": event}, size])
+        self._executions.update_one({"_id": due.execution_id}, [{"$set": event}, size, wake])
         return True
 
 
-class CallerClockSweepStore(MongoStore):
-    """Timers on the caller's clock: the sweep takes a timer for due, and fires it, when the worker's own
-    estimate (its bound) has passed it instead of the server's `$$NOW`, so a worker fires timers early."""
+class CallerClockTimersTransport(MongoTransport):
+    """Timers on the caller's clock: the claim takes an execution for due, and fires its timers, when the
+    worker's own estimate (its bound) has passed them instead of the server's `$$NOW`, so a worker ahead
+    fires timers early."""
 
-    def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer]:
-        find = queries.due_find(bound, limit)
-        caller_clock = {key: value for key, value in find.filter.items() if key != "$expr"}
-        found = self._executions.find(caller_clock, find.projection).sort(list(find.sort)).limit(limit)
-        return replies.parse_due(found)
-
-    def fire_timer(self, due: DueTimer, *, now: float) -> bool:
-        write = writes.fire_write(due, now)
+    def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
+        owner = new_owner_token()
+        write = writes.claim_write(charts, owner, lease, bound)
         caller_clock = {key: value for key, value in write.filter.items() if key != "$expr"}
-        return self._executions.update_one(caller_clock, write.update).matched_count == 1
+        fire, leased = write.update
+        found = self._executions.find_one_and_update(
+            caller_clock,
+            [_on_the_callers_clock(fire, bound), leased],
+            sort=list(write.sort),
+            projection=write.projection,
+            return_document=True,
+        )
+        return self._claimed(found, owner)
+
+
+def _on_the_callers_clock(expression: Any, bound: float) -> Any:
+    """`expression` with every `$$NOW` replaced by the caller's `bound`."""
+    if expression == NOW:
+        return {"$literal": bound}
+    if isinstance(expression, dict):
+        return {key: _on_the_callers_clock(value, bound) for key, value in expression.items()}
+    if isinstance(expression, list):
+        return [_on_the_callers_clock(value, bound) for value in expression]
+    return expression

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from harel.errors import LeaseLost, StepTooLarge, StoreConflict, UnreadableExecution
-from harel.executions.fields import INBOX_LIMIT_BYTES, SEQ_STRIDE
+from harel.executions.fields import INBOX_LIMIT_BYTES, SEQ_STRIDE, due_from
 from harel.executions.records import StepRecord
-from harel.model import Event, Execution
+from harel.model import TIMER_EVENT, Event, Execution
 from harel.servertime import ServerClock
 from harel.transport.base import Claim, Failure, SendOutcome
 from tests.conformance.backends import Harness
@@ -481,3 +481,36 @@ def test_after_max_attempts_the_execution_is_parked_until_an_operator_acts(harne
     assert harness.store.is_processed("a", "poison"), "a dropped event cannot come back"
     assert transport.send("a", event("poison")) is SendOutcome.DUPLICATE
     assert pending_ids(claimed(harness)) == ["later", "after"]
+
+
+def test_a_claim_fires_each_due_timer_once_and_leaves_the_others_armed(harness: Harness) -> None:
+    """The claim of an execution whose earliest timer is due appends that timer's event to the mailbox in
+    its own command (no sweep); a timer not yet due stays armed and names the next wake-up. A timer whose
+    event already waits — appended by the seed's sweep, or by a claim whose lease ran out — is not appended
+    again."""
+    now = time.time()
+    later = now + 3600
+    timers = {"open": now - 1, "open\uff0elater": later}
+    executions = harness.database["executions"]
+    for execution_id in ("t", "swept"):
+        document = {**stored(execution_id, "order", inbox=[]), "inbox_at": None, "timers": timers}
+        executions.insert_one({**document, "next_fire_at": due_from(now - 1), "wake_at": due_from(now - 1)})
+    [due] = [d for d in harness.store.due_timers(now + 60) if d.execution_id == "swept"]
+    assert harness.store.fire_timer(due, now=now), "the seed's sweep appends it first"
+
+    claimed_ids = []
+    for _ in range(2):
+        first = claimed(harness, lease=0.05)
+        claimed_ids.append(first.execution_id)
+        [fired] = [p.event for p in first.pending]
+        assert fired.name == TIMER_EVENT and fired.data == {"path": "open", "fire_at": now - 1}
+        stored_now = harness.raw(first.execution_id)
+        assert stored_now["next_fire_at"] == due_from(later), "the timer still to come names the next wake-up"
+        assert stored_now["wake_at"] == stored_now["lease"]["until"], "leased: claimable when the lease ends"
+    assert sorted(claimed_ids) == ["swept", "t"]
+    time.sleep(0.2)  # both leases run out on the server's clock
+    for _ in range(2):
+        again = claimed(harness)
+        assert [p.event.data["path"] for p in again.pending] == ["open"], (
+            "a waiting timer is not appended twice"
+        )

@@ -26,6 +26,7 @@ from harel.errors import (
     ExecutionTooLarge,
     StoreConflict,
 )
+from harel.executions import replies
 from harel.executions.fields import DOT_STANDIN, RELAY_GRACE_SECONDS, SEQ_STRIDE
 from harel.model import DueTimer, Event, Execution, ExecutionStatus, SpawnEntry, TimerOp
 from tests.conformance.backends import Harness, InjectedFault
@@ -158,6 +159,7 @@ def test_create_writes_every_field(harness: Harness) -> None:
         "trace": [{"event": "harel.start", "index": 0}],
         "next_fire_at": 30.0,
         **MAILBOX_SEED,
+        "wake_at": 30.0,  # an idle mailbox: claimable once its timer is due
     }
     assert near(document["relay_at"], time.time() + RELAY_GRACE_SECONDS), "relay work held by its committer"
     assert harness.store.load("exe-1") == exe
@@ -176,6 +178,7 @@ def test_create_without_bookkeeping_seeds_empty_fields(harness: Harness) -> None
         "processed": [],
         "timers": {},
         "next_fire_at": None,
+        "wake_at": None,
         "trace": [],
         "relay_at": None,
         **MAILBOX_SEED,
@@ -189,6 +192,7 @@ def test_create_with_events_waiting(harness: Harness) -> None:
     assert [entry["id"] for entry in document["inbox"]] == ["first", "second"]
     assert document["inbox_bytes"] == sum(entry["size"] for entry in document["inbox"]) > 0
     assert near(document["inbox_at"], time.time()), "due from the server's time of creation"
+    assert document["wake_at"] == document["inbox_at"], "claimable from when its mailbox is due"
     assert document["version"] == 1 and harness.store.load("with-start") == exe.model_copy(
         update={"version": 1}
     )
@@ -236,6 +240,7 @@ def test_advance_appends_to_every_array(harness: Harness) -> None:
         "trace": [{"step": "a", "index": 0}, {"step": "b", "index": 1}],
         "next_fire_at": 5.0,
         **MAILBOX_SEED,
+        "wake_at": 5.0,
     }
     assert json.loads(harness.raw("exe-1")["data"])["version"] == 2
 
@@ -246,17 +251,17 @@ def test_timer_schedule_and_cancel(harness: Harness) -> None:
     arm(store, exe, {"fork.A.wait": 30.0, "fork.B.wait": 20.0})
     document = harness.raw(exe.id)
     assert document["timers"] == {"fork\uff0eA\uff0ewait": 30.0, "fork\uff0eB\uff0ewait": 20.0}
-    assert document["next_fire_at"] == 20.0
+    assert document["next_fire_at"] == document["wake_at"] == 20.0, "claimable when its earliest timer is due"
 
     arm(store, exe, {"fork.A.wait": 30.0})
     document = harness.raw(exe.id)
     assert document["timers"] == {key("fork.A.wait"): 30.0}
-    assert document["next_fire_at"] == 30.0
+    assert document["next_fire_at"] == document["wake_at"] == 30.0
 
     arm(store, exe, {})
     document = harness.raw(exe.id)
     assert document["timers"] == {}
-    assert document["next_fire_at"] is None
+    assert document["next_fire_at"] is document["wake_at"] is None
     assert store.due_timers(time.time() + 3600) == []
 
 
@@ -623,9 +628,13 @@ def test_a_fired_timer_becomes_an_event_in_its_mailbox_once(harness: Harness) ->
     document = harness.raw(exe.id)
     [entry] = document["inbox"]
     assert entry["id"] == f"exe-1:timer:fork.A.wait@{now - 1!r}"
-    assert json.loads(entry["event"])["data"] == {"path": "fork.A.wait", "fire_at": now - 1}
+    assert entry["timer"] == {"key": "fork\uff0eA\uff0ewait", "fire_at": now - 1}, (
+        "the timer, not its event's JSON"
+    )
+    assert replies.parse_inbox(document)[0].event.data == {"path": "fork.A.wait", "fire_at": now - 1}
     assert document["next_fire_at"] == pytest.approx(now + 3600, abs=0.002)
     assert near(document["inbox_at"], time.time())
+    assert document["wake_at"] == document["inbox_at"], "claimable from when its mailbox is due"
     assert store.due_timers(now + 3600) == []
     assert store.fire_timer(due, now=now), "a second sweep holding the same read fires nothing new"
     assert len(harness.raw(exe.id)["inbox"]) == 1
@@ -795,6 +804,7 @@ def test_sweep_and_relays_select_only_pending_documents(harness: Harness) -> Non
 def test_ensure_indexes_is_idempotent(harness: Harness) -> None:
     executions = harness.database["executions"]
     executions.create_index("outbox.seq", name="outbox.seq_1", sparse=True)  # an earlier release's
+    executions.create_index([("chart", 1), ("inbox_at", 1)], name="mailbox")  # the claim's before wake_at
     harness.store.ensure_indexes()
     harness.store.ensure_indexes()
     harness.transport.ensure_indexes()
@@ -805,13 +815,13 @@ def test_ensure_indexes_is_idempotent(harness: Harness) -> None:
         "definition_created": [("definition_id", 1), ("created_at", -1), ("_id", 1)],
         "next_fire_at_1": [("next_fire_at", 1)],
         "relay_at": [("relay_at", 1)],
-        "mailbox": [("chart", 1), ("inbox_at", 1)],
+        "wake": [("chart", 1), ("wake_at", 1)],
         "parked": [("parked.at", 1)],
     }
     for name, keys in wanted.items():
         assert [tuple(k) for k in indexes[name]["key"]] == keys
     assert indexes["next_fire_at_1"].get("sparse") is True
-    assert indexes["mailbox"]["partialFilterExpression"] == {"inbox_at": {"$gte": 0}}
+    assert indexes["wake"]["partialFilterExpression"] == {"wake_at": {"$gte": 0}}
     assert set(indexes) == {"_id_", *wanted}, "retired indexes are dropped"
 
 

@@ -107,7 +107,11 @@ class HarelRun:
         registry = harel_registry(chart)
         self.app.registry.actions.update(registry.actions)
         self.app.registry.guards.update(registry.guards)
-        config = WorkerConfig(concurrency=1, idle_poll_max=0.02, relay_poll_max=0.02, sweep_sleep_max=0.02)
+        config = WorkerConfig(
+            concurrency=1,
+            idle_poll_max=0.02,
+            relay_poll_max=0.02,
+        )
         self.worker = Worker(self.backend.store, self.backend.transport, self.app, config=config)
         self.worker.start()
         self.started_at = self.clock()

@@ -188,31 +188,32 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_due_timers_are_due_on_the_servers_clock",
             "test_a_timer_not_yet_due_is_not_fired",
             ids=MONGO,
-        )
-        + _on(UNIT_WORKER, "test_a_timer_event_is_never_early_on_the_deployments_clock"),
+        ),
     ),
     Mutant(
-        "sweep-takes-timer-before-delivery",
-        "the sweep moves `next_fire_at` past a timer in one update and queues its event in a second",
+        "claim-fires-timers-early",
+        "the claim appends the events of timers due within the hour, not of those due by the server's `$$NOW`",
         (
             Edit(
-                MONGO_STORE,
-                "        return matched(writes.fire_write(due, now).send(self._executions))\n",
-                "        write = writes.fire_write(due, now)\n"
-                "        [deliver, size] = write.update\n"
-                '        taken = {"next_fire_at": deliver["$set"]["next_fire_at"]}\n'
-                '        if self._executions.update_one(write.filter, [{"$set": taken}]).matched_count != 1:\n'
-                "            return False\n"
-                '        event = {k: v for k, v in deliver["$set"].items() if k != "next_fire_at"}\n'
-                '        self._executions.update_one({"_id": due.execution_id}, [{"$set": event}, size])\n'
-                "        return True\n",
+                WRITES,
+                '{compare: [_due_at("$$t.v"), NOW]}',
+                '{compare: [_due_at("$$t.v"), {"$add": [NOW, 3600]}]}',
             ),
         ),
-        _on(
-            CRASH_WINDOWS,
-            "test_the_sweep_dying_between_round_trips",
-            ids=("fake-rs-after-collection.update_one#1",),
+        _on(MAILBOX_CHECKS, "test_a_claim_fires_each_due_timer_once_and_leaves_the_others_armed", ids=MONGO),
+    ),
+    Mutant(
+        "claim-fires-a-waiting-timer-again",
+        "the claim appends a due timer's event even when it waits in the mailbox already (fired by the sweep or "
+        "by a claim whose lease ran out)",
+        (
+            Edit(
+                WRITES,
+                '"cond": {"$not": [{"$in": [{"key": "$$t.k", "fire_at": "$$t.v"}, _WAITING_TIMERS]}]},',
+                '"cond": True,',
+            ),
         ),
+        _on(MAILBOX_CHECKS, "test_a_claim_fires_each_due_timer_once_and_leaves_the_others_armed", ids=MONGO),
     ),
     Mutant(
         "relay-ack-before-send",

@@ -17,7 +17,7 @@ from pymongo import monitoring
 from harel.app import App
 from harel.client import start_execution
 from harel.metrics import Metrics
-from harel.sent import CONSUMER, HEARTBEAT, IDLE, OTHER, RELAY, SWEEP, CommandCounter, sending
+from harel.sent import CONSUMER, HEARTBEAT, IDLE, OTHER, RELAY, CommandCounter, sending
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
@@ -72,14 +72,14 @@ def test_concurrent_passes_on_other_threads_never_count_into_each_other() -> Non
             inside.wait()
 
     threads = [
-        threading.Thread(target=run, args=(SWEEP, 3)),
+        threading.Thread(target=run, args=(RELAY, 3)),
         threading.Thread(target=run, args=(HEARTBEAT, 5)),
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert (count(metrics, SWEEP), count(metrics, HEARTBEAT), count(metrics, OTHER)) == (3, 5, 0)
+    assert (count(metrics, RELAY), count(metrics, HEARTBEAT), count(metrics, OTHER)) == (3, 5, 0)
 
 
 class Commanding:
@@ -119,7 +119,7 @@ def expected_loop(thread: str, method: str, found_nothing: bool) -> str:
     """The loop a call belongs to, from the thread the worker ran it on."""
     if thread.startswith("harel-consumer-"):
         return IDLE if method == "claim" and found_nothing else CONSUMER
-    return {"harel-relay": RELAY, "harel-sweep": SWEEP, "harel-heartbeat": HEARTBEAT}.get(thread, OTHER)
+    return {"harel-relay": RELAY, "harel-heartbeat": HEARTBEAT}.get(thread, OTHER)
 
 
 @pytest.mark.parametrize("executions", [1, 12])
@@ -149,7 +149,7 @@ def test_a_worker_counts_each_command_under_the_loop_that_sent_it(executions: in
         deadline = time.monotonic() + 30
         while not (
             worker.counters["processed"] == executions
-            and all(count(metrics, loop) > 0 for loop in (IDLE, RELAY, SWEEP, HEARTBEAT))
+            and all(count(metrics, loop) > 0 for loop in (IDLE, RELAY, HEARTBEAT))
         ):
             assert time.monotonic() < deadline, f"not done: {worker.counters}"
             time.sleep(0.01)
@@ -158,5 +158,5 @@ def test_a_worker_counts_each_command_under_the_loop_that_sent_it(executions: in
     assert all((exe := store.load(i)) is not None and exe.configuration == ["a"] for i in ids)
     expected = Counter(expected_loop(*call) for call in calls)
     assert {loop: count(metrics, loop) for loop in expected} == expected
-    assert all(expected[loop] > 0 for loop in (CONSUMER, IDLE, RELAY, SWEEP, HEARTBEAT)), expected
+    assert all(expected[loop] > 0 for loop in (CONSUMER, IDLE, RELAY, HEARTBEAT)), expected
     assert expected[CONSUMER] <= 2 * executions, "one claim and one commit per start event"

@@ -30,15 +30,15 @@ def test_the_claim_is_one_index_range_decided_on_the_servers_clock() -> None:
     write = writes.claim_write(["order@1", "billing@2"], "owner-1", 30.0, 1234.5)
     assert write.filter == {
         "chart": {"$in": ["order@1", "billing@2"]},
-        "inbox_at": {"$gte": 0, "$lte": 1234.5},
-        "$expr": {"$lte": ["$inbox_at", NOW]},
-    }, "the chart and one range on the indexed inbox_at, no $or; $$NOW decides"
-    lease = write.update[0]["$set"]["lease"]
+        "wake_at": {"$gte": 0, "$lte": 1234.5},
+        "$expr": {"$lte": ["$wake_at", NOW]},
+    }, "the chart and one range on the indexed wake_at, no $or; $$NOW decides"
+    lease = write.update[1]["$set"]["lease"]
     assert lease["owner"] == {"$literal": "owner-1"} and lease["at"] == NOW
-    assert write.sort == (("inbox_at", 1),)
-    index = next(spec for spec in MAILBOX_INDEXES if spec.name == "mailbox")
-    assert index.keys == (("chart", 1), ("inbox_at", 1))
-    assert index.partial == {"inbox_at": {"$gte": 0}}, "the claim's range implies the partial filter"
+    assert write.sort == (("wake_at", 1),)
+    index = next(spec for spec in MAILBOX_INDEXES if spec.name == "wake")
+    assert index.keys == (("chart", 1), ("wake_at", 1))
+    assert index.partial == {"wake_at": {"$gte": 0}}, "the claim's range implies the partial filter"
 
 
 def test_every_client_value_enters_a_pipeline_as_a_literal() -> None:

@@ -171,13 +171,12 @@ def live_backend() -> Iterator[Backend]:
 
 
 def pump(*workers: Worker, rounds: int = 200) -> None:
-    """Run every worker's consume, relay and sweep until nothing moves."""
+    """Run every worker's consume and relay until nothing moves (a claim fires the timers that are due)."""
     for _ in range(rounds):
         moved = False
         for w in workers:
             moved |= w.process_one()
             moved |= w.relay_once() > 0
-            moved |= w.sweep_once() > 0
         if not moved:
             return
     raise AssertionError("the system did not quiesce")
@@ -963,20 +962,33 @@ def test_a_commit_made_while_another_worker_relays_is_relayed_at_once(backend: D
     assert store.load("t").context["n"] == 2
 
 
-class _SweepPasses:
-    """A store whose timer sweeps are recorded: how many due timers each pass found."""
+class _ClaimedTimers:
+    """A transport whose claims are recorded: how many timer events each claim returned."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self.timers: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def claim(self, *args: Any) -> Any:
+        claim = self._transport.claim(*args)
+        if claim is not None:
+            self.timers.append(sum(p.event.name == TIMER_EVENT for p in claim.pending))
+        return claim
+
+
+class _NoSweep:
+    """A store whose seed timer sweep must not be used: the claims fire the timers."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
-        self.found: list[int] = []
 
     def __getattr__(self, name: str) -> Any:
+        if name in ("due_timers", "fire_timer"):
+            raise AssertionError(f"the worker called the store's {name}")
         return getattr(self._store, name)
-
-    def due_timers(self, bound: float, limit: int = 100) -> Any:
-        due = self._store.due_timers(bound, limit)
-        self.found.append(len(due))
-        return due
 
 
 TICKS = {
@@ -992,16 +1004,16 @@ TICKS = {
 }
 
 
-def test_the_sweep_looks_for_the_timers_it_armed_when_they_are_due_not_before() -> None:
-    """Arming a timer re-plans the sweep's sleep: every pass after the first finds a due timer, and with
-    a poll interval longer than the run the timers still fire. One timer at a time, each armed by the
-    step its predecessor caused: a step racing the sweep on the same execution (as the smoke workflow's
-    greetings do) may note a timer the sweep has just fired, and the pass it wakes then finds nothing."""
+def test_claims_fire_the_timers_and_an_idle_consumer_wakes_for_those_it_armed() -> None:
+    """No sweep: each timer is fired by the claim that takes its execution once it is due, and with an idle
+    poll longer than the run the consumer still wakes for each timer its own commit armed. One timer at a
+    time, each armed by the step its predecessor caused."""
     live = open_backend("mongomock://")
-    store = _SweepPasses(live.store)
+    store = _NoSweep(live.store)
+    transport = _ClaimedTimers(live.transport)
     app = App("ticks")
     app.chart(TICKS)
-    w = Worker(store, live.transport, app, config=WorkerConfig(concurrency=1, sweep_sleep_max=60.0))
+    w = Worker(store, transport, app, config=WorkerConfig(concurrency=1, idle_poll_max=60.0))
     w.start()
     try:
         start_execution(store, live.transport, app, "ticks", execution_id="t")
@@ -1010,10 +1022,9 @@ def test_the_sweep_looks_for_the_timers_it_armed_when_they_are_due_not_before() 
         w.stop(drain_seconds=1)
         live.close()
     assert done.status is ExecutionStatus.COMPLETED
-    first, *later = store.found
-    assert first == 0, "the pass at start finds nothing: no run yet"
-    assert later and all(found > 0 for found in later), f"passes that found nothing: {store.found}"
-    assert sum(later) == 3
+    assert transport.timers == [0, 1, 1, 1], (
+        "the start, then one claim per timer, each with its timer's event"
+    )
 
 
 FAN = {
@@ -1224,13 +1235,14 @@ def five_leases_beside_a_bad_document(
 def test_relay_work_or_timers_that_cannot_be_read_park_their_execution_once_not_at_every_pass(
     backend: Deployment, caplog: pytest.LogCaptureFixture, kind: str
 ) -> None:
-    """A malformed outbox or spawn entry, or timers of the wrong type, park their execution by the relay or
-    the sweep that met them, in one log line without a traceback; no later pass meets them again."""
+    """A malformed outbox or spawn entry parks its execution by the relay that met it, timers of the wrong
+    type by the claim that met them when they were due, in one log line without a traceback; no later pass
+    meets them again."""
     make, said = {**RELAY_KINDS, **TIMER_KINDS}[kind]
     w, logged = five_leases_beside_a_bad_document(backend, caplog, make)
     reason = f"UnreadableExecution: execution 'u' cannot be read: {said}"
     assert (logged.__dict__["execution_id"], logged.__dict__["error"].startswith(reason)) == ("u", True)
-    assert logged.__dict__["by"] == ("relay" if kind in RELAY_KINDS else "sweep")
+    assert logged.__dict__.get("by") == ("relay" if kind in RELAY_KINDS else None)
     assert w.counters["dead_lettered"] == 1
     [parked] = backend.transport.parked()
     assert (parked.execution_id, parked.error, parked.attempts) == ("u", logged.__dict__["error"], 1)

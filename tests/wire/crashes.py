@@ -3,7 +3,7 @@ collection that kills the worker at the n-th call of one method — before the c
 server applied it (the reply never seen).
 
 `Killed` is a BaseException: nothing in the worker may catch it, as nothing in a process survives
-SIGKILL. The test drives the doomed worker by hand (`process_one`, `relay_once`, `sweep_once`) in its own
+SIGKILL. The test drives the doomed worker by hand (`process_one`, `relay_once`) in its own
 thread, so the exception ends exactly that unit of work; the worker is then abandoned, holding whatever
 lease or relay hold it had, and a fresh worker on its own clients takes over.
 """

@@ -241,11 +241,11 @@ def running(workers: list[Worker]) -> Iterator[Running]:
 
 
 def _role() -> str:
-    """Which part of a worker the current thread is: its threads are named harel-consumer-N, -relay, -sweep."""
+    """Which part of a worker the current thread is: its threads are named harel-consumer-N, -relay, -heartbeat."""
     name = threading.current_thread().name
     if name.startswith("harel-consumer-"):
         return "consumer"
-    if name in ("harel-relay", "harel-sweep", "harel-heartbeat"):
+    if name in ("harel-relay", "harel-heartbeat"):
         return name.removeprefix("harel-")
     return "client"
 

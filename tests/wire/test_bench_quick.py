@@ -188,7 +188,7 @@ def test_labelled_calls_return_what_the_target_returns_and_count_none_results() 
         ("harel-consumer-0", "consume"),
         ("harel-consumer-3", "consume"),
         ("harel-relay", "relay"),
-        ("harel-sweep", "sweep"),
+        ("harel-lease", "lease"),
         ("harel-heartbeat", "heartbeat"),
         ("MainThread", CLIENT),
     ],

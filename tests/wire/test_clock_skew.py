@@ -35,7 +35,7 @@ from harel.transport.base import Claim
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker
 from tests.audit import Lease, audit, leases_taken_early
-from tests.conformance.broken import CallerClockSweepStore, CallerClockTransport
+from tests.conformance.broken import CallerClockTimersTransport, CallerClockTransport
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeProcess
 from tests.wire import chaos_app
 from tests.wire.in_process import (
@@ -109,15 +109,13 @@ def _skewed_worker(
 # --- in this process, with an injected local clock --------------------------------------------------
 
 
-def smoke_under_skew(seams: Seams, store_class: type[MongoStore]) -> None:
+def smoke_under_skew(seams: Seams, transport_class: type[MongoTransport]) -> None:
     """Both skewed workers run fork/join workflows with 0.3 s timers: every timer fired at or after its
     fire_at by the server's clock, every lease's claim time is the server's."""
     app, chart_id = smoke_app()
     leases: list[Lease] = []
     workers = [
-        _skewed_worker(
-            seams, f"smoke-{name}", offset, app, leases, store_class=store_class, sweep_sleep_max=0.1
-        )
+        _skewed_worker(seams, f"smoke-{name}", offset, app, leases, transport_class)
         for name, offset in (("ahead", AHEAD), ("behind", BEHIND))
     ]
     client = seams.open("smoke-client")
@@ -136,14 +134,14 @@ def smoke_under_skew(seams: Seams, store_class: type[MongoStore]) -> None:
 
 
 def test_skewed_workers_run_the_smoke_workflow_on_the_servers_clock(seams: Seams) -> None:
-    smoke_under_skew(seams, MongoStore)
+    smoke_under_skew(seams, MongoTransport)
 
 
-def test_the_timer_check_fails_on_a_sweep_on_the_callers_clock(seams: Seams) -> None:
-    """The same workflows on CallerClockSweepStore (tests/conformance/broken.py): timers fire once the
+def test_the_timer_check_fails_on_claims_that_fire_timers_on_the_callers_clock(seams: Seams) -> None:
+    """The same workflows on CallerClockTimersTransport (tests/conformance/broken.py): timers fire once the
     worker's own estimate passed them, early by the server's clock."""
     with pytest.raises(AssertionError, match=r"fired \d\.\d+s before its fire_at"):
-        smoke_under_skew(seams, CallerClockSweepStore)
+        smoke_under_skew(seams, CallerClockTimersTransport)
 
 
 def lease_expiry_under_skew(

@@ -11,7 +11,7 @@ import pytest
 from pymongo import MongoClient
 
 from harel.client import send_event, start_execution
-from harel.sent import CONSUMER, HEARTBEAT, IDLE, RELAY, SWEEP
+from harel.sent import CONSUMER, HEARTBEAT, IDLE, RELAY
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
 from tests.fake_mongod.fixtures import Deployment
@@ -24,7 +24,7 @@ RUNS = 20
 EVENTS_PER_RUN = 3  # the start event, e1, e2
 # docs/behaviour.md, "Two commands per event, or fewer": a claim and a commit, for however many events the claim found.
 HOT_PATH_BOUND = 2.0
-LOOPS = (CONSUMER, IDLE, RELAY, SWEEP, HEARTBEAT)
+LOOPS = (CONSUMER, IDLE, RELAY, HEARTBEAT)
 
 
 def scrape(worker: WorkerProcess) -> str:

@@ -1,24 +1,23 @@
-"""Every crash window: a worker dies at each point between two round trips of the timer sweep, of the
-committing worker's relay and of the background relay, and a fresh worker finishes the work.
+"""Every crash window: a worker dies at each point between two round trips of the claims that fire the
+timers, of the committing worker's relay and of the background relay, and a fresh worker finishes the work.
 
 One scene for all of them: a sink execution, and a root that on `go` sends three `ping`s to the sink and
 forks two regions (two children), each waiting on a 100 ms durable timer before it finishes; the join
-then completes the root. So one commit holds two spawns and three outbox events, and the sweep has two due
-timers to fire.
+then completes the root. So one commit holds two spawns and three outbox events, and two claims each fire
+a due timer.
 
 The doomed worker is driven by hand and dies (tests/wire/crashes.py) at the chosen point:
 - the committing worker's path: claim -> commit -> create_children -> send x3 -> ack_relay;
 - the background relay's path (after a committer died right after its commit): take_relay_work ->
   create_children -> send x3 -> ack_relay;
-- the sweep's path: due_timers -> fire_timer (x2); inside a store method, at its collection's round trips.
+- the timers' path: claim (the timer appended to the mailbox in the claim's command) -> commit_claim, for
+  each child.
 
 Then a fresh worker runs until the scene settles, and the store-wide audit (tests/audit.py) must pass:
 every execution completed (the sink aside), each child created and started once, each event applied
 once (the sink received exactly three pings), no timer early, nothing left in a mailbox, outbox, spawns,
 relay hold, lease or dead letter.
 
-A store that takes a timer before its event is in the mailbox (tests/conformance/broken.py) fails the
-sweep window between its two updates.
 """
 
 from __future__ import annotations
@@ -32,10 +31,8 @@ import pytest
 from harel.app import ActionContext, ActionResult, App, Send
 from harel.client import send_event, start_execution
 from harel.model import ExecutionStatus
-from harel.store.mongo import MongoStore
 from harel.worker import Worker
 from tests.audit import Audit, audit
-from tests.conformance.broken import TimerTakenBeforeDeliveryStore
 from tests.wire.crashes import Crash, Dying, Killed
 from tests.wire.in_process import Seam, Seams, loaded, running
 from tests.wire.processes import wait_until
@@ -66,7 +63,7 @@ DOOMED_LEASE = 0.4
 SETTLE_TIMEOUT = 15.0
 # The planted bug's loss: the timers are due 100 ms after the regions start; this long without them is loss.
 LOSS_SHOWN_AFTER = 4.0
-FAST_POLLS = {"idle_poll_max": 0.05, "relay_poll_max": 0.05, "sweep_sleep_max": 0.05}
+FAST_POLLS = {"idle_poll_max": 0.05, "relay_poll_max": 0.05}
 
 
 def ping_sink(ctx: ActionContext) -> ActionResult:
@@ -118,8 +115,8 @@ def _scene(seams: Seams) -> Scene:
     return scene
 
 
-def _doomed(scene: Scene, name: str, crash: Crash, store_class: type[MongoStore] = MongoStore) -> Worker:
-    seam = scene.seams.open(name, store_class=store_class)
+def _doomed(scene: Scene, name: str, crash: Crash) -> Worker:
+    seam = scene.seams.open(name)
     worker = seam.worker(scene.app, lease_seconds=DOOMED_LEASE)
     if crash.part == "store":
         worker.store = Dying(seam.store, crash)  # type: ignore[assignment]
@@ -229,33 +226,21 @@ def test_the_background_relay_dying_between_round_trips(seams: Seams, crash: Cra
     _assert_nothing_lost_or_doubled(scene)
 
 
-SWEEP_WINDOWS = [
-    Crash("store", "due_timers"),  # both due timers read, none fired
-    Crash("store", "fire_timer", 1),  # the first fired, the second not
-    Crash("store", "fire_timer", 2),  # both fired, neither claimed
-    Crash("collection", "update_one", 1),  # inside the first fire_timer: its one update applied
+TIMER_WINDOWS = [
+    Crash("transport", "claim"),  # the first timer fired into its mailbox by the claim, never stepped
+    Crash("transport", "claim", 2),  # both fired by their claims, neither stepped
+    Crash("store", "commit_claim", applied=False),  # the first timer's step taken, its commit never sent
+    Crash("store", "commit_claim"),  # the first timer's step committed, the reply never seen
 ]
 
 
-def _sweep_until_killed(scene: Scene, crash: Crash, store_class: type[MongoStore] = MongoStore) -> None:
+@pytest.mark.parametrize("crash", TIMER_WINDOWS, ids=[c.name for c in TIMER_WINDOWS])
+def test_the_claims_that_fire_the_timers_dying_between_round_trips(seams: Seams, crash: Crash) -> None:
+    """Both regions' timers are due; the worker whose claims fire them dies at `crash`; every timer still
+    fires once, when its lease has run out, by the fresh worker's claim."""
+    scene = _scene(seams)
     _drive_until_idle(scene.driver)  # go, its relay, the children's starts: both timers armed
     wait_until(lambda: _timers_due(scene), 5.0, "both region timers to be due")
-    sweeper = _doomed(scene, "sweeper", crash, store_class)
-    _until_killed(sweeper.sweep_once, "the sweep")
-
-
-@pytest.mark.parametrize("crash", SWEEP_WINDOWS, ids=[c.name for c in SWEEP_WINDOWS])
-def test_the_sweep_dying_between_round_trips(seams: Seams, crash: Crash) -> None:
-    """Both regions' timers are due; the sweeping worker dies at `crash`; every timer still fires once."""
-    scene = _scene(seams)
-    _sweep_until_killed(scene, crash)
+    claimer = _doomed(scene, "claimer", crash)
+    _until_killed(claimer.process_one, "the claims that fire the timers")
     _assert_nothing_lost_or_doubled(scene)
-
-
-def test_a_sweep_that_takes_the_timer_before_delivering_it_loses_it(seams: Seams) -> None:
-    """The planted bug: the timer taken from the sweep's view in one update, its event delivered in a
-    second. Dying between them loses the timer: its region never finishes and the audit says so."""
-    scene = _scene(seams)
-    _sweep_until_killed(scene, Crash("collection", "update_one", 1), TimerTakenBeforeDeliveryStore)
-    with pytest.raises(AssertionError, match="status 'running'"):
-        _assert_nothing_lost_or_doubled(scene, timeout=LOSS_SHOWN_AFTER)

@@ -89,8 +89,8 @@ class Find:
 
 @dataclass(frozen=True)
 class Write:
-    """One single-document update: `update_one`, or `find_one_and_update` when the document after the write
-    is `returned` (`projection` of it, None: all of it; `sort` picks among several matches)."""
+    """One update: `update_one`, `update_many` when `many`, or `find_one_and_update` when the document after
+    the write is `returned` (`projection` of it, None: all of it; `sort` picks among several matches)."""
 
     filter: dict[str, Any]
     update: list[dict[str, Any]] | dict[str, Any]
@@ -98,11 +98,14 @@ class Write:
     returned: bool = False
     projection: dict[str, Any] | None = None
     sort: tuple[tuple[str, int], ...] = ()
+    many: bool = False  # `update_many`: every match (a one-off correction of stored documents)
 
     def send(self, collection: Any) -> Any:
         """The update's result (or the document after it), awaited by the caller on an async client."""
         from pymongo import ReturnDocument
 
+        if self.many:
+            return collection.update_many(self.filter, self.update)
         if not self.returned:
             return collection.update_one(self.filter, self.update, upsert=self.upsert)
         return collection.find_one_and_update(

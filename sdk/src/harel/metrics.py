@@ -45,7 +45,9 @@ class Metrics:
         )
         self.relayed = Counter("harel_relayed", "Outbox events and spawns relayed", ["kind"], registry=r)
         self.timers_fired = Counter(
-            "harel_timers_fired", "Due timers turned into events by the sweep", registry=r
+            "harel_timers_fired",
+            "Timer events that took effect (each fired by the claim that took its execution once due)",
+            registry=r,
         )
         self.lease_steals = Counter(
             "harel_lease_steals",
@@ -55,7 +57,7 @@ class Metrics:
         self.commands = Counter(
             "harel_db_commands",
             "Database commands this process sent, by the loop that sent them (consumer; idle: consumer polls "
-            "that found nothing due; relay; sweep; heartbeat; watch: the mailbox change stream; scrape: "
+            "that found nothing due; relay; heartbeat; watch: the mailbox change stream; scrape: "
             "statistics read for /metrics; other: start-up). Counted on mongodb:// deployments only: "
             "mongomock:// leaves it at zero",
             ["loop"],

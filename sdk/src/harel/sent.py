@@ -28,7 +28,6 @@ from harel.metrics import Metrics
 CONSUMER = "consumer"
 IDLE = "idle"  # a consumer pass whose claim found nothing due
 RELAY = "relay"
-SWEEP = "sweep"
 HEARTBEAT = "heartbeat"
 WATCH = "watch"  # the mailbox change stream that wakes idle consumers
 SCRAPE = "scrape"  # the deployment statistics read when /metrics is scraped

@@ -1,11 +1,12 @@
 """The worker runtime: claim an execution, apply its pending events in order, commit, relay — plus the
-background relay, the timer sweep and heartbeats.
+background relay and heartbeats.
 
 One claim, end to end (ARCHITECTURE.md):
 
-1. `transport.claim` — one findAndModify: the execution whose mailbox has been due longest, of a chart
-   version this worker serves, with its data and pending events, leased to this worker on the server's
-   clock. No other worker steps it until the lease ends.
+1. `transport.claim` — one findAndModify: the execution that has been claimable longest (its mailbox or one
+   of its timers due), of a chart version this worker serves, with its data and pending events — due timers
+   appended as events by the same command — leased to this worker on the server's clock. No other worker
+   steps it until the lease ends.
 2. `interpreter.step` for each pending event in arrival order (pure; ids derived from the version, so a
    retried step mints the same ids), until the batch is done or half the lease is used.
 3. `store.commit_claim` — one CAS update (`{_id, version, lease.owner}`): the steps with their outbox
@@ -26,11 +27,13 @@ One claim, end to end (ARCHITECTURE.md):
 - A claimed execution whose stored document cannot be read (nested past the parser's limit, a field of the
   wrong type, a malformed mailbox entry: stored by an older version or by hand) is parked at once
   (`UnreadableExecution`, naming what could not be read), fenced by the claim's lease, in one log line.
-  Relay work (an outbox or spawn entry) or timers the relay or the sweep cannot read park it the same
-  way, fenced by no claim holding its lease; neither takes it again until the operator settles it.
+  Relay work (an outbox or spawn entry) the relay cannot read parks it the same way, fenced by no claim
+  holding its lease; the relay does not take it again until the operator settles it.
 - The background relay only takes relay work left longer than its holder's time (a crashed worker's);
   one relay holds an execution's relay work at a time, so relays never repeat each other.
-- The timer sweep turns a due timer into an event in its own execution's mailbox in one update.
+- Timers need no pass of their own: an execution's `wake_at` is its earliest timer while its mailbox is
+  idle, so the claim that takes it when the timer is due fires the timer. An idle consumer wakes for the
+  timers this worker armed.
 - Each command the worker sends runs under a deadline of its own (`op_timeout_seconds`, `harel.deadlines`),
   so a deployment that stops answering (a partition that drops packets) costs about that long, not the
   client's 30 s reply bound; a command the deadline cut short fails like any network error (a commit's
@@ -43,7 +46,6 @@ One claim, end to end (ARCHITECTURE.md):
 from __future__ import annotations
 
 import contextlib
-import heapq
 import logging
 import os
 import socket
@@ -79,7 +81,7 @@ from harel.executions.records import Claim, Failure, Pending, RelayWork, SendOut
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
 from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
-from harel.sent import CONSUMER, HEARTBEAT, IDLE, RELAY, SWEEP, sending
+from harel.sent import CONSUMER, HEARTBEAT, IDLE, RELAY, sending
 from harel.store.base import ExecutionStore
 from harel.transport.base import DEFAULT_LEASE_SECONDS, Transport, backoff
 
@@ -107,9 +109,12 @@ PERMANENT = (
     UnknownAction,
     UnknownChart,
 )
-# A timer this worker armed whose due time passed but that the last pass did not see due yet (this
-# estimate of the server's clock runs a little ahead) is looked for again after this pause.
+# A planned wake-up whose time passed but that the last claim did not see due yet (this estimate of the
+# server's clock runs a little ahead) is looked for again after this pause.
 TIMER_RETRY_PAUSE = 0.005
+# An idle consumer on a change stream, with nothing planned, claims again after this long even if it heard
+# nothing: a net under a change the stream did not deliver, at one claim and one look per interval.
+WATCHED_IDLE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,6 @@ class WorkerConfig:
     lease_seconds: float = DEFAULT_LEASE_SECONDS
     idle_poll_max: float = 0.5
     relay_poll_max: float = 1.0
-    sweep_sleep_max: float = 1.0
     heartbeat_seconds: float = 5.0
     drain_seconds: float = 20.0
     trace: bool = True
@@ -130,14 +134,13 @@ class WorkerConfig:
     # `lease_seconds`, up to this; a step that takes longer fails its attempt (StepTimedOut), and its lease
     # runs out for another worker to take over, which counts an attempt (LeaseExpired once they are spent).
     max_step_seconds: float = 60.0
-    # After the drain, how long the threads get to end their current command (the relay, sweep and heartbeat,
+    # After the drain, how long the threads get to end their current command (the relay and the heartbeat,
     # and a consumer still relaying). They stop between commands; one still blocked then (or in a long action)
     # is named in the log and left behind, so `stop` returns within drain + this (Helm's termination margin
     # covers it).
     stop_seconds: float = 5.0
-    # How long one command of the worker's (a claim, a commit, a relay's send or acknowledgement, a sweep's
-    # read or fire, a lease extension, a heartbeat) may take, all of it: server selection, the round trip,
-    # retries (`harel.deadlines`). A deployment that stops answering then costs about this long, not the 30 s
+    # How long one command of the worker's (a claim, a commit, a relay's send or acknowledgement, a lease
+    # extension, a heartbeat) may take, all of it: server selection, the round trip, retries (`harel.deadlines`). A deployment that stops answering then costs about this long, not the 30 s
     # reply bound. Keep it well under the lease: a command blocked past it outlives the claim it serves.
     op_timeout_seconds: float = 5.0
 
@@ -187,7 +190,7 @@ class _Unresolved(Exception):
 
 
 class Worker:
-    """Consumers, the background relay, the sweep and heartbeats over one store and one transport."""
+    """Consumers, the background relay and heartbeats over one store and one transport."""
 
     def __init__(
         self,
@@ -214,8 +217,7 @@ class Worker:
         self.counters = {"processed": 0, "conflicts": 0, "redeliveries": 0, "dead_lettered": 0}
         self._stopping = threading.Event()
         self._halt = threading.Event()
-        self._sweep_wake = threading.Event()
-        self._known_timers: list[float] = []
+        self._planning = threading.Lock()
         self._inflight: dict[int, _Held] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -298,9 +300,9 @@ class Worker:
         self._parked_unreadable(unreadable, event_id=unreadable.event_id)
 
     def _park_unleased(self, unreadable: UnreadableExecution, by: str) -> None:
-        """The relay or the sweep (`by`) cannot read what it came for: park the execution, in one logged
-        line, rather than meet the same entry on every pass. While a claim holds the execution the park
-        waits for a later pass (the relay's hold, the sweep's next poll)."""
+        """The relay (`by`) cannot read what it came for: park the execution, in one logged line, rather than
+        meet the same entry on every pass. While a claim holds the execution the park waits for a later pass
+        (once the relay's hold runs out)."""
         if not self.store.park_unreadable(unreadable):
             log.info(
                 "an unreadable execution is leased; parked on a later pass",
@@ -487,6 +489,7 @@ class Worker:
             else:
                 self.metrics.ignored.inc()
             if pending.event.name == TIMER_EVENT and step.handled:
+                self.metrics.timers_fired.inc()
                 self.metrics.timer_lateness.observe(
                     max(0.0, step.trace["at"] - float(pending.event.data["fire_at"]))
                 )
@@ -606,59 +609,24 @@ class Worker:
 
     # --- timers ------------------------------------------------------------------------------------
 
-    def sweep_once(self) -> int:
-        """Turn due timers into events in their executions' mailboxes. Returns how many fired."""
-        started = self.clock.now()
-        fired = 0
-        with self._bounded():
-            for due in self.store.due_timers(self.clock.bound(), self.config.batch):
-                if self._halt.is_set():
-                    return fired  # stopping: the rest stay due for the next sweep, of this worker or another
-                if isinstance(due, UnreadableExecution):
-                    self._park_unleased(due, "sweep")
-                    continue
-                if self.store.fire_timer(due, now=self.clock.now()):
-                    fired += 1
-                    self.metrics.timers_fired.inc()
-        if fired:
-            self.transport.wake()
-        if fired < self.config.batch:
-            self._forget_timers(until=started)
-        return fired
-
     def _note_timer(self, due: float) -> None:
-        """A commit of this worker armed a timer due then: the sweep wakes for it."""
-        with self._lock:
-            heapq.heappush(self._known_timers, due)
-        self._sweep_wake.set()
+        """A commit of this worker armed a timer due then (server clock): an idle consumer wakes for it."""
+        self.transport.wake_plan.plan(due)
 
-    def _forget_timers(self, until: float) -> None:
-        """A pass that started at `until` saw every timer due by then (fired, or another worker did)."""
-        with self._lock:
-            while self._known_timers and self._known_timers[0] <= until:
-                heapq.heappop(self._known_timers)
-
-    def _await_sweep(self) -> None:
-        """Sleep until the next pass: the earliest timer this worker armed, else the poll that finds other
-        workers' timers. A timer armed meanwhile re-plans the sleep and ends it only once due: a pass
-        before then would find nothing."""
-        poll_at = time.monotonic() + self.config.sweep_sleep_max
-        pause = self._sweep_pause(poll_at, TIMER_RETRY_PAUSE)
-        while pause > 0 and self._sweep_wake.wait(pause):
-            self._sweep_wake.clear()
-            if self._halt.is_set():
-                return
-            pause = self._sweep_pause(poll_at, 0.0)
-
-    def _sweep_pause(self, poll_at: float, floor: float) -> float:
-        """Until the earliest timer this worker armed (at least `floor`: the last pass did not see it due
-        yet), or until `poll_at` if that comes first."""
-        with self._lock:
-            known = self._known_timers[0] if self._known_timers else None
-        until_poll = poll_at - time.monotonic()
-        if known is None:
-            return until_poll
-        return min(until_poll, max(floor, known - self.clock.now()))
+    def _idle_pause(self, backoff: float) -> float:
+        """How long an idle consumer waits. On a change stream: until a change says something is due, or
+        the earliest wake-up planned (looked up once, by one consumer, whenever the plan is not known), at
+        most WATCHED_IDLE_SECONDS. Without one: its backoff, or less until a wake-up planned."""
+        plan = self.transport.wake_plan
+        if not plan.watching:
+            return plan.pause(backoff, TIMER_RETRY_PAUSE)
+        if not plan.known and self._planning.acquire(blocking=False):
+            try:
+                with self._bounded():
+                    self.transport.plan_next_wake(self.charts)
+            finally:
+                self._planning.release()
+        return plan.pause(WATCHED_IDLE_SECONDS, TIMER_RETRY_PAUSE)
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -673,7 +641,6 @@ class Worker:
         self._threads = [
             *self._consumers,
             threading.Thread(target=self._relay_loop, name="harel-relay", daemon=True),
-            threading.Thread(target=self._sweep_loop, name="harel-sweep", daemon=True),
             threading.Thread(target=self._lease_loop, name="harel-lease", daemon=True),
         ]
         if self.heartbeats is not None:
@@ -699,7 +666,6 @@ class Worker:
         with self._lock:
             unfinished = [held.claim for held in self._inflight.values()]
         self._halt.set()
-        self._sweep_wake.set()
         # Releasing the claims and removing the heartbeat are commands too: bounded like the threads, so an
         # unreachable deployment cannot hold the stop past drain + stop_seconds.
         leaving = threading.Thread(target=self._leave, args=(unfinished,), name="harel-leaving", daemon=True)
@@ -766,11 +732,13 @@ class Worker:
         idle = 0.01
         while not self._stopping.is_set():
             self._last_loop = time.monotonic()
+            pause = idle
             with sending(CONSUMER) as current:
                 try:
                     worked = self.process_one()
                     if not worked:
                         current.loop = IDLE
+                        pause = self._idle_pause(idle)
                 except DeploymentError as exc:
                     if self._halt.is_set():
                         return  # left behind by `stop`: the client may be closed; stop names this thread
@@ -784,7 +752,7 @@ class Worker:
                 idle = 0.01
                 continue
             if not self._stopping.is_set():
-                self.transport.wait_hint(idle)
+                self.transport.wait_hint(pause)
             idle = min(self.config.idle_poll_max, idle * 2)
 
     def _relay_loop(self) -> None:
@@ -799,22 +767,6 @@ class Worker:
                 except Exception:
                     log.exception("relay failed on an entry it cannot read; will retry")
             self._halt.wait(self.config.relay_poll_max)
-
-    def _sweep_loop(self) -> None:
-        while not self._halt.is_set():
-            with sending(SWEEP):
-                try:
-                    fired = self.sweep_once()
-                except DeploymentError as exc:
-                    if self._halt.is_set():
-                        return  # stopping: the client may be closed; the timers stay due
-                    log.warning("timer sweep failed, will retry", extra={"error": str(exc)})
-                    fired = 0
-                except Exception:
-                    log.exception("timer sweep failed; will retry")
-                    fired = 0
-            if fired < self.config.batch:
-                self._await_sweep()
 
     def _lease_loop(self) -> None:
         """Every third of the lease, extend the leases of the steps still running within the maximum step

@@ -14,11 +14,14 @@ a store that is right on MongoDB would be wrong locally, or the reverse; these a
 - `$in` with a missing first operand is false;
 - `{"$not": [expression]}` (the array form) negates the expression; mongomock negated the array;
 - `$add` of a date and milliseconds gives a date; `$toLong` of a date gives its epoch milliseconds;
-- the `$unset` stage (in pipelines and update pipelines), which mongomock did not implement.
+- `$min` and `$max` of one expression that is an array give its least or greatest element (nulls and
+  missing values left out; null when none is left); mongomock iterated the expression's keys;
+- the `$type` expression (the BSON type's name), and the `$unset` stage (in pipelines and update
+  pipelines), which mongomock did not implement.
 
 Expressions mongomock does not implement at all (for example `$mergeObjects`, `$reduce`, `$first` on an
-array, `$toDate`, `$toDouble`, `$type`) still fail loudly; the local server answers them with
-NotImplemented (238) or the parse error.
+array, `$toDate`, `$toDouble`) still fail loudly; the local server answers them with NotImplemented (238)
+or the parse error.
 
 `patch()` applies them; `harel_dev.mongomock_patches.install()` calls it once per process, before any local
 backend is used.
@@ -57,6 +60,7 @@ def patch() -> None:
     parser._handle_boolean_operator = _boolean(parser._handle_boolean_operator)  # type: ignore[method-assign]
     parser._handle_arithmetic_operator = _arithmetic(parser._handle_arithmetic_operator)  # type: ignore[method-assign]
     parser._handle_type_convertion_operator = _conversion(parser._handle_type_convertion_operator)  # type: ignore[method-assign]
+    parser._handle_project_operator = _extremes(parser._handle_project_operator)  # type: ignore[method-assign]
     handlers = aggregate._PIPELINE_HANDLERS
     handlers["$set"] = handlers["$addFields"] = _add_fields
     handlers["$unset"] = _unset
@@ -70,9 +74,13 @@ def _operand(parser: Any, expression: Any) -> Any:
 
 
 def _array_literals(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Array literals evaluated, and `$type` (both where mongomock's parser first sees an expression)."""
+
     def parse(self: Any, expression: Any) -> Any:
         if isinstance(expression, list):
             return [None if (value := _operand(self, item)) is _MISSING else value for item in expression]
+        if isinstance(expression, dict) and len(expression) == 1 and "$type" in expression:
+            return _type_name(self, expression["$type"])
         return original(self, expression)
 
     return parse
@@ -152,6 +160,44 @@ def _conversion(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(self, operator, values)
 
     return conversion
+
+
+def _extremes(original: Callable[..., Any]) -> Callable[..., Any]:
+    def project(self: Any, operator: str, values: Any) -> Any:
+        if operator not in ("$min", "$max") or not isinstance(values, dict):
+            return original(self, operator, values)
+        array = _operand(self, values)
+        if not isinstance(array, list):
+            return None if array is _MISSING else array
+        present = [item for item in array if item is not None]
+        if not present:
+            return None
+        return min(present) if operator == "$min" else max(present)
+
+    return project
+
+
+# BSON type names of `$type`, by the Python type a document's value has (bool before int: a bool is an int).
+_TYPE_NAMES: tuple[tuple[type, str], ...] = (
+    (bool, "bool"),
+    (int, "long"),
+    (float, "double"),
+    (str, "string"),
+    (dict, "object"),
+    (list, "array"),
+    (datetime.datetime, "date"),
+    (bytes, "binData"),
+    (type(None), "null"),
+)
+
+
+def _type_name(parser: Any, operand: Any) -> str:
+    value = _operand(parser, operand[0] if isinstance(operand, list) and len(operand) == 1 else operand)
+    if value is _MISSING:
+        return "missing"
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31:
+        return "int"
+    return next((name for kind, name in _TYPE_NAMES if isinstance(value, kind)), type(value).__name__)
 
 
 def _add_fields(documents: list[dict[str, Any]], database: Any, options: dict[str, Any]) -> list[Any]:

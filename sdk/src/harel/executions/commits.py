@@ -25,9 +25,9 @@ from harel.executions.fields import (
 )
 from harel.executions.records import Claim, Failure, Pending, StepRecord
 from harel.executions.replies import parse_outbox_entry, parse_spawn_entry
-from harel.executions.writes import entry, seed, settle_stages
-from harel.model import ChildSeed, Event, Execution, OutboxEntry, SpawnEntry, start_event, timer_event_id
-from harel.servertime import now_plus
+from harel.executions.writes import WAKE_STAGE, entry, seed, settle_stages
+from harel.model import TIMER_EVENT, ChildSeed, Event, Execution, OutboxEntry, SpawnEntry, start_event
+from harel.servertime import NOW, now_plus
 
 
 @dataclass(frozen=True)
@@ -110,12 +110,15 @@ def next_fire_at(timers: Mapping[str, float], fired: Iterable[str] = ()) -> floa
     return None if earliest is None else due_from(earliest)
 
 
-def fired_timer_paths(
-    pending: Iterable[Pending], execution_id: str, timers: Mapping[str, float]
-) -> list[str]:
-    """Paths of `timers` whose events already wait in the mailbox (not to be fired again)."""
-    waiting = {p.id for p in pending}
-    return [path for path, at in timers.items() if timer_event_id(execution_id, path, at) in waiting]
+def fired_timer_paths(pending: Iterable[Pending], timers: Mapping[str, float]) -> list[str]:
+    """Paths of `timers` whose events already wait in the mailbox (not to be fired again), recognised by
+    the timer they name: whoever appended them made the id."""
+    waiting = {
+        (p.event.data.get("path"), p.event.data.get("fire_at"))
+        for p in pending
+        if p.event.name == TIMER_EVENT
+    }
+    return [path for path, at in timers.items() if (path, at) in waiting]
 
 
 def commit_parts(
@@ -173,7 +176,7 @@ def claim_commit_parts(
         records,
         expected=claim.execution.version,
         timers_changed=timers_changed,
-        fired_timer_paths=fired_timer_paths(waiting, exe.id, exe.timers),
+        fired_timer_paths=fired_timer_paths(waiting, exe.timers),
         # a claim that found relay work pending leaves delivery to whoever holds it, so it holds nothing:
         # if that holder acknowledged meanwhile, this commit's entries are due for the background relay now
         relay_grace=claim.lease_until - claim.server_time if claim.relay_idle else 0.0,
@@ -225,6 +228,8 @@ def plan_commit(
         release, then = settle_stages(applied, failure)
         stages[0]["$set"].update(release)
         stages.append({"$set": then})
+    if claim is not None or parts.timers is not None:
+        stages.append(WAKE_STAGE)  # the mailbox or the earliest timer changed: so may the time to claim it
     size = ensure_fits(parts.execution_id, {"q": cas, "u": stages})
     return Commit(parts.execution_id, parts.expected, parts.version, Write(cas, stages), size)
 
@@ -245,6 +250,7 @@ def plan_create(parts: CommitParts, pending: Sequence[Mapping[str, Any]], chart:
         "trace": literal(parts.traces),
         "relay_at": now_plus(parts.relay_grace) if parts.relays else None,
         **seed(chart, pending),
+        "wake_at": NOW if pending else parts.next_fire_at,
     }
     create_filter = {"_id": parts.execution_id, "version": -1}
     stages = [{"$set": fields}]
@@ -286,6 +292,7 @@ def created_document(
         "inbox": copy.deepcopy(list(entries)),
         "inbox_bytes": sum(int(e["size"]) for e in entries),
         "inbox_at": now if entries else None,
+        "wake_at": now if entries else parts.next_fire_at,
         "lease": None,
         "attempts": 0,
         "last_error": None,

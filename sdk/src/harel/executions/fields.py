@@ -29,8 +29,9 @@ The seed's fields:
                     stored as U+FF0E).
     trace           [{...step, index}]: the ring of the last `trace_max` steps; a      commit, append_trace
                     step's index is the version it started from.
-    next_fire_at    the earliest timer not yet turned into an event, or null: the      commit, sweep,
-                    sweep's index.                                                      pass park, operator
+    next_fire_at    the earliest timer not yet turned into an event, or null.          commit, claim,
+                                                                                        sweep, pass park,
+                                                                                        operator
 
 Beyond the seed, for listings and relays:
 
@@ -50,10 +51,12 @@ The mailbox:
                     claims only executions of the chart versions it serves, so two
                     applications on one database never touch each other's executions,
                     and an event for a chart nobody serves waits without being tried.
-    inbox           [{id, event: Event JSON, source, at, size}]: pending events in      send and sweep
-                    arrival order. `at` is the sender's estimate of the server's time   append; commit and
-                    (for the queue-wait metric only); `size` is the entry's share of    operator (drop)
-                    the mailbox budget.                                                 remove
+    inbox           [{id, event: Event JSON, source, at, size}]: pending events in      send, claim and
+                    arrival order. `at` is the sender's estimate of the server's time   sweep append;
+                    (for the queue-wait metric only); `size` is the entry's share of    commit and operator
+                    the mailbox budget. A fired timer's entry holds                     (drop) remove
+                    `timer: {key: enc(path), fire_at}` instead of `event`: the claim
+                    builds it on the server, the reader builds the event.
     inbox_bytes     the sum of the entries' sizes; a send that would pass               whoever changes
                     INBOX_LIMIT_BYTES is refused (the document must stay under          `inbox`
                     MongoDB's 16 MiB).
@@ -62,6 +65,11 @@ The mailbox:
                       <= now   due: the first pending event's arrival, or a retry time
                                that has passed
                       > now    leased until then, or backing off before a retry
+    wake_at         when a claim may take the execution (server clock), or null:      every writer of
+                    `inbox_at` while that is set, else `next_fire_at`; null while       inbox_at,
+                    parked. The claim's index range: a due mailbox and a due timer      next_fire_at or
+                    are found alike, and the claim appends the due timers' events to   parked (its last
+                    the mailbox in the same command.                                   stage)
     lease           {owner, until, at, previous} while a worker holds the execution,   claim, extend;
                     else null. `at` is the server's time of the claim; `previous` the   commit, release
                     owner of an expired lease it took over.                             and fail end it
@@ -79,9 +87,11 @@ The mailbox:
                     cleared meanwhile so neither pass takes it again; the operator      operator
                     gives them back (relay work due at once).
 
-`inbox_at` is the one field for "claimable from": a leased execution's is its lease's end, so one index
-range over (`chart`, `inbox_at`) finds what is due and never what is leased, with no `$or`. The index is
-partial (`inbox_at >= 0`), so it holds only executions with something to do.
+`wake_at` is the one field for "claimable from": a leased execution's is its lease's end, an idle one's its
+earliest timer, so one index range over (`chart`, `wake_at`) finds what is due — events or timers — and
+never what is leased, with no `$or`. The index is partial (`wake_at >= 0`), so it holds only executions
+with something to do or to wait for. Executions stored before `wake_at` existed get it at the transport's
+start-up (`writes.stamp_wake_write`).
 
 Seqs need no counter: an entry's seq is `SEQ_STRIDE * v + n` for the n-th entry of the step that started at
 version v, unique and increasing within the execution, which is all delivery order needs (events from one
@@ -116,6 +126,7 @@ DEFAULT_DEDUPE_WINDOW = 1000
 SEQ_STRIDE = 1000
 RELAY_GRACE_SECONDS = 10.0
 INBOX_LIMIT_BYTES = 4 * 1024 * 1024
+TIMER_ENTRY_SIZE = 256  # a fired timer's share of the mailbox budget (its entry is built on the server)
 ERROR_LIMIT = 4000  # characters of an attempt's error kept in `last_error` and `parked.error`
 TRACEBACK_LIMIT = 8000  # characters of its traceback kept, from the end: where it was raised
 

@@ -14,10 +14,10 @@ STORE_INDEXES = (
     IndexSpec("relay_at", (("relay_at", 1),), partial={"relay_at": {"$gte": 0}}),
 )
 # Indexes of earlier releases no query uses any more: dropped by MongoStore.ensure_indexes where present.
-RETIRED_INDEXES = ("definition_id_1", "outbox.seq_1", "spawns.seq_1")
+RETIRED_INDEXES = ("definition_id_1", "outbox.seq_1", "spawns.seq_1", "mailbox")
 
 # MongoTransport's: claims (the mailbox) and the operator's dead letters.
 MAILBOX_INDEXES = (
-    IndexSpec("mailbox", (("chart", 1), ("inbox_at", 1)), partial={"inbox_at": {"$gte": 0}}),
+    IndexSpec("wake", (("chart", 1), ("wake_at", 1)), partial={"wake_at": {"$gte": 0}}),
     IndexSpec("parked", (("parked.at", 1),), partial={"parked.at": {"$gte": 0}}),
 )

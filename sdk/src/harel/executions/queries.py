@@ -118,7 +118,7 @@ def parked_find(limit: int) -> Find:
 # --- statistics (`/metrics`) -------------------------------------------------------------------------------
 
 PENDING_COUNT = [
-    {"$match": {"$or": [{"inbox_at": {"$gte": 0}}, {"parked.at": {"$gte": 0}}]}},
+    {"$match": {"$or": [{"wake_at": {"$gte": 0}}, {"parked.at": {"$gte": 0}}]}},
     {"$group": {"_id": None, "n": {"$sum": {"$size": array("inbox")}}}},
 ]
 PENDING_RELAYS = [
@@ -142,22 +142,25 @@ def status_filter(status: ExecutionStatus) -> dict[str, Any]:
 
 
 def oldest_due(now: float) -> list[dict[str, Any]]:
-    """The earliest `inbox_at` that has passed: a range on the partial mailbox index and a minimum, no sort."""
+    """The earliest `wake_at` that has passed (a mailbox or a timer due and not yet claimed): a range on the
+    partial claim index and a minimum, no sort."""
     return [
-        {"$match": {"inbox_at": {"$gte": 0, "$lte": now}}},
-        {"$group": {"_id": None, "at": {"$min": "$inbox_at"}}},
+        {"$match": {"wake_at": {"$gte": 0, "$lte": now}}},
+        {"$group": {"_id": None, "at": {"$min": "$wake_at"}}},
     ]
 
 
 def unserved_filter(now: float, served: set[str], after: float) -> dict[str, Any]:
     """Executions due for `after` seconds whose chart version no live worker serves."""
-    return {"inbox_at": {"$gte": 0, "$lte": now - after}, "chart": {"$nin": sorted(served)}}
+    return {"wake_at": {"$gte": 0, "$lte": now - after}, "chart": {"$nin": sorted(served)}}
 
 
 # --- the wake-up hint --------------------------------------------------------------------------------------
 
-# Replica sets with change streams only: a new execution, or an idle one made due by a send or a timer. A
-# commit that leaves events pending is followed by its worker's own next claim.
+# Replica sets with change streams only: a new execution; an idle one made claimable by a send (or by the
+# operator); and one whose claim or commit left it with nothing but a timer, whose `wake_at` says when it
+# is due. A commit that leaves events pending is followed by its worker's own next claim, and a claim's or
+# an extension's lease is no one else's business.
 WATCH_PIPELINE = [
     {
         "$match": {
@@ -165,10 +168,26 @@ WATCH_PIPELINE = [
                 {"operationType": "insert"},
                 {
                     "operationType": "update",
-                    "updateDescription.updatedFields.inbox_at": {"$type": "number"},
+                    "updateDescription.updatedFields.wake_at": {"$type": "number"},
                     "updateDescription.updatedFields.lease": {"$exists": False},
+                },
+                {
+                    "operationType": "update",
+                    "updateDescription.updatedFields.wake_at": {"$type": "number"},
+                    "updateDescription.updatedFields.inbox_at": {"$type": "null"},
                 },
             ]
         }
     }
 ]
+
+
+def next_wake_find(charts: list[str]) -> Find:
+    """The earliest `wake_at` of the served charts, due or not (a timer, a lease's end, a retry): when an
+    idle consumer that waits on the change stream has to look again at the latest."""
+    return Find(
+        {"chart": {"$in": charts}, "wake_at": {"$gte": 0}},
+        only("wake_at"),
+        sort=(("wake_at", 1),),
+        limit=1,
+    )

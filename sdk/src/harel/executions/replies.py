@@ -14,6 +14,7 @@ from harel.errors import LeaseLost, StoreConflict, UnreadableExecution
 from harel.executions.fields import dec, due_from
 from harel.executions.records import Claim, Parked, Pending, RelayWork, SendOutcome
 from harel.model import (
+    TIMER_EVENT,
     DueTimer,
     Event,
     Execution,
@@ -54,7 +55,7 @@ def stored_head(document: Mapping[str, Any]) -> tuple[str, str]:
     head = inbox[0] if isinstance(inbox, list) and inbox and isinstance(inbox[0], Mapping) else {}
     event_id = head.get("id")
     try:
-        name = json.loads(head["event"]).get("name")
+        name = TIMER_EVENT if "timer" in head else json.loads(head["event"]).get("name")
     except UNREADABLE:
         name = None
     return (
@@ -90,11 +91,24 @@ def parse_inbox(document: Mapping[str, Any], owner: str | None = None) -> tuple[
         entries = list(document.get("inbox") or ())
     pending = []
     for n, entry in enumerate(entries):
-        with reading(document, f"inbox.{n}.event", owner):
-            event = Event.model_validate_json(entry["event"])
+        with reading(document, f"inbox.{n}.{'timer' if 'timer' in entry else 'event'}", owner):
+            event = _entry_event(entry)
         with reading(document, f"inbox.{n}", owner):
             pending.append(parse_pending(entry, event))
     return tuple(pending)
+
+
+def _entry_event(entry: Mapping[str, Any]) -> Event:
+    """The event of a mailbox entry: its JSON, or the timer event a fired timer's entry names."""
+    timer = entry.get("timer")
+    if timer is None:
+        return Event.model_validate_json(entry["event"])
+    return Event(
+        id=entry["id"],
+        name=TIMER_EVENT,
+        data={"path": dec(timer["key"]), "fire_at": float(timer["fire_at"])},
+        created_at=float(entry["at"]),
+    )
 
 
 def parse_load_for_event(documents: Sequence[Mapping[str, Any]]) -> tuple[Execution | None, bool]:
@@ -189,6 +203,11 @@ def parse_pending_spawns(documents: Iterable[Mapping[str, Any]], limit: int) -> 
 # --- timers ------------------------------------------------------------------------------------------------
 
 
+def _stored_timers(document: Mapping[str, Any]) -> dict[str, float]:
+    """The stored `timers`, paths decoded."""
+    return {dec(key): float(at) for key, at in dict(document.get("timers") or {}).items()}
+
+
 def _firing_order(item: tuple[str, float]) -> tuple[float, int, str]:
     """Earliest first; of timers due at the same instant, the outer state's first."""
     path, at = item
@@ -215,7 +234,7 @@ def earliest_timer(document: Mapping[str, Any]) -> DueTimer | None:
     """The document's earliest timer (None without one); UnreadableExecution when its timers cannot be read."""
     with reading(document, "timers"):
         stored = dict(document.get("timers") or {})
-        ordered = sorted(((dec(key), float(at)) for key, at in stored.items()), key=_firing_order)
+        ordered = sorted(_stored_timers(document).items(), key=_firing_order)
     if not ordered:
         return None
     (path, fire_at), rest = ordered[0], ordered[1:]
@@ -242,6 +261,12 @@ def parse_send_diagnosis(documents: Sequence[Mapping[str, Any]]) -> SendOutcome:
     return SendOutcome.DUPLICATE if documents[0].get("duplicate") else SendOutcome.FULL
 
 
+def parse_wake(documents: Sequence[Mapping[str, Any]]) -> float | None:
+    """The `wake_at` of `next_wake_find`'s one document, or None."""
+    at = documents[0].get("wake_at") if documents else None
+    return float(at) if isinstance(at, int | float) else None
+
+
 def parse_claim(document: Mapping[str, Any], owner: str) -> Claim:
     """The claimed execution; UnreadableExecution (with the claim's `owner`, to park it) when the document
     cannot be read."""
@@ -251,6 +276,9 @@ def parse_claim(document: Mapping[str, Any], owner: str) -> Claim:
     pending = parse_inbox(document, owner)
     with reading(document, "attempts", owner):
         attempts = int(document.get("attempts") or 0)
+    with reading(document, "timers", owner):
+        # the claim fires only the timers it can read: one it cannot would never fire, silently
+        _stored_timers(document)
     lease = document["lease"]  # this claim's own write
     return Claim(
         execution=execution,

@@ -10,10 +10,17 @@ from typing import Any
 
 from harel.commands import Write, array, literal, only
 from harel.errors import UnreadableExecution
-from harel.executions.fields import ERROR_LIMIT, INBOX_LIMIT_BYTES, TRACEBACK_LIMIT, due_from
+from harel.executions.fields import (
+    ERROR_LIMIT,
+    INBOX_LIMIT_BYTES,
+    TIMER_ENTRY_SIZE,
+    TRACEBACK_LIMIT,
+    due_from,
+    enc,
+)
 from harel.executions.records import Claim, Failure, Pending
 from harel.executions.replies import UNKNOWN
-from harel.model import DueTimer, Event, timer_event
+from harel.model import DueTimer, Event, timer_event_id
 from harel.servertime import NOW, now_plus
 
 # An execution that was idle becomes due now; a leased, backing-off or already-due one keeps its time;
@@ -40,6 +47,19 @@ _UNLEASED = {
 # relay work is due at once, the earliest timer as it was.
 _RELAY_RESTORED = {"$cond": [{"$eq": [{"$ifNull": ["$parked.relay_at", None]}, None]}, "$relay_at", NOW]}
 _TIMER_RESTORED = {"$ifNull": ["$parked.next_fire_at", {"$ifNull": ["$next_fire_at", None]}]}
+
+
+# When a claim may take the execution (`wake_at`): its mailbox's time (due, leased, backing off) while it
+# has one, else its earliest timer; never while parked. The last stage of every write that changes one of
+# them, so that the claim's one index range finds due mailboxes and due timers alike.
+_WAKE = {
+    "$cond": [
+        {"$eq": [{"$ifNull": ["$parked", None]}, None]},
+        {"$ifNull": ["$inbox_at", {"$ifNull": ["$next_fire_at", None]}]},
+        None,
+    ]
+}
+WAKE_STAGE: dict[str, Any] = {"$set": {"wake_at": _WAKE}}
 
 
 def _holds(field: str, value: str) -> dict[str, Any]:
@@ -105,26 +125,93 @@ def send_write(target_id: str, new: Mapping[str, Any]) -> Write:
                 }
             },
             {"$set": {"inbox_bytes": _INBOX_BYTES}},
+            WAKE_STAGE,
         ],
     )
 
 
 # --- claim ---------------------------------------------------------------------------------------------------
 
-CLAIM_SORT = (("inbox_at", 1),)
-CLAIM_PROJECTION = ("data", "version", "inbox", "lease", "attempts", "relay_at")
+CLAIM_SORT = (("wake_at", 1),)
+CLAIM_PROJECTION = ("data", "version", "inbox", "lease", "attempts", "relay_at", "timers")
+
+# The stored timers as [{k: enc(path), v: fire_at}]; none where `timers` is not a sub-document (stored by
+# hand): the claim reads them, and must not fail on them, for this execution and every claim after it.
+_STORED_TIMERS = {"$cond": [{"$eq": [{"$type": "$timers"}, "object"]}, {"$objectToArray": "$timers"}, []]}
+_INBOX_IS_ARRAY = {"$isArray": "$inbox"}
+# The timers whose events wait in the mailbox already, as {key, fire_at}.
+_WAITING_TIMERS = {
+    "$cond": [
+        _INBOX_IS_ARRAY,
+        {"$map": {"input": "$inbox", "as": "e", "in": {"$ifNull": ["$$e.timer", None]}}},
+        [],
+    ]
+}
+
+
+def _due_at(fire_at: Any) -> dict[str, Any]:
+    """`due_from` on the server: the fire time rounded up to the millisecond."""
+    return {"$divide": [{"$ceil": {"$multiply": [fire_at, 1000]}}, 1000]}
+
+
+def _timers_where(due: bool) -> dict[str, Any]:
+    compare = "$lte" if due else "$gt"
+    return {
+        "$filter": {
+            "input": _STORED_TIMERS,
+            "as": "t",
+            # a $cond, not an $and: the comparison is evaluated only for a number
+            "cond": {"$cond": [{"$isNumber": "$$t.v"}, {compare: [_due_at("$$t.v"), NOW]}, False]},
+        }
+    }
+
+
+# A due timer's mailbox entry, built on the server. It names the timer ({key, fire_at}) instead of carrying
+# the event's JSON: the reader builds the event (`replies.parse_inbox`), and a timer is recognised as waiting
+# by what it is, whoever appended it (a claim here, or `fire_write`).
+_TIMER_ENTRIES = {
+    "$map": {
+        "input": {
+            "$filter": {
+                "input": _timers_where(due=True),
+                "as": "t",
+                "cond": {"$not": [{"$in": [{"key": "$$t.k", "fire_at": "$$t.v"}, _WAITING_TIMERS]}]},
+            }
+        },
+        "as": "t",
+        "in": {
+            "id": {"$concat": [{"$toString": "$_id"}, ":timer:", "$$t.k", "@", {"$toString": "$$t.v"}]},
+            "timer": {"key": "$$t.k", "fire_at": "$$t.v"},
+            "source": None,
+            "at": NOW,
+            "size": TIMER_ENTRY_SIZE,
+        },
+    }
+}
+# The earliest timer not yet due (every due one waits in the mailbox after the claim), or null.
+_LATER_TIMER = {"$min": {"$map": {"input": _timers_where(due=False), "as": "t", "in": _due_at("$$t.v")}}}
+# The claim's first stage: due timers become events at the end of the mailbox, in the claim's own command.
+FIRE_DUE_TIMERS: dict[str, Any] = {
+    "$set": {
+        "inbox": {"$cond": [_INBOX_IS_ARRAY, {"$concatArrays": ["$inbox", _TIMER_ENTRIES]}, "$inbox"]},
+        "next_fire_at": _LATER_TIMER,
+    }
+}
 
 
 def claim_write(charts: Iterable[str], owner: str, lease: float, bound: float) -> Write:
-    """The due execution, leased to `owner` until the server's now + `lease`, returned with its data and
-    mailbox. The range on `inbox_at` uses the index; the `$expr` against `$$NOW` decides."""
+    """The execution that has been claimable longest, leased to `owner` until the server's now + `lease`,
+    returned with its data and mailbox: due timers are appended to the mailbox first, so a timer is fired
+    by the claim that takes its execution. The range on `wake_at` uses the index; the `$expr` against
+    `$$NOW` decides."""
     return Write(
         {
             "chart": {"$in": list(charts)},
-            "inbox_at": {"$gte": 0, "$lte": bound},
-            "$expr": {"$lte": ["$inbox_at", NOW]},
+            "wake_at": {"$gte": 0, "$lte": bound},
+            "$expr": {"$lte": ["$wake_at", NOW]},
         },
         [
+            FIRE_DUE_TIMERS,
             {
                 "$set": {
                     "lease": {
@@ -134,6 +221,8 @@ def claim_write(charts: Iterable[str], owner: str, lease: float, bound: float) -
                         "previous": "$lease.owner",
                     },
                     "inbox_at": now_plus(lease),
+                    "wake_at": now_plus(lease),
+                    "inbox_bytes": {"$cond": [_INBOX_IS_ARRAY, _INBOX_BYTES, "$inbox_bytes"]},
                     # a lease still held is one that ran out: its holder's attempt at the head event failed.
                     # `attempts` stored as something else is kept as it is, for the claim's reading to park:
                     # adding to it would fail the update on the server, for this claim and every later one
@@ -158,7 +247,7 @@ def claim_write(charts: Iterable[str], owner: str, lease: float, bound: float) -
                         ]
                     },
                 }
-            }
+            },
         ],
         returned=True,
         projection=only(*CLAIM_PROJECTION),
@@ -178,14 +267,14 @@ def fenced(execution_id: str, owner: str) -> dict[str, Any]:
 def extend_write(claim: Claim, lease: float) -> Write:
     return Write(
         owned(claim),
-        [{"$set": {"lease.until": now_plus(lease), "inbox_at": now_plus(lease)}}],
+        [{"$set": {"lease.until": now_plus(lease), "inbox_at": now_plus(lease), "wake_at": now_plus(lease)}}],
         returned=True,
         projection=only("lease"),
     )
 
 
 def release_write(claim: Claim, delay: float = 0.0) -> Write:
-    return Write(owned(claim), [{"$set": {"lease": None, "inbox_at": _due_if_pending(delay)}}])
+    return Write(owned(claim), [{"$set": {"lease": None, "inbox_at": _due_if_pending(delay)}}, WAKE_STAGE])
 
 
 # --- settling a claim: what a commit (or a failed attempt) does to the mailbox --------------------------------
@@ -222,7 +311,7 @@ def settle_stages(
 def fail_write(claim: Claim, failure: Failure) -> Write:
     """A failed attempt with nothing applied: the version stays, the lease ends."""
     first, second = settle_stages((), failure)
-    return Write(owned(claim), [{"$set": first}, {"$set": second}])
+    return Write(owned(claim), [{"$set": first}, {"$set": second}, WAKE_STAGE])
 
 
 def _dead_letter(event_id: str, name: str, error: str, traceback: str, attempts: int) -> dict[str, Any]:
@@ -253,6 +342,7 @@ def _parked_unread(error: str, letter: dict[str, Any]) -> dict[str, Any]:
     return {
         "lease": None,
         "inbox_at": None,
+        "wake_at": None,
         "attempts": 1,
         "last_error": literal(error),
         "last_traceback": None,
@@ -308,7 +398,8 @@ def retry_write(execution_id: str) -> Write:
                     "relay_at": _RELAY_RESTORED,
                     "next_fire_at": _TIMER_RESTORED,
                 }
-            }
+            },
+            WAKE_STAGE,
         ],
     )
 
@@ -343,6 +434,7 @@ def drop_write(execution_id: str, event_id: str, dedupe_window: int) -> Write:
                 }
             },
             {"$set": {"inbox_bytes": _INBOX_BYTES, "inbox_at": _due_if_pending()}},
+            WAKE_STAGE,
         ],
     )
 
@@ -350,12 +442,30 @@ def drop_write(execution_id: str, event_id: str, dedupe_window: int) -> Write:
 # --- the sweep -----------------------------------------------------------------------------------------------
 
 
+def timer_entry(execution_id: str, path: str, fire_at: float, now: float) -> dict[str, Any]:
+    """A due timer's mailbox entry as `fire_write` appends it: the shape the claim builds on the server
+    (`_TIMER_ENTRIES`), with the event id made here."""
+    return {
+        "id": timer_event_id(execution_id, path, fire_at),
+        "timer": {"key": enc(path), "fire_at": fire_at},
+        "source": None,
+        "at": now,
+        "size": TIMER_ENTRY_SIZE,
+    }
+
+
 def fire_write(due: DueTimer, now: float) -> Write:
-    """A due timer becomes an event in its own execution's mailbox, in one update: only while the timers
-    are exactly as the sweep read them and the server's clock has reached the timer. An event already
-    waiting or processed is not appended again; `next_fire_at` moves past the fired timer either way."""
-    new = entry(timer_event(due.execution_id, due.path, due.fire_at, now), None, now)
-    duplicate = {"$or": [_holds("inbox.id", new["id"]), _holds("processed", new["id"])]}
+    """A due timer becomes an event in its own execution's mailbox, in one update (the seed's timer sweep;
+    the worker's claims fire timers themselves): only while the timers are exactly as the sweep read them
+    and the server's clock has reached the timer. A timer whose event already waits is not appended again,
+    nor one whose event was processed; `next_fire_at` moves past the fired timer either way."""
+    new = timer_entry(due.execution_id, due.path, due.fire_at, now)
+    duplicate = {
+        "$or": [
+            {"$in": [literal(new["timer"]), _WAITING_TIMERS]},
+            _holds("processed", new["id"]),
+        ]
+    }
     return Write(
         {
             "_id": due.execution_id,
@@ -377,8 +487,15 @@ def fire_write(due: DueTimer, now: float) -> Write:
                 }
             },
             {"$set": {"inbox_bytes": _INBOX_BYTES}},
+            WAKE_STAGE,
         ],
     )
+
+
+def stamp_wake_write() -> Write:
+    """Give `wake_at` to the executions stored before it existed (their mailboxes and timers would otherwise
+    never be claimed): one update of those without it, at the transport's start-up."""
+    return Write({"wake_at": {"$exists": False}, "chart": {"$exists": True}}, [WAKE_STAGE], many=True)
 
 
 # --- relays --------------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from harel.executions.records import Claim, Failure, Parked, SendOutcome
 from harel.model import Event
 from harel.servertime import ServerClock
 from harel.transport.base import DEFAULT_MAX_ATTEMPTS
-from harel.transport.wakeups import TaskWakeups
+from harel.transport.wakeups import TaskWakeups, WakePlan
 
 
 def new_owner_token() -> str:
@@ -60,7 +60,7 @@ class AsyncMongoTransport:
         self.max_attempts = max_attempts
         self.dedupe_window = dedupe_window
         self.clock = clock or ServerClock()
-        self._wakeups = TaskWakeups(self._executions, watch)
+        self._wakeups = TaskWakeups(self._executions, watch, WakePlan(self.clock.now))
 
     @classmethod
     async def from_url(cls, url: str, db_name: str = "harel", **options: Any) -> AsyncMongoTransport:
@@ -120,12 +120,22 @@ class AsyncMongoTransport:
     async def wait_hint(self, timeout: float) -> bool:
         return await self._wakeups.wait(timeout)
 
+    @property
+    def wake_plan(self) -> WakePlan:
+        return self._wakeups.plan
+
+    async def plan_next_wake(self, charts: Sequence[str]) -> None:
+        """Look up the earliest `wake_at` of `charts` (due or not) and plan a wake-up for it."""
+        found = await drained(queries.next_wake_find(list(charts)).open(self._executions))
+        self._wakeups.plan.plan(replies.parse_wake(found), looked=True)
+
     def wake(self) -> None:
         self._wakeups.set()
 
     async def ensure_indexes(self) -> None:
         for index in MAILBOX_INDEXES:
             await index.create_on(self._executions)
+        await writes.stamp_wake_write().send(self._executions)
 
     async def close(self) -> None:
         """Stop the change-stream watcher, then close the client (shared with the store and heartbeats,

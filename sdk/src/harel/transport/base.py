@@ -16,6 +16,7 @@ from harel.errors import UnreadableExecution
 from harel.executions.records import Claim, Failure, Parked, Pending, SendOutcome
 from harel.model import Event
 from harel.servertime import ServerClock
+from harel.transport.wakeups import WakePlan
 
 __all__ = [
     "BACKOFF_BASE_SECONDS",
@@ -89,6 +90,13 @@ class Transport(Protocol):
 
     def wake(self) -> None:
         """Wake this process's waiters: it just made a mailbox due (a timer fired, an event relayed)."""
+
+    @property
+    def wake_plan(self) -> WakePlan:
+        """When this process expects executions to become claimable (`harel.transport.wakeups`)."""
+
+    def plan_next_wake(self, charts: Sequence[str]) -> None:
+        """Look up the earliest time an execution of `charts` becomes claimable, and plan a wake-up then."""
 
     def ensure_indexes(self) -> None: ...
 

@@ -35,7 +35,7 @@ from harel.executions.records import Claim, Failure, Parked, SendOutcome
 from harel.model import Event
 from harel.servertime import ServerClock
 from harel.transport.base import DEFAULT_MAX_ATTEMPTS
-from harel.transport.wakeups import ThreadWakeups
+from harel.transport.wakeups import ThreadWakeups, WakePlan
 
 
 def new_owner_token() -> str:
@@ -61,7 +61,7 @@ class MongoTransport:
         self.max_attempts = max_attempts
         self.dedupe_window = dedupe_window
         self.clock = clock or ServerClock()
-        self._wakeups = ThreadWakeups(self._executions, watch)
+        self._wakeups = ThreadWakeups(self._executions, watch, WakePlan(self.clock.now))
 
     @classmethod
     def from_url(cls, url: str, db_name: str = "harel", **options: Any) -> MongoTransport:
@@ -119,12 +119,22 @@ class MongoTransport:
     def wait_hint(self, timeout: float) -> bool:
         return self._wakeups.wait(timeout)
 
+    @property
+    def wake_plan(self) -> WakePlan:
+        return self._wakeups.plan
+
+    def plan_next_wake(self, charts: Sequence[str]) -> None:
+        """Look up the earliest `wake_at` of `charts` (due or not) and plan a wake-up for it."""
+        found = list(queries.next_wake_find(list(charts)).open(self._executions))
+        self._wakeups.plan.plan(replies.parse_wake(found), looked=True)
+
     def wake(self) -> None:
         self._wakeups.set()
 
     def ensure_indexes(self) -> None:
         for index in MAILBOX_INDEXES:
             index.create_on(self._executions)
+        writes.stamp_wake_write().send(self._executions)
 
     def close(self) -> None:
         """Stop the change-stream watcher, then close the client (shared with the store and heartbeats,

@@ -1,18 +1,22 @@
 """The wake-up hint of the MongoTransports: where the deployment has change streams (a replica set), a
-mailbox that becomes due wakes waiting consumers early.
+mailbox that becomes due wakes waiting consumers, and one that will be due later (a timer, a lease's end)
+plans a wake-up for then; so an idle consumer on a change stream sends no command until something is due.
 
-A hint only: consumers still poll with a bounded backoff, which stays the source of truth; a watch that
-fails is restarted with a backoff, and until then costs latency, never an event. The one part of the
-transport that differs between the twins in more than its awaits (a thread and a threading.Event, a task
-and an asyncio.Event), so it is written twice, here, and the transports are generated one from the other.
+Where there is no change stream consumers poll with a bounded backoff. A watch that fails is restarted with
+a backoff, and meanwhile its consumers poll: it costs latency, never an event. The plan (`WakePlan`) is
+shared; the waiting differs between the twins in more than its awaits (a thread and a threading.Event, a
+task and an asyncio.Event), so it is written twice, here, and the transports are generated one from the
+other.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pymongo.errors import OperationFailure, PyMongoError
@@ -51,15 +55,76 @@ def _restarting(error: PyMongoError, pause: float) -> float:
     return min(WATCH_RETRY_MAX, pause * 2)
 
 
+def _wake_at(change: Mapping[str, Any]) -> Any:
+    """The `wake_at` a change wrote: an update's, or an inserted document's."""
+    updated = (change.get("updateDescription") or {}).get("updatedFields") or {}
+    if "wake_at" in updated:
+        return updated["wake_at"]
+    return (change.get("fullDocument") or {}).get("wake_at")
+
+
+class WakePlan:
+    """When executions become claimable, as far as this process knows: the future wake-ups it heard of (on
+    the server's clock: `now` is the transport's estimate of it), and whether it knows the earliest one at
+    all — not until it has looked (`known`) since its change stream opened (`watching`)."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
+        self._lock = threading.Lock()
+        self._times: list[float] = []
+        self.watching = False
+        self.known = False
+
+    def opened(self) -> None:
+        with self._lock:
+            self.watching, self.known = True, False
+
+    def closed(self) -> None:
+        with self._lock:
+            self.watching = self.known = False
+
+    def plan(self, at: float | None, *, looked: bool = False) -> None:
+        """A wake-up at server time `at` (None: nothing to plan); `looked` when it came from a look at the
+        earliest one, which makes the plan known."""
+        with self._lock:
+            if at is not None:
+                heapq.heappush(self._times, at)
+            if looked:
+                self.known = True
+
+    def heard(self, change: Mapping[str, Any]) -> bool:
+        """A change the watch matched: True when something is claimable now; a later `wake_at` is planned."""
+        at = _wake_at(change)
+        if isinstance(at, int | float) and at > self._now():
+            self.plan(float(at))
+            return False
+        return True
+
+    def pause(self, longest: float, floor: float) -> float:
+        """How long to wait: `longest`, or less until the earliest planned wake-up (at least `floor` once it
+        has passed: a claim did not see it due yet). A passed wake-up leaves the plan and makes it unknown:
+        what comes after it is looked for again."""
+        now = self._now()
+        with self._lock:
+            while self._times and self._times[0] <= now - floor:
+                heapq.heappop(self._times)
+                self.known = False
+            if not self._times:
+                return longest
+            earliest = self._times[0]
+        return min(longest, max(floor, earliest - now))
+
+
 class ThreadWakeups:
     """MongoTransport's: a threading.Event, set by this process's sends and by a watcher thread."""
 
-    def __init__(self, executions: Any, watch: bool) -> None:
+    def __init__(self, executions: Any, watch: bool, plan: WakePlan) -> None:
         self._executions = executions
         self._watch_enabled = watch
         self._wake = threading.Event()
         self._watcher: threading.Thread | None = None
         self._closed = threading.Event()
+        self.plan = plan
 
     def set(self) -> None:
         self._wake.set()
@@ -81,12 +146,15 @@ class ThreadWakeups:
                     stream = self._executions.watch(WATCH_PIPELINE, max_await_time_ms=WATCH_AWAIT_MS)
                 with stream:
                     pause = WATCH_RETRY_FIRST
+                    self.plan.opened()
+                    self._wake.set()  # consumers waiting long while it was shut look again
                     while not self._closed.is_set():
                         with sending(WATCH):  # one pass per getMore: a pass is counted when it ends
                             change = stream.try_next()
-                        if change is not None:
+                        if change is not None and self.plan.heard(change):
                             self._wake.set()
             except PyMongoError as error:
+                self.plan.closed()
                 if self._closed.is_set():
                     return  # the client is closing under it: nothing to restart, nothing to report
                 if _unsupported(error):
@@ -111,11 +179,12 @@ class ThreadWakeups:
 class TaskWakeups:
     """AsyncMongoTransport's: an asyncio.Event, set by this process's sends and by a watcher task."""
 
-    def __init__(self, executions: Any, watch: bool) -> None:
+    def __init__(self, executions: Any, watch: bool, plan: WakePlan) -> None:
         self._executions = executions
         self._watch_enabled = watch
         self._wake = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None
+        self.plan = plan
 
     def set(self) -> None:
         self._wake.set()
@@ -141,9 +210,13 @@ class TaskWakeups:
                 )
                 async with stream as changes:
                     pause = WATCH_RETRY_FIRST
-                    async for _ in changes:
-                        self._wake.set()
+                    self.plan.opened()
+                    self._wake.set()
+                    async for change in changes:
+                        if self.plan.heard(change):
+                            self._wake.set()
             except PyMongoError as error:
+                self.plan.closed()
                 if _unsupported(error):
                     _polling_only(error)
                     return
