@@ -216,6 +216,21 @@ MUTANTS: tuple[Mutant, ...] = (
         _on(MAILBOX_CHECKS, "test_a_claim_fires_each_due_timer_once_and_leaves_the_others_armed", ids=MONGO),
     ),
     Mutant(
+        "deferred-ack-trims-undelivered",
+        "the committing worker defers the acknowledgement of its relay work when an entry could not be "
+        "delivered yet, and counts it as delivered: the next commit trims it",
+        (
+            Edit(WORKER, "        if own and len(delivered) == len(work.outbox):\n", "        if own:\n"),
+            Edit(
+                WORKER,
+                "                    work.execution_id, tuple(delivered), tuple(spawned), time.monotonic()\n",
+                "                    work.execution_id, tuple(e.seq for e in work.outbox), tuple(spawned), "
+                "time.monotonic()\n",
+            ),
+        ),
+        _on(UNIT_WORKER, "test_relay_work_not_delivered_in_full_is_acknowledged_at_once_and_never_trimmed"),
+    ),
+    Mutant(
         "relay-ack-before-send",
         "the relay acknowledges the outbox before it sends the events",
         (
@@ -394,7 +409,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "lease-on-the-callers-clock",
         "a claim takes what is due by the worker's estimate (its bound), not the server's `$$NOW`",
-        (Edit(WRITES, '            "$expr": {"$lte": ["$inbox_at", NOW]},\n', ""),),
+        (Edit(WRITES, '            "$expr": {"$lte": ["$wake_at", NOW]},\n', ""),),
         _on(MAILBOX_CHECKS, "test_leases_run_on_the_servers_clock", ids=MONGO)
         + _on(
             "tests/wire/test_clock_skew.py",

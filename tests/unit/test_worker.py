@@ -917,8 +917,9 @@ def test_a_worker_that_has_not_read_the_servers_clock_yet_fails_no_sender(backen
 
 def test_a_commit_made_while_another_worker_relays_is_relayed_at_once(backend: Deployment) -> None:
     """A second worker claims while the first still delivers its commit's event (so it leaves the relay to
-    it), and the first acknowledges before the second commits: the second commit's event is due for the
-    background relay at once, not after a lease's length."""
+    it), and the first acknowledges (its relay loop's acknowledgement of what it delivered) before the second
+    commits: the second commit's event is due for the background relay at once, not after a lease's
+    length."""
     app = make_app()
     first, second = backend.worker(app), backend.worker(app)
     for execution_id in ("s", "t"):
@@ -926,7 +927,7 @@ def test_a_commit_made_while_another_worker_relays_is_relayed_at_once(backend: D
     pump(first)
     second_committing, first_acked = threading.Event(), threading.Event()
     store, transport = backend.store, backend.transport
-    original_send, original_commit, original_ack = transport.send, store.commit_claim, store.ack_relay
+    original_send, original_commit, original_ack = transport.send, store.commit_claim, store.ack_delivered
     rival = threading.Thread(target=second.process_one)
 
     def send_while_the_second_claims(target: str, event: Event, **kwargs: Any) -> Any:
@@ -950,9 +951,10 @@ def test_a_commit_made_while_another_worker_relays_is_relayed_at_once(backend: D
 
     transport.send = send_while_the_second_claims  # type: ignore[method-assign]
     store.commit_claim = commit  # type: ignore[method-assign]
-    store.ack_relay = ack  # type: ignore[method-assign]
+    store.ack_delivered = ack  # type: ignore[method-assign]
     send(backend, "s", "tell-1", "tell", to="t")
     assert first.process_one()
+    assert first.acknowledge_delivered() == 1, "delivered in full, acknowledged later"
     rival.join(5)
     assert not rival.is_alive() and second_committing.is_set() and first_acked.is_set()
     assert [(e.target_id, e.event.name) for e in store.pending_outbox()] == [("t", "bump")]
@@ -1283,3 +1285,73 @@ def test_a_listing_that_meets_an_unreadable_execution_names_it(backend: Deployme
         backend.store.list_executions(limit=10)
 
     assert (caught.value.execution_id, caught.value.what.startswith(said)) == ("u", True)
+
+
+class _Acknowledgements:
+    """A store whose acknowledgements are recorded: one entry per command, what it acknowledged."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.sent: list[list[str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def ack_relay(self, execution_id: str, *args: Any, **kwargs: Any) -> None:
+        self.sent.append([execution_id])
+        self._store.ack_relay(execution_id, *args, **kwargs)
+
+    def ack_delivered(self, delivered: Any, **kwargs: Any) -> None:
+        self.sent.append([d.execution_id for d in delivered])
+        self._store.ack_delivered(delivered, **kwargs)
+
+
+def test_relay_work_delivered_in_full_is_acknowledged_by_the_executions_next_commit(backend: Deployment) -> None:
+    """A commit's own relay work, delivered in full, sends no acknowledgement: it stays held in the document
+    until the execution's next commit by the same worker, which trims it in the same update; what no commit
+    trimmed is acknowledged for every execution at once, in one command. Nothing is delivered twice."""
+    app = make_app()
+    store = _Acknowledgements(backend.store)
+    w = Worker(store, backend.transport, app, config=WorkerConfig(concurrency=1))
+    for execution_id in ("s", "t", "u"):
+        start_execution(store, backend.transport, app, "loop", execution_id=execution_id)
+    pump(w)
+    send(backend, "t", "tell-1", "tell", to="s")
+    assert w.process_one()
+    held = backend.store.document("t")
+    first_seqs = [e["seq"] for e in held["outbox"]]
+    assert len(first_seqs) == 1 and held["relay_at"] is not None, "delivered, still held"
+    assert store.sent == [], "no acknowledgement of its own"
+    assert w.process_one() and backend.store.load("s").context["n"] == 1, "s applied the first"
+    send(backend, "t", "tell-2", "tell", to="s")
+    send(backend, "u", "tell-3", "tell", to="s")
+    pump(w)
+    [second] = backend.store.document("t")["outbox"]
+    assert second["seq"] not in first_seqs, "the first tell trimmed by the second commit; the second held"
+    assert backend.store.load("s").context["n"] == 3, "each tell applied once"
+    assert store.sent == []
+    assert w.acknowledge_delivered() == 2, "t's second tell and u's, in one command"
+    assert sorted(store.sent[0]) == ["t", "u"] and len(store.sent) == 1
+    for execution_id in ("t", "u"):
+        document = backend.store.document(execution_id)
+        assert (document["outbox"], document["relay_at"]) == ([], None)
+    pump(w)
+    assert backend.store.load("s").context["n"] == 3, "nothing delivered again"
+
+
+
+def test_relay_work_not_delivered_in_full_is_acknowledged_at_once_and_never_trimmed(backend: Deployment) -> None:
+    """An entry that cannot be delivered yet (its target does not exist) is not delivered: what was is
+    acknowledged at once, the rest waits for the background relay, and the next commit trims nothing."""
+    app = make_app()
+    store = _Acknowledgements(backend.store)
+    w = Worker(store, backend.transport, app, config=WorkerConfig(concurrency=1))
+    start_execution(store, backend.transport, app, "loop", execution_id="t")
+    pump(w)
+    send(backend, "t", "lost-1", "lost")
+    assert w.process_one()
+    assert store.sent == [["t"]], "acknowledged at once: not delivered in full"
+    send(backend, "t", "bump-1", "bump")
+    assert w.process_one()
+    [waiting] = backend.store.document("t")["outbox"]
+    assert waiting["target_id"] == "nobody-at-all", "the undelivered entry waits"

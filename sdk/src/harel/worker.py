@@ -12,8 +12,12 @@ One claim, end to end (ARCHITECTURE.md):
 3. `store.commit_claim` — one CAS update (`{_id, version, lease.owner}`): the steps with their outbox
    events, spawns, timers, dedupe marks and traces; the applied events leave the mailbox; the lease ends.
 4. The same worker relays what it committed, at once: children first (one bulk create, each child with
-   its start event in its mailbox), then the outbox events in seq order (one send each), then one
-   acknowledgement. Events from one execution to another therefore arrive in the order they were sent.
+   its start event in its mailbox), then the outbox events in seq order (one send each). Events from one
+   execution to another therefore arrive in the order they were sent. Work delivered in full needs no
+   acknowledgement of its own: this worker's next commit of the execution trims it, or the relay loop
+   acknowledges what is left of it, for every execution at once, in one bulk command. (A worker that dies
+   first leaves it held: the background relay delivers it again once the hold ran out, and the receivers
+   drop the repeats by event id and child id.)
 
 - A lost CAS or lease (`StoreConflict`, `LeaseLost`) changes nothing: the events stay for whoever holds
   the execution now. A commit whose reply was lost is resolved by reading the dedupe mark and the lease.
@@ -77,7 +81,7 @@ from harel.errors import (
 from harel.eventloop import PROCESS_LOOP
 from harel.executions.commits import CommitParts, claim_commit_parts, require_step_fits
 from harel.executions.fields import chart_key
-from harel.executions.records import Claim, Failure, Pending, RelayWork, SendOutcome, StepRecord
+from harel.executions.records import Claim, Delivered, Failure, Pending, RelayWork, SendOutcome, StepRecord
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
 from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
@@ -218,6 +222,7 @@ class Worker:
         self._stopping = threading.Event()
         self._halt = threading.Event()
         self._planning = threading.Lock()
+        self._delivered: dict[str, Delivered] = {}  # relay work delivered after own commits, unacknowledged
         self._inflight: dict[int, _Held] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -433,6 +438,8 @@ class Worker:
         concern error) may or may not have been applied: the outcome is read back, and a commit that did
         not happen is sent once more while the lease still holds."""
         claim = batch.claim
+        with self._lock:
+            delivered = self._delivered.get(claim.execution_id)
         for _ in range(2):
             try:
                 return self.store.commit_claim(
@@ -442,6 +449,7 @@ class Worker:
                     applied=batch.applied,
                     failure=batch.failure,
                     timers_changed=batch.timers_changed,
+                    delivered=delivered,
                 )
             except DeploymentError as exc:
                 if self._halt.is_set():
@@ -455,7 +463,7 @@ class Worker:
                 if self._committed(claim, batch.applied[-1].id, exc):
                     # it happened: what it wrote is rebuilt exactly, the builders being pure
                     return claim_commit_parts(
-                        claim, batch.execution, batch.records, batch.applied, batch.timers_changed
+                        claim, batch.execution, batch.records, batch.applied, batch.timers_changed, delivered
                     )
         raise _Unresolved(f"execution {claim.execution_id!r}: the commit did not reach the deployment")
 
@@ -507,14 +515,21 @@ class Worker:
             )
         if parts.timers is not None and parts.next_fire_at is not None:
             self._note_timer(parts.next_fire_at)
-        if parts.relays and claim.relay_idle:
-            self._deliver(RelayWork(parts.execution_id, parts.outbox_entries(), parts.spawn_entries()))
+        if parts.trimmed is not None:
+            with self._lock:
+                if self._delivered.get(parts.execution_id) is parts.trimmed:
+                    del self._delivered[parts.execution_id]  # acknowledged by this commit
+        if parts.relays and parts.held:
+            work = RelayWork(parts.execution_id, parts.outbox_entries(), parts.spawn_entries())
+            self._deliver(work, own=True)
 
     # --- relays ------------------------------------------------------------------------------------
 
-    def _deliver(self, work: RelayWork) -> int:
+    def _deliver(self, work: RelayWork, *, own: bool = False) -> int:
         """Children first, then the outbox in seq order; an entry that cannot be delivered yet holds back
-        the later entries to the same target, so no event overtakes another from the same sender."""
+        the later entries to the same target, so no event overtakes another from the same sender. What was
+        delivered is acknowledged at once, unless it is this worker's `own` commit's work delivered in
+        full: that waits for the execution's next commit or the relay loop's acknowledgement of all."""
         now = self.clock.now()
         if work.spawns:
             self._check_existing(work, self.store.create_children(work.spawns, now=now))
@@ -557,9 +572,14 @@ class Worker:
             self.metrics.relayed.labels(kind="outbox").inc()
             if entry.event.created_at is not None:
                 self.metrics.relay_lag.observe(max(0.0, now - entry.event.created_at))
-        self.store.ack_relay(
-            work.execution_id, delivered, [s.seq for s in work.spawns], retry_in=RELAY_RETRY_SECONDS
-        )
+        spawned = [s.seq for s in work.spawns]
+        if own and len(delivered) == len(work.outbox):
+            with self._lock:
+                self._delivered[work.execution_id] = Delivered(
+                    work.execution_id, tuple(delivered), tuple(spawned), time.monotonic()
+                )
+        else:
+            self.store.ack_relay(work.execution_id, delivered, spawned, retry_in=RELAY_RETRY_SECONDS)
         if delivered or work.spawns:
             self.transport.wake()
         return len(delivered) + len(work.spawns)
@@ -591,6 +611,20 @@ class Worker:
         self.transport.send(
             execution_id, Event(id=f"{execution_id}:fail:{key}", name=FAIL_EVENT, data={"reason": reason})
         )
+
+    def acknowledge_delivered(self) -> int:
+        """Acknowledge, in one command, the relay work this worker delivered after its commits and no commit
+        trimmed since, except that of executions a consumer holds now (its commit may trim it). Returns how
+        many executions' work was acknowledged."""
+        with self._lock:
+            held = {held.claim.execution_id for held in self._inflight.values()}
+            due = [d for execution_id, d in self._delivered.items() if execution_id not in held]
+            for done in due:
+                del self._delivered[done.execution_id]
+        if due:
+            with self._bounded():
+                self.store.ack_delivered(due, retry_in=RELAY_RETRY_SECONDS)
+        return len(due)
 
     def relay_once(self) -> int:
         """Take relay work left behind (a crashed or slow worker's) and deliver it. Returns entries moved."""
@@ -690,7 +724,12 @@ class Worker:
         log.info("worker stopped", extra={"worker_id": self.id, "released": len(unfinished), **self.counters})
 
     def _leave(self, unfinished: list[Claim]) -> None:
-        """Hand back the claims still held after the drain, then remove this worker's heartbeat."""
+        """Hand back the claims still held after the drain, acknowledge the relay work delivered, then remove
+        this worker's heartbeat."""
+        with self._lock:
+            self._inflight.clear()  # what is left of them is released here
+        with contextlib.suppress(DeploymentError):  # unacknowledged, it is delivered again and deduplicated
+            self.acknowledge_delivered()
         with self._bounded():
             for claim in unfinished:
                 try:
@@ -759,6 +798,7 @@ class Worker:
         while not self._halt.is_set():
             with sending(RELAY):
                 try:
+                    self.acknowledge_delivered()
                     self.relay_once()
                 except DeploymentError as exc:
                     if self._halt.is_set():

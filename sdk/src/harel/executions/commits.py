@@ -23,9 +23,9 @@ from harel.executions.fields import (
     enc,
     promoted,
 )
-from harel.executions.records import Claim, Failure, Pending, StepRecord
+from harel.executions.records import Claim, Delivered, Failure, Pending, StepRecord
 from harel.executions.replies import parse_outbox_entry, parse_spawn_entry
-from harel.executions.writes import WAKE_STAGE, entry, seed, settle_stages
+from harel.executions.writes import WAKE_STAGE, entry, seed, settle_stages, without
 from harel.model import TIMER_EVENT, ChildSeed, Event, Execution, OutboxEntry, SpawnEntry, start_event
 from harel.servertime import NOW, now_plus
 
@@ -46,6 +46,9 @@ class CommitParts:
     timers: dict[str, float] | None  # the whole stored `timers` when the steps changed them
     next_fire_at: float | None
     relay_grace: float = RELAY_GRACE_SECONDS  # how long the committer holds its relay work
+    held: bool = True  # whether the committer relays its entries itself (no one else's work was pending)
+    # the committer's own earlier relay work, delivered and not yet acknowledged: trimmed by this commit
+    trimmed: Delivered | None = None
 
     @property
     def relays(self) -> bool:
@@ -129,6 +132,8 @@ def commit_parts(
     timers_changed: bool,
     fired_timer_paths: Iterable[str] = (),
     relay_grace: float = RELAY_GRACE_SECONDS,
+    held: bool = True,
+    trimmed: Delivered | None = None,
 ) -> CommitParts:
     """`exe` after the steps of `records`, which started at version `expected`; it is stored at version
     `expected + len(records)` (one step: the seed's `+1`)."""
@@ -156,6 +161,8 @@ def commit_parts(
         timers={enc(path): at for path, at in exe.timers.items()} if timers_changed else None,
         next_fire_at=next_fire_at(exe.timers, fired_timer_paths) if timers_changed else None,
         relay_grace=relay_grace,
+        held=held,
+        trimmed=trimmed,
     )
 
 
@@ -165,12 +172,16 @@ def claim_commit_parts(
     records: Sequence[StepRecord],
     applied: Sequence[Pending],
     timers_changed: bool,
+    delivered: Delivered | None = None,
 ) -> CommitParts:
     """What a claim's commit writes: the steps from the claimed version; `next_fire_at` skips timers whose
     events still wait in the mailbox (fired already, not applied in this batch); the committer holds the
-    relay work for as long as its lease was, unless the claim found relay work already pending."""
+    relay work for as long as its lease was, unless the claim found relay work already pending that is not
+    the committer's own `delivered` work (which this commit trims: the acknowledgement rides on it)."""
     applied_ids = {p.id for p in applied}
     waiting = [p for p in claim.pending if p.id not in applied_ids]
+    trimmed = delivered if delivered is not None and delivered.covers(claim) else None
+    held = claim.relay_idle or trimmed is not None
     return commit_parts(
         exe,
         records,
@@ -179,7 +190,9 @@ def claim_commit_parts(
         fired_timer_paths=fired_timer_paths(waiting, exe.timers),
         # a claim that found relay work pending leaves delivery to whoever holds it, so it holds nothing:
         # if that holder acknowledged meanwhile, this commit's entries are due for the background relay now
-        relay_grace=claim.lease_until - claim.server_time if claim.relay_idle else 0.0,
+        relay_grace=claim.lease_until - claim.server_time if held else 0.0,
+        held=held,
+        trimmed=trimmed,
     )
 
 
@@ -188,18 +201,35 @@ def _appended(field_name: str, entries: Sequence[Any], keep: int | None = None) 
     return {"$slice": [joined, -keep]} if keep is not None else joined
 
 
-def _written_fields(parts: CommitParts, trace_max: int, dedupe_window: int) -> dict[str, Any]:
-    fields: dict[str, Any] = {
-        **{name: literal(value) for name, value in parts.promoted.items()},
-        "version": parts.version,
-        "data": literal(parts.data),
-    }
+def _relay_fields(parts: CommitParts) -> dict[str, Any]:
+    if parts.trimmed is not None:
+        # all the relay work pending is the committer's, delivered: it leaves, the new entries are held
+        return {
+            "outbox": {
+                "$concatArrays": [without("outbox", "seq", parts.trimmed.outbox), literal(parts.outbox)]
+            },
+            "spawns": {
+                "$concatArrays": [without("spawns", "seq", parts.trimmed.spawns), literal(parts.spawns)]
+            },
+            "relay_at": now_plus(parts.relay_grace) if parts.relays else None,
+        }
+    fields: dict[str, Any] = {}
     if parts.outbox:
         fields["outbox"] = _appended("outbox", parts.outbox)
     if parts.spawns:
         fields["spawns"] = _appended("spawns", parts.spawns)
     if parts.relays:
         fields["relay_at"] = {"$ifNull": ["$relay_at", now_plus(parts.relay_grace)]}
+    return fields
+
+
+def _written_fields(parts: CommitParts, trace_max: int, dedupe_window: int) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        **{name: literal(value) for name, value in parts.promoted.items()},
+        "version": parts.version,
+        "data": literal(parts.data),
+        **_relay_fields(parts),
+    }
     if parts.processed:
         fields["processed"] = _appended("processed", parts.processed, dedupe_window)
     if parts.traces:

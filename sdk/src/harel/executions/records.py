@@ -50,7 +50,8 @@ class Claim:
     `server_time` is the server's clock when the lease was taken; `owner` fences every later write of this
     claim. `attempts` counts the failed attempts at the head event. `previous_owner` names the holder of an
     expired lease this claim took over. `relay_idle` is True when no relay work was pending on the
-    execution, so the worker that commits may relay its own entries at once."""
+    execution, so the worker that commits may relay its own entries at once; `relay_outbox` and
+    `relay_spawns` are the seqs of what was pending."""
 
     execution: Execution
     pending: tuple[Pending, ...]
@@ -60,10 +61,28 @@ class Claim:
     attempts: int
     previous_owner: str | None
     relay_idle: bool
+    relay_outbox: tuple[int, ...] = ()
+    relay_spawns: tuple[int, ...] = ()
 
     @property
     def execution_id(self) -> str:
         return self.execution.id
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """Relay work a worker delivered in full right after its own commit, not yet acknowledged: the next
+    commit of the execution by that worker trims it from the document, or one acknowledgement of several
+    executions at once does. `since` is monotonic, for how long it has waited."""
+
+    execution_id: str
+    outbox: tuple[int, ...]
+    spawns: tuple[int, ...]
+    since: float
+
+    def covers(self, claim: Claim) -> bool:
+        """Whether the relay work pending at `claim` is all this delivered work (so no one else's)."""
+        return set(claim.relay_outbox) <= set(self.outbox) and set(claim.relay_spawns) <= set(self.spawns)
 
 
 @dataclass(frozen=True)

@@ -261,6 +261,14 @@ def parse_send_diagnosis(documents: Sequence[Mapping[str, Any]]) -> SendOutcome:
     return SendOutcome.DUPLICATE if documents[0].get("duplicate") else SendOutcome.FULL
 
 
+def _seqs(entries: Any) -> tuple[int, ...]:
+    """The seqs of relay entries as a claim projects them (`outbox.seq`); none where not readable: the
+    relay reads the entries themselves, and parks what it cannot."""
+    if not isinstance(entries, list):
+        return ()
+    return tuple(e["seq"] for e in entries if isinstance(e, Mapping) and isinstance(e.get("seq"), int))
+
+
 def parse_wake(documents: Sequence[Mapping[str, Any]]) -> float | None:
     """The `wake_at` of `next_wake_find`'s one document, or None."""
     at = documents[0].get("wake_at") if documents else None
@@ -289,6 +297,8 @@ def parse_claim(document: Mapping[str, Any], owner: str) -> Claim:
         attempts=attempts,
         previous_owner=lease.get("previous"),
         relay_idle=document.get("relay_at") is None,
+        relay_outbox=_seqs(document.get("outbox")),
+        relay_spawns=_seqs(document.get("spawns")),
     )
 
 

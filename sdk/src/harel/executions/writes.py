@@ -70,7 +70,7 @@ def _due_if_pending(seconds: float = 0.0) -> dict[str, Any]:
     return {"$cond": [{"$gt": [{"$size": array("inbox")}, 0]}, now_plus(seconds), None]}
 
 
-def _without(field: str, key: str, values: Sequence[Any]) -> dict[str, Any]:
+def without(field: str, key: str, values: Sequence[Any]) -> dict[str, Any]:
     """The array `field` without its entries whose `key` is one of `values`."""
     return {
         "$filter": {
@@ -133,7 +133,17 @@ def send_write(target_id: str, new: Mapping[str, Any]) -> Write:
 # --- claim ---------------------------------------------------------------------------------------------------
 
 CLAIM_SORT = (("wake_at", 1),)
-CLAIM_PROJECTION = ("data", "version", "inbox", "lease", "attempts", "relay_at", "timers")
+CLAIM_PROJECTION = (
+    "data",
+    "version",
+    "inbox",
+    "lease",
+    "attempts",
+    "relay_at",
+    "timers",
+    "outbox.seq",
+    "spawns.seq",
+)
 
 # The stored timers as [{k: enc(path), v: fire_at}]; none where `timers` is not a sub-document (stored by
 # hand): the claim reads them, and must not fail on them, for this execution and every claim after it.
@@ -287,7 +297,7 @@ def settle_stages(
     the second sets `inbox_at` from what is left. They join the commit's own stages."""
     first: dict[str, Any] = {"lease": None}
     if applied:
-        first["inbox"] = _without("inbox", "id", [p.id for p in applied])
+        first["inbox"] = without("inbox", "id", [p.id for p in applied])
     second: dict[str, Any] = {"inbox_bytes": _INBOX_BYTES}
     if failure is None:
         first.update({"attempts": 0, "last_error": None, "last_traceback": None})
@@ -525,8 +535,8 @@ def relay_ack_write(
         [
             {
                 "$set": {
-                    "outbox": _without("outbox", "seq", outbox_seqs),
-                    "spawns": _without("spawns", "seq", spawn_seqs),
+                    "outbox": without("outbox", "seq", outbox_seqs),
+                    "spawns": without("spawns", "seq", spawn_seqs),
                 }
             },
             {"$set": {"relay_at": {"$cond": [{"$gt": [left, 0]}, now_plus(retry_in), None]}}},

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harel.executions.fields import DEFAULT_DEDUPE_WINDOW, DEFAULT_TRACE_MAX
-from harel.executions.records import Claim, Emit, Failure, Pending, RelayWork, Spawn, StepRecord
+from harel.executions.records import Claim, Delivered, Emit, Failure, Pending, RelayWork, Spawn, StepRecord
 from harel.model import (
     DueTimer,
     Event,
@@ -68,10 +68,13 @@ class ExecutionStore(Protocol):
         applied: Sequence[Pending],
         failure: Failure | None = None,
         timers_changed: bool,
+        delivered: Delivered | None = None,
     ) -> CommitParts:
         """Persist the steps a claim applied (`exe` after them) and settle the mailbox in one CAS update
         fenced by the lease's owner: the applied events leave it, a failure is recorded, the lease ends.
         Returns what was written (the new outbox and spawn entries, for the committing worker to relay).
+        `delivered`: the committer's own earlier relay work of this execution, delivered and not yet
+        acknowledged, which the commit trims when it is all that is pending.
         StoreConflict when the version moved or the lease was lost."""
 
     def commit_outcome(self, execution_id: str) -> tuple[int | None, str | None]:
@@ -118,6 +121,9 @@ class ExecutionStore(Protocol):
     def ack_relay(
         self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
     ) -> None: ...
+
+    def ack_delivered(self, delivered: Sequence[Delivered], *, retry_in: float) -> None:
+        """Acknowledge the relay work of several executions, each delivered in full, in one command."""
 
     def park_unreadable(self, unreadable: UnreadableExecution) -> bool:
         """Park the execution whose relay work or timers could not be read (`unreadable`), unless a claim
@@ -168,6 +174,7 @@ class AsyncExecutionStore(Protocol):
         applied: Sequence[Pending],
         failure: Failure | None = None,
         timers_changed: bool,
+        delivered: Delivered | None = None,
     ) -> CommitParts: ...
 
     async def commit_outcome(self, execution_id: str) -> tuple[int | None, str | None]: ...
@@ -205,6 +212,8 @@ class AsyncExecutionStore(Protocol):
     async def ack_relay(
         self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
     ) -> None: ...
+
+    async def ack_delivered(self, delivered: Sequence[Delivered], *, retry_in: float) -> None: ...
 
     async def park_unreadable(self, unreadable: UnreadableExecution) -> bool: ...
 

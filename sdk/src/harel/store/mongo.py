@@ -60,7 +60,7 @@ from harel.executions.fields import (
     trace_counter,
 )
 from harel.executions.indexes import RETIRED_INDEXES, STORE_INDEXES
-from harel.executions.records import Claim, Emit, Failure, Pending, RelayWork, Spawn, StepRecord
+from harel.executions.records import Claim, Delivered, Emit, Failure, Pending, RelayWork, Spawn, StepRecord
 from harel.model import (
     DueTimer,
     Event,
@@ -143,8 +143,9 @@ class MongoStore(MongoCollections):
         applied: Sequence[Pending],
         failure: Failure | None = None,
         timers_changed: bool,
+        delivered: Delivered | None = None,
     ) -> CommitParts:
-        parts = commits.claim_commit_parts(claim, exe, records, applied, timers_changed)
+        parts = commits.claim_commit_parts(claim, exe, records, applied, timers_changed, delivered)
         commit = commits.plan_commit(
             parts, self.trace_max, self.dedupe_window, claim=claim, applied=applied, failure=failure
         )
@@ -222,6 +223,12 @@ class MongoStore(MongoCollections):
         self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
     ) -> None:
         writes.relay_ack_write(execution_id, outbox_seqs, spawn_seqs, retry_in).send(self._executions)
+
+    def ack_delivered(self, delivered: Sequence[Delivered], *, retry_in: float) -> None:
+        """Acknowledge the relay work of several executions, each delivered in full, in one command."""
+        if delivered:
+            acks = [writes.relay_ack_write(d.execution_id, d.outbox, d.spawns, retry_in) for d in delivered]
+            self._executions.bulk_write([ack.request() for ack in acks], ordered=False)
 
     def park_unreadable(self, unreadable: UnreadableExecution) -> bool:
         return matched(writes.park_unleased_write(unreadable).send(self._executions))
