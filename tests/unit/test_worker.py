@@ -1306,7 +1306,9 @@ class _Acknowledgements:
         self._store.ack_delivered(delivered, **kwargs)
 
 
-def test_relay_work_delivered_in_full_is_acknowledged_by_the_executions_next_commit(backend: Deployment) -> None:
+def test_relay_work_delivered_in_full_is_acknowledged_by_the_executions_next_commit(
+    backend: Deployment,
+) -> None:
     """A commit's own relay work, delivered in full, sends no acknowledgement: it stays held in the document
     until the execution's next commit by the same worker, which trims it in the same update; what no commit
     trimmed is acknowledged for every execution at once, in one command. Nothing is delivered twice."""
@@ -1339,8 +1341,9 @@ def test_relay_work_delivered_in_full_is_acknowledged_by_the_executions_next_com
     assert backend.store.load("s").context["n"] == 3, "nothing delivered again"
 
 
-
-def test_relay_work_not_delivered_in_full_is_acknowledged_at_once_and_never_trimmed(backend: Deployment) -> None:
+def test_relay_work_not_delivered_in_full_is_acknowledged_at_once_and_never_trimmed(
+    backend: Deployment,
+) -> None:
     """An entry that cannot be delivered yet (its target does not exist) is not delivered: what was is
     acknowledged at once, the rest waits for the background relay, and the next commit trims nothing."""
     app = make_app()
