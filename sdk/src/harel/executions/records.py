@@ -50,7 +50,8 @@ class Claim:
     `server_time` is the server's clock when the lease was taken; `owner` fences every later write of this
     claim. `attempts` counts the failed attempts at the head event. `previous_owner` names the holder of an
     expired lease this claim took over. `relay_idle` is True when no relay work was pending on the
-    execution, so the worker that commits may relay its own entries at once."""
+    execution, so the worker that commits may relay its own entries at once. `state_bytes` is the size of
+    the execution's state (`data`) as the claim read it."""
 
     execution: Execution
     pending: tuple[Pending, ...]
@@ -60,6 +61,7 @@ class Claim:
     attempts: int
     previous_owner: str | None
     relay_idle: bool
+    state_bytes: int
 
     @property
     def execution_id(self) -> str:
