@@ -21,6 +21,8 @@ class Sizes:
     end_to_end_in_flight: int
     end_to_end_paced_runs: int
     end_to_end_workers: tuple[int, ...]
+    # benchmark 6: events taken at each context size
+    context_events: int
 
 
 # mongomock (under both the embedded default and the fake replica set) has no indexes: a claim reads every
@@ -36,6 +38,7 @@ FULL = Sizes(
     end_to_end_in_flight=8,
     end_to_end_paced_runs=10,
     end_to_end_workers=(1, 2, 4),
+    context_events=30,
 )
 
 QUICK = Sizes(
@@ -48,4 +51,5 @@ QUICK = Sizes(
     end_to_end_in_flight=3,
     end_to_end_paced_runs=2,
     end_to_end_workers=(1, 2, 4),
+    context_events=3,
 )

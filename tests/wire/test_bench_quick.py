@@ -10,13 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench import end_to_end, interpreter_speed, round_trips, smoke_workload
+from bench import context_size, end_to_end, interpreter_speed, round_trips, smoke_workload
 from bench.deployments import LATENCY_LABEL, SLOW_LATENCY_LABEL
 from bench.labels import CLIENT, Labelled, loop_of_current_thread
 from bench.report import render
 from bench.sizes import QUICK
 from bench.suite import Results, run
 from bench.worker_pool import PROCESSES, THREADS
+from harel.executions.commits import STATE_WARN_BYTES
 from harel.smoke import REGIONS
 from tests.accounting import UNLABELLED, CommandAccounting
 from tests.conftest import REAL_MONGO_URL
@@ -118,6 +119,24 @@ def test_end_to_end_runs_wire_workers_as_processes_and_embedded_ones_as_threads(
     assert len(scaling_rows) == len(setups)
 
 
+def test_an_event_reads_and_writes_the_whole_state_at_every_context_size(results: Results) -> None:
+    # the state's JSON around the context, the mailbox entry read and the commit's own fields: a few KB
+    overhead = 4 * 1024
+    assert [m.target for m in results.context_size] == [s.target for s in results.commit_bytes], (
+        "as benchmark 2"
+    )
+    for measured in results.context_size:
+        sizes = [cost.context_bytes for cost in measured.costs]
+        assert [round(size, -3) for size in sizes] == list(context_size.CONTEXT_BYTES)
+        for cost in measured.costs:
+            assert cost.events == cost.claims == cost.commits == QUICK.context_events, "one claim, one commit"
+            assert cost.context_bytes < cost.state_bytes < cost.context_bytes + overhead
+            assert cost.state_bytes < cost.read_per_claim < cost.state_bytes + overhead
+            assert cost.state_bytes < cost.written_per_commit < cost.state_bytes + overhead
+            assert cost.warned == (cost.events if cost.state_bytes > STATE_WARN_BYTES else 0)
+        assert [cost.warned > 0 for cost in measured.costs] == [False, False, True], "the 1 MB context only"
+
+
 class _Stalled:
     kind = "stalled"
 
@@ -141,7 +160,7 @@ def test_the_table_names_machine_versions_and_every_benchmark(results: Results) 
     for header in ("- date: ", "- machine: ", "cores", "python ", "pymongo ", "mongomock ", "harel "):
         assert header in table
     rows = table.splitlines()[table.splitlines().index("| # | figure | harel | baseline | note |") + 2 :]
-    assert {row.split("|")[1].strip() for row in rows} == {"1", "2", "3", "4", "5"}
+    assert {row.split("|")[1].strip() for row in rows} == {"1", "2", "3", "4", "5", "6"}
     assert len(rows) == len(results.rows())
     assert "n/a (no server)" in table or REAL_MONGO_URL
 

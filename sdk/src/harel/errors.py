@@ -40,16 +40,48 @@ class LeaseLost(StoreConflict):
 
 
 class ExecutionTooLarge(HarelError):
-    """A commit would push the execution's document past what MongoDB can store (16 MiB)."""
+    """A commit would push the execution's document past what MongoDB can store (16 MiB). `spawns` and
+    `spawn_bytes`: how many of the commit's entries are a fork's spawns, and their bytes (0 without a fork),
+    so the message can give the fork's arithmetic."""
 
-    def __init__(self, execution_id: str, size: int, limit: int) -> None:
+    def __init__(
+        self, execution_id: str, size: int, limit: int, *, spawns: int = 0, spawn_bytes: int = 0
+    ) -> None:
         self.execution_id = execution_id
         self.size = size
         self.limit = limit
+        self.spawns = spawns
+        self.spawn_bytes = spawn_bytes
+        fork = ""
+        if spawns:
+            fork = (
+                f"; {spawn_bytes} bytes of it are the fork's {spawns} spawns, about {spawn_bytes // spawns} "
+                "bytes each: every region's spawn carries a copy of the context and the ids of all the "
+                "regions, so a fork fits only while regions x (context + regions' ids) stays under the limit"
+                " (fewer regions, or a smaller context)"
+            )
         super().__init__(
             f"execution {execution_id!r}: document would be about {size} bytes, over the {limit}-byte "
-            "limit; keep large payloads out of the execution context (store a reference instead)"
+            f"limit{fork}; keep large payloads out of the execution context (store a reference instead)"
         )
+
+
+class ContextTooLarge(ExecutionTooLarge):
+    """An execution's state (`data`: its context, with the engine's bookkeeping) would pass the state limit,
+    refused well before MongoDB's 16 MiB so the document keeps room for its mailbox and its rings. A kind of
+    ExecutionTooLarge: the step is refused and the execution parked the same way."""
+
+    def __init__(self, execution_id: str, size: int, limit: int) -> None:
+        HarelError.__init__(
+            self,
+            f"execution {execution_id!r}: its state (the context with it) would be {size} bytes, over the "
+            f"{limit}-byte limit; keep large data outside the context and store a reference to it",
+        )
+        self.execution_id = execution_id
+        self.size = size
+        self.limit = limit
+        self.spawns = 0
+        self.spawn_bytes = 0
 
 
 class StepTooLarge(HarelError):

@@ -11,6 +11,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# 1 KiB to 4 MiB by fours, then 8 and 16 MiB: the warning's 256 KiB and the refusal's 8 MiB are bucket
+# edges (harel.executions.commits.STATE_WARN_BYTES, STATE_LIMIT_BYTES).
+STATE_BUCKETS = (*(float(1024 * 4**n) for n in range(7)), 8.0 * 1024**2, 16.0 * 1024**2)
 STATS_TTL_SECONDS = 15.0
 
 
@@ -85,6 +88,19 @@ class Metrics:
             "harel_step_seconds",
             "Time to apply one event: actions, guards and the interpreter",
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.state_bytes = Histogram(
+            "harel_execution_state_bytes",
+            "Size of an execution's state (its context with it) as each commit of this process stored it: "
+            "every commit rewrites it and every claim reads it",
+            buckets=STATE_BUCKETS,
+            registry=r,
+        )
+        self.oversized_states = Counter(
+            "harel_oversized_states",
+            "Commits that stored an execution's state over 256 KiB (refused over 8 MiB): keep references "
+            "to large data in the context, not the data",
             registry=r,
         )
         self.leased = Gauge(

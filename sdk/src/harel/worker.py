@@ -79,9 +79,16 @@ from harel.errors import (
     UnreadableExecution,
 )
 from harel.eventloop import PROCESS_LOOP
-from harel.executions.commits import CommitParts, claim_commit_parts, require_step_fits
-from harel.executions.fields import chart_key
+from harel.executions.commits import (
+    STATE_LIMIT_BYTES,
+    STATE_WARN_BYTES,
+    CommitParts,
+    claim_commit_parts,
+    require_step_fits,
+)
+from harel.executions.fields import SAFE_COMMIT_BYTES, chart_key
 from harel.executions.records import Claim, Delivered, Failure, Pending, RelayWork, SendOutcome, StepRecord
+from harel.fanout import oversized_forks
 from harel.heartbeat import Heartbeats
 from harel.metrics import Metrics
 from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
@@ -513,6 +520,7 @@ class Worker:
                     "reason": step.trace.get("reason"),
                 },
             )
+        self._note_state(claim, parts)
         if parts.timers is not None and parts.next_fire_at is not None:
             self._note_timer(parts.next_fire_at)
         if parts.trimmed is not None:
@@ -522,6 +530,26 @@ class Worker:
         if parts.relays and parts.held:
             work = RelayWork(parts.execution_id, parts.outbox_entries(), parts.spawn_entries())
             self._deliver(work, own=True)
+
+    def _note_state(self, claim: Claim, parts: CommitParts) -> None:
+        """The state's size as this commit stored it; past STATE_WARN_BYTES a count, and one log line when
+        the commit took it past (or at its first step, when it was created past it)."""
+        self.metrics.state_bytes.observe(parts.state_bytes)
+        if parts.state_bytes <= STATE_WARN_BYTES:
+            return
+        self.metrics.oversized_states.inc()
+        if claim.state_bytes > STATE_WARN_BYTES and claim.execution.started:
+            return  # the commit that took it past warned
+        log.warning(
+            "execution state is large: every commit rewrites it and every claim reads it; keep references "
+            "to large data in the context, not the data",
+            extra={
+                "execution_id": claim.execution_id,
+                "state_bytes": parts.state_bytes,
+                "warn_bytes": STATE_WARN_BYTES,
+                "limit_bytes": STATE_LIMIT_BYTES,
+            },
+        )
 
     # --- relays ------------------------------------------------------------------------------------
 
@@ -669,6 +697,7 @@ class Worker:
         self._holds_loop = True
         if not self.charts:
             log.warning("no chart registered: this worker serves nothing", extra={"worker_id": self.id})
+        self._warn_of_large_forks()
         for n in range(self.config.concurrency):
             thread = threading.Thread(target=self._consume, name=f"harel-consumer-{n}", daemon=True)
             self._consumers.append(thread)
@@ -687,6 +716,22 @@ class Worker:
             "worker started",
             extra={"worker_id": self.id, "concurrency": self.config.concurrency, "charts": self.charts},
         )
+
+    def _warn_of_large_forks(self) -> None:
+        for fork in oversized_forks(self.app.charts):
+            log.warning(
+                "a fork copies the context into each of its regions' spawns: its commit is refused once the "
+                "context passes context_budget bytes (regions x (context + the regions' ids) under "
+                "limit_bytes); the context grows with what actions and region results add to it",
+                extra={
+                    "chart": fork.chart,
+                    "state": fork.state,
+                    "regions": fork.regions,
+                    "context_budget": fork.context_budget,
+                    "empty_fork_bytes": fork.empty_bytes,
+                    "limit_bytes": SAFE_COMMIT_BYTES,
+                },
+            )
 
     def stop(self, drain_seconds: float | None = None) -> None:
         """Stop claiming; let in-flight claims finish until the drain deadline; release what is left; then

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harel.commands import Write, array, literal
-from harel.errors import ExecutionTooLarge, StepTooLarge
+from harel.errors import ContextTooLarge, ExecutionTooLarge, StepTooLarge
 from harel.executions.fields import (
     RELAY_GRACE_SECONDS,
     SAFE_COMMIT_BYTES,
@@ -29,6 +29,14 @@ from harel.executions.writes import WAKE_STAGE, entry, seed, settle_stages, with
 from harel.model import TIMER_EVENT, ChildSeed, Event, Execution, OutboxEntry, SpawnEntry, start_event
 from harel.servertime import NOW, now_plus
 
+# An execution's state (`data`: the whole Execution, its context with it) is rewritten by every commit and
+# read by every claim, so its size is the cost of each event (bench/README.md, benchmark 6). Past
+# STATE_WARN_BYTES the worker warns (a log line, `harel_oversized_states`); past STATE_LIMIT_BYTES a commit
+# is refused (ContextTooLarge): 8 MiB of state, the 4 MiB mailbox (INBOX_LIMIT_BYTES) and the rings (200
+# trace steps, 1,000 event ids) stay under MongoDB's 16 MiB.
+STATE_WARN_BYTES = 256 * 1024
+STATE_LIMIT_BYTES = 8 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class CommitParts:
@@ -39,6 +47,7 @@ class CommitParts:
     version: int
     promoted: dict[str, Any]
     data: str
+    state_bytes: int  # `data`'s UTF-8 bytes, as stored
     outbox: list[dict[str, Any]]
     spawns: list[dict[str, Any]]
     processed: list[str]
@@ -147,13 +156,14 @@ def commit_parts(
         spawns += step_spawns
         if record.trace is not None:
             traces.append({**record.trace, "index": expected + n})
-    stored = exe.model_copy(update={"version": version})
+    data = exe.model_copy(update={"version": version}).model_dump_json()
     return CommitParts(
         execution_id=exe.id,
         expected=expected,
         version=version,
         promoted=promoted(exe),
-        data=stored.model_dump_json(),
+        data=data,
+        state_bytes=require_state_fits(exe.id, data),
         outbox=outbox,
         spawns=spawns,
         processed=[r.event_id for r in records if r.event_id is not None],
@@ -260,7 +270,7 @@ def plan_commit(
         stages.append({"$set": then})
     if claim is not None or parts.timers is not None:
         stages.append(WAKE_STAGE)  # the mailbox or the earliest timer changed: so may the time to claim it
-    size = ensure_fits(parts.execution_id, {"q": cas, "u": stages})
+    size = ensure_fits(parts.execution_id, {"q": cas, "u": stages}, parts.spawns)
     return Commit(parts.execution_id, parts.expected, parts.version, Write(cas, stages), size)
 
 
@@ -284,7 +294,7 @@ def plan_create(parts: CommitParts, pending: Sequence[Mapping[str, Any]], chart:
     }
     create_filter = {"_id": parts.execution_id, "version": -1}
     stages = [{"$set": fields}]
-    size = ensure_fits(parts.execution_id, {"q": create_filter, "u": stages})
+    size = ensure_fits(parts.execution_id, {"q": create_filter, "u": stages}, parts.spawns)
     return Commit(parts.execution_id, 0, parts.version, Write(create_filter, stages, upsert=True), size)
 
 
@@ -328,7 +338,7 @@ def created_document(
         "last_error": None,
         "parked": None,
     }
-    ensure_fits(parts.execution_id, document)
+    ensure_fits(parts.execution_id, document, parts.spawns)
     return document
 
 
@@ -351,9 +361,23 @@ def encoded_size(payload: Mapping[str, Any]) -> int:
     return len(bson.encode(payload))
 
 
-def ensure_fits(execution_id: str, payload: Mapping[str, Any]) -> int:
-    """The payload's BSON size; ExecutionTooLarge when it reaches SAFE_COMMIT_BYTES."""
+def ensure_fits(
+    execution_id: str, payload: Mapping[str, Any], spawns: Sequence[Mapping[str, Any]] = ()
+) -> int:
+    """The payload's BSON size; ExecutionTooLarge when it reaches SAFE_COMMIT_BYTES, with the bytes of the
+    fork's `spawns` it carries (a copy of the context each) when there are any."""
     size = encoded_size(payload)
     if size >= SAFE_COMMIT_BYTES:
-        raise ExecutionTooLarge(execution_id, size, SAFE_COMMIT_BYTES)
+        spawn_bytes = encoded_size({"spawns": list(spawns)}) if spawns else 0
+        raise ExecutionTooLarge(
+            execution_id, size, SAFE_COMMIT_BYTES, spawns=len(spawns), spawn_bytes=spawn_bytes
+        )
+    return size
+
+
+def require_state_fits(execution_id: str, data: str) -> int:
+    """`data`'s size as stored (its UTF-8 bytes); ContextTooLarge when it passes STATE_LIMIT_BYTES."""
+    size = len(data.encode())
+    if size > STATE_LIMIT_BYTES:
+        raise ContextTooLarge(execution_id, size, STATE_LIMIT_BYTES)
     return size

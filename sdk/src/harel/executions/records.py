@@ -51,7 +51,8 @@ class Claim:
     claim. `attempts` counts the failed attempts at the head event. `previous_owner` names the holder of an
     expired lease this claim took over. `relay_idle` is True when no relay work was pending on the
     execution, so the worker that commits may relay its own entries at once; `relay_outbox` and
-    `relay_spawns` are the seqs of what was pending."""
+    `relay_spawns` are the seqs of what was pending. `state_bytes` is the size of the execution's state
+    (`data`) as the claim read it."""
 
     execution: Execution
     pending: tuple[Pending, ...]
@@ -61,6 +62,7 @@ class Claim:
     attempts: int
     previous_owner: str | None
     relay_idle: bool
+    state_bytes: int
     relay_outbox: tuple[int, ...] = ()
     relay_spawns: tuple[int, ...] = ()
 

@@ -297,6 +297,7 @@ def parse_claim(document: Mapping[str, Any], owner: str) -> Claim:
         attempts=attempts,
         previous_owner=lease.get("previous"),
         relay_idle=document.get("relay_at") is None,
+        state_bytes=len(document["data"].encode()),
         relay_outbox=_seqs(document.get("outbox")),
         relay_spawns=_seqs(document.get("spawns")),
     )

@@ -31,8 +31,9 @@ what its builders make and parses the replies with its parsers. The design in sh
 - **Relays.** The worker that commits entries relays them at once and holds them for
   `RELAY_GRACE_SECONDS` (`relay_at`); background relays take only work left longer than that, one relay
   per execution at a time.
-- **Size.** A commit whose payload reaches 15 MiB raises ExecutionTooLarge before anything is sent; the
-  driver's DocumentTooLarge and the server's BSONObjectTooLarge map to the same error.
+- **Size.** A commit whose payload reaches 15 MiB raises ExecutionTooLarge before anything is sent, and
+  one whose state (`data`) passes 8 MiB ContextTooLarge, a kind of it; the driver's DocumentTooLarge and
+  the server's BSONObjectTooLarge map to ExecutionTooLarge.
 - **Errors.** Every method raises the SDK's errors, never the driver's (`harel.driver_errors`): an
   unavailable deployment is DeploymentUnavailable, and CommitOutcomeUnknown during a commit, whose
   outcome the stored version then tells.
