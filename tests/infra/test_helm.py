@@ -1271,6 +1271,12 @@ def test_voters_spread_together_and_workers_spread_softly_by_default(chart: helm
         assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"
         assert constraint["labelSelector"]["matchLabels"].items() <= pod_labels(worker).items()
         assert constraint["matchLabelKeys"] == ["pod-template-hash"]
+    for constraint in [
+        *spread.values(),
+        *spread_of(only(manifests, "StatefulSet", f"{FULLNAME}-mongodb")).values(),
+    ]:
+        # A tainted node the pods cannot use (a control plane's) does not count as an empty domain.
+        assert constraint["nodeTaintsPolicy"] == "Honor"
 
 
 def test_spread_turns_hard_per_key_or_is_replaced(chart: helm_python.Chart) -> None:

@@ -73,7 +73,9 @@ Topology spread: (dict "values" <workload values> "selector" <matchLabels YAML>)
 topologySpreadConstraints replace the chart's when set; otherwise one constraint by zone and one by node, each
 soft (ScheduleAnyway: prefer, still schedule when it cannot spread) or hard (DoNotSchedule: stay Pending rather
 than crowd) as <workload>.spread.zone and .node say. A hard zone spread needs the topology.kubernetes.io/zone label on
-every node: nodes without it are left out.
+every node: nodes without it are left out. Nodes whose taints the pods do not tolerate are left out of the count
+(nodeTaintsPolicy Honor): an empty tainted node, a control plane's, would otherwise hold a hard spread at one pod per
+node.
 */}}
 {{- define "harel-stack.ext.topologySpread" -}}
 {{- if .values.topologySpreadConstraints }}
@@ -82,6 +84,7 @@ every node: nodes without it are left out.
 {{- $modes := dict "soft" "ScheduleAnyway" "hard" "DoNotSchedule" }}
 - maxSkew: 1
   topologyKey: topology.kubernetes.io/zone
+  nodeTaintsPolicy: Honor
   whenUnsatisfiable: {{ get $modes .values.spread.zone }}
   labelSelector:
     matchLabels:
@@ -92,6 +95,7 @@ every node: nodes without it are left out.
   {{- end }}
 - maxSkew: 1
   topologyKey: kubernetes.io/hostname
+  nodeTaintsPolicy: Honor
   whenUnsatisfiable: {{ get $modes .values.spread.node }}
   labelSelector:
     matchLabels:
