@@ -1100,6 +1100,51 @@ def test_without_extension_points_nothing_of_them_renders(chart: helm_python.Cha
             assert "restartPolicy" not in c, manifest.name
 
 
+def chart_env_names() -> dict[str, set[str]]:
+    """The environment names the chart sets, over every configuration, in the containers each workload's extraEnv
+    reaches: the worker container, mongod, every container of a Job pod."""
+    names: dict[str, set[str]] = {"worker": set(), "mongodb": set(), "jobs": set()}
+    with helm_python.Chart.load(CHART_DIR) as loaded:
+        for values in CONFIGURATIONS.values():
+            for manifest in workloads(render(loaded, values)):
+                workload = workload_of(manifest)
+                if workload is None:
+                    continue
+                spec = pod_template(manifest)["spec"]
+                for c in spec.get("initContainers", []) + spec["containers"]:
+                    if c["name"] in {"worker", "mongod"} or (
+                        workload == "jobs" and c["image"].startswith(("mongo", "harel-stack", "amazon"))
+                    ):
+                        names[workload] |= {item["name"] for item in c.get("env", [])}
+    for workload, values in EXTENDED.items():
+        if workload in names:
+            names[workload] -= {item["name"] for item in values.get("extraEnv", [])}
+    return names
+
+
+def test_an_extra_env_entry_may_not_replace_one_the_chart_sets(chart: helm_python.Chart) -> None:
+    """The last of two entries of one name wins, so an extraEnv entry named like the chart's would silently replace
+    it: each name the chart renders is refused, naming the value; a name it does not set is added."""
+    names = chart_env_names()
+    assert "HAREL_MONGO_URL_FILE" in names["worker"] and "HAREL_OPS_USERS" in names["jobs"], names
+    listed = (CHART_DIR / "templates" / "_extensions.tpl").read_text(encoding="utf-8")
+    for workload, taken in names.items():
+        listing = re.search(rf'"{workload}" \(list ([^)]*)\)', listed)
+        assert listing, workload
+        assert set(re.findall(r'"([A-Z_]+)"', listing.group(1))) == taken, f"the refused {workload} names"
+        for name in taken:
+            with pytest.raises(
+                helm_python.HelmRenderError, match=rf"{workload}\.extraEnv: {name} is set by the chart"
+            ):
+                render(chart, {workload: {"extraEnv": [{"name": name, "value": "x"}]}})
+    worker = only(
+        render(chart, {"worker": {"extraEnv": [{"name": "HAREL_LOG_LEVEL", "value": "debug"}]}}),
+        "Deployment",
+        f"{FULLNAME}-worker",
+    )
+    assert env_of(container(worker, "worker"))["HAREL_LOG_LEVEL"]["value"] == "debug"
+
+
 @pytest.mark.parametrize(
     ("flags", "flag", "why"),
     [

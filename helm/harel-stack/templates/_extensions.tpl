@@ -167,3 +167,24 @@ affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/*
+The environment names the chart sets in the containers each workload's extraEnv reaches (worker: the worker
+container; mongodb: mongod; jobs: every container of a Job pod). An extraEnv entry of the same name would silently
+override the chart's (the last entry wins), so it is refused, naming the value; tests/infra/test_helm.py holds these
+lists to what the templates render.
+*/}}
+{{- define "harel-stack.ext.checkExtraEnv" -}}
+{{- $chart := dict
+  "worker" (list "HAREL_MONGO_URL_FILE" "HAREL_CONNECT_DEADLINE" "HAREL_HTTP_PORT" "HAREL_DRAIN_SECONDS" "HAREL_LOG_FORMAT")
+  "mongodb" (list "HOME")
+  "jobs" (list "HOME" "HAREL_MONGO_URL_FILE" "HAREL_CONNECT_DEADLINE" "HAREL_MONGO_ROOT_PASSWORD_FILE" "HAREL_MONGO_PREVIOUS_ROOT_PASSWORD_FILE" "HAREL_APP_PASSWORD_FILE" "HAREL_MONITOR_PASSWORD_FILE" "HAREL_BACKUP_PASSWORD_FILE" "HAREL_BACKUP_SETTINGS" "HAREL_OPS_USERS" "AWS_ACCESS_KEY_ID_FILE" "AWS_SECRET_ACCESS_KEY_FILE")
+}}
+{{- range $workload, $names := $chart }}
+{{- range (get $.Values $workload).extraEnv }}
+{{- if has .name $names }}
+{{- fail (printf "%s.extraEnv: %s is set by the chart (from its own values); remove it from %s.extraEnv" $workload .name $workload) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}

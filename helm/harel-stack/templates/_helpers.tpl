@@ -252,6 +252,7 @@ Checks that need two values at once (JSON Schema draft-07 cannot compare two num
 {{- if and $monitored .Values.networkPolicy.enabled (empty .Values.worker.metrics.from) }}
 {{- fail "a ServiceMonitor is enabled but worker.metrics.from is empty: the NetworkPolicies would let no one reach /metrics, so Prometheus could scrape nothing. Set worker.metrics.from to your Prometheus, e.g. [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]" }}
 {{- end }}
+{{- include "harel-stack.ext.checkExtraEnv" . }}
 {{- $kube := .Capabilities.KubeVersion.Version }}
 {{- if and .Values.jobs.sidecars (semverCompare "<1.29-0" $kube) }}
 {{- fail (printf "jobs.sidecars needs Kubernetes 1.29 or newer (native sidecar containers; this is %s): a plain sidecar would keep every Job running forever" $kube) }}
