@@ -11,6 +11,7 @@ not findings.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import sys
 from dataclasses import dataclass
@@ -24,6 +25,87 @@ CHART_DIR = Path(__file__).resolve().parents[2] / "helm" / "harel-stack"
 
 # Helm's lint severities: 1 info, 2 warning, 3 error.
 _INFO = 1
+# The peers a release that is scraped lets reach /metrics: a monitoring namespace.
+MONITORING = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+
+
+def digest(image: str) -> str:
+    """A made-up but well-formed image digest, the same on every call for the same image."""
+    return f"sha256:{hashlib.sha256(image.encode()).hexdigest()}"
+
+
+def _hardened(uid: int | None) -> dict[str, Any]:
+    """The security context a platform team's container needs beside the chart's (uid None: the pod's)."""
+    context: dict[str, Any] = {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    return context if uid is None else {"runAsUser": uid, "runAsGroup": uid, **context}
+
+
+def _container(name: str, uid: int | None, *, probed: bool) -> dict[str, Any]:
+    image = f"registry.example/platform/{name}"
+    container: dict[str, Any] = {
+        "name": name,
+        "image": f"{image}@{digest(image)}",
+        "securityContext": _hardened(uid),
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+    }
+    if probed:
+        container |= {
+            "ports": [{"name": "proxy", "containerPort": 15001}],
+            "readinessProbe": {"tcpSocket": {"port": 15001}, "periodSeconds": 10},
+            "livenessProbe": {"tcpSocket": {"port": 15001}, "periodSeconds": 20},
+        }
+    return container
+
+
+def extension_points(workload: str, uid: int | None, *, probed: bool = True) -> dict[str, Any]:
+    """Every extension point of one workload (worker, mongodb, jobs) set, as a platform team would set them."""
+    return {
+        "podAnnotations": {"platform.example/team": "workflows", "sidecar.example/inject": "false"},
+        "podLabels": {"platform.example/cost-centre": "cc-42"},
+        "priorityClassName": f"{workload}-critical",
+        "extraEnv": [
+            {"name": "HTTPS_PROXY", "value": "proxy.example.invalid:3128"},
+            {
+                "name": "PLATFORM_REGION",
+                "valueFrom": {"configMapKeyRef": {"name": "platform", "key": "region"}},
+            },
+        ],
+        "extraEnvFrom": [{"configMapRef": {"name": "platform-settings"}}],
+        "extraVolumes": [{"name": "platform-ca", "configMap": {"name": "platform-ca-bundle"}}],
+        "extraVolumeMounts": [{"name": "platform-ca", "mountPath": "/etc/platform/ca", "readOnly": True}],
+        "initContainers": [_container(f"{workload}-prepare", uid, probed=False)],
+        "sidecars": [_container(f"{workload}-proxy", uid, probed=probed)],
+        "nodeSelector": {"platform.example/pool": workload},
+        "tolerations": [
+            {
+                "key": "platform.example/dedicated",
+                "operator": "Equal",
+                "value": workload,
+                "effect": "NoSchedule",
+            }
+        ],
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 50,
+                        "preference": {
+                            "matchExpressions": [
+                                {"key": "platform.example/generation", "operator": "In", "values": ["3"]}
+                            ]
+                        },
+                    }
+                ]
+            }
+        },
+    }
 
 
 def kube_version() -> str:
@@ -74,19 +156,24 @@ def configurations() -> dict[str, dict[str, Any]]:
         "autoscaling + ServiceMonitor": {
             "worker": {
                 "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 6},
-                "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
+                "metrics": {
+                    "from": MONITORING,
+                    "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+                },
                 "app": "orders.workflows:app",
             },
             "imagePullSecrets": [{"name": "registry-credentials"}],
         },
         "metrics, dashboard, alerts, backups to a volume": {
             "mongodbExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
+            "worker": {"metrics": {"from": MONITORING}},
             "grafanaDashboard": {"enabled": True},
             "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
             "backup": {"enabled": True},
         },
         "metrics + backups to S3, TLS, plain Jobs": {
             "mongodbExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
+            "worker": {"metrics": {"from": MONITORING}},
             "backup": {
                 "enabled": True,
                 "target": "s3",
@@ -98,6 +185,43 @@ def configurations() -> dict[str, dict[str, Any]]:
             },
             "opsUsers": {"existingSecret": "harel-ops-credentials"},
             "tls": {"mode": "requireTLS", "existingSecret": "harel-mongodb-tls"},
+        },
+        "KEDA on the backlog": {
+            "worker": {
+                "keda": {
+                    "enabled": True,
+                    "maxReplicas": 8,
+                    "prometheus": {"serverAddress": "http://prometheus-operated.monitoring.svc:9090"},
+                },
+                "metrics": {"from": MONITORING, "serviceMonitor": {"enabled": True}},
+            },
+        },
+        # Every extension point of every workload, hard spread of the members, and every image by digest.
+        "every extension point, images by digest": {
+            "worker": extension_points("worker", 10001)
+            | {"image": {"digest": digest("harel-stack/worker")}, "spread": {"zone": "soft", "node": "hard"}},
+            "mongodb": extension_points("mongodb", 999)
+            | {
+                "image": {"digest": digest("mongo")},
+                "extraFlags": [
+                    "--setParameter=diagnosticDataCollectionEnabled=false",
+                    "--oplogSize",
+                    "4096",
+                ],
+                "spread": {"zone": "hard", "node": "hard"},
+            },
+            # Job pods run as different users (the worker's, mongod's): their containers take the pod's.
+            "jobs": extension_points("jobs", None, probed=False),
+            "mongodbExporter": {"enabled": True, "image": {"digest": digest("percona/mongodb_exporter")}},
+            "backup": {
+                "enabled": True,
+                "target": "s3",
+                "s3": {
+                    "bucket": "harel-backups",
+                    "existingSecret": "s3-credentials",
+                    "image": {"digest": digest("amazon/aws-cli")},
+                },
+            },
         },
         "dashboard + alerts, external MongoDB": {
             "mongodb": {"enabled": False},

@@ -22,8 +22,9 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 
 # Kubernetes checks that do not fit this chart, and why.
 SKIPPED_KUBERNETES = {
-    # Images are pinned by tag (mongo:8.0.26, the worker's appVersion); digests are the registry's to give.
-    "CKV_K8S_43": "image digests: tags are pinned to patch releases instead",
+    # Images are pinned by tag by default (mongo:8.0.26, the worker's appVersion); every image value takes a digest,
+    # which only the registry can give (test_images_by_digest_pass_the_digest_check runs this check on them).
+    "CKV_K8S_43": "image digests: opt-in (*.image.digest); the defaults are tags pinned to patch releases",
     # The user's registry and tags decide; IfNotPresent with pinned tags is the chart's default.
     "CKV_K8S_15": "imagePullPolicy Always: pinned tags make IfNotPresent safe",
     # mongod's uid 999 comes from the official image; checkov wants a uid above 10000.
@@ -163,3 +164,27 @@ def test_no_check_fails_on_the_dockerfile_compose_and_playbooks() -> None:
         )
         assert failures(scanned) == [], target
         assert scanned["results"]["passed_checks"] or target.name == "compose", target
+
+
+def test_images_by_digest_pass_the_digest_check(tmp_path: Path) -> None:
+    """With every image value's digest set, the check skipped above (CKV_K8S_43) passes on every workload."""
+    with helm_python.Chart.load(CHART_DIR) as chart:
+        output = chart.render(
+            configurations()["every extension point, images by digest"],
+            name="demo",
+            namespace="harel",
+            is_install=True,
+        )
+    documents = [
+        doc
+        for name, text in output.items()
+        if not name.endswith("NOTES.txt")
+        for doc in yaml.safe_load_all(text)
+        if doc
+    ]
+    (tmp_path / "by-digest.yaml").write_text(yaml.safe_dump_all(documents))
+    report = run_checkov("--framework", "kubernetes", "--directory", str(tmp_path), "--check", "CKV_K8S_43")
+    assert failures(report) == []
+    checked = {check["resource"] for check in report["results"]["passed_checks"]}
+    kinds = {resource.split(".")[0] for resource in checked}
+    assert {"Deployment", "StatefulSet", "Job", "CronJob", "Pod"} <= kinds, checked

@@ -29,14 +29,16 @@ import yaml
 from helm_python.config import Config
 from pymongo import MongoClient
 
+from harel.metrics import Metrics
 from tests.fake_mongod.fixtures import FakeDeployment
 from tests.infra.fake_kube_api import FakeKubeApi, fake_kube_api
-from tests.infra.helm_lint import CHART_DIR, configurations, kube_version, lint
+from tests.infra.helm_lint import CHART_DIR, MONITORING, configurations, digest, kube_version, lint
 from tests.infra.order_app import page_files
 from tests.infra.tools import MongoshRun, mongosh
 
 pytestmark = pytest.mark.infra
 
+REPOSITORY = Path(__file__).resolve().parents[2]
 RELEASE = "demo"
 NAMESPACE = "harel"
 FULLNAME = f"{RELEASE}-harel-stack"
@@ -154,7 +156,39 @@ CRD_SCHEMAS: dict[str, dict[str, Any]] = {
     },
 }
 
+# KEDA's published CRD of ScaledObject, vendored with its source (tests/infra/crds/). Its schema is structural: the API
+# server drops (or, with strict field validation, refuses) any field it does not declare, so it is closed here the same
+# way (additionalProperties false wherever properties are declared), and a misspelt key fails.
+KEDA_CRD = Path(__file__).with_name("crds") / "keda.sh_scaledobjects.yaml"
+
+
+def closed(schema: Any) -> Any:
+    """A structural CRD schema with its unknown-field pruning turned into refusal."""
+    if isinstance(schema, list):
+        return [closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: closed(value) for key, value in schema.items()}
+    if (
+        "properties" in schema
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        result["additionalProperties"] = False
+    return result
+
+
+def crd_schema(path: Path, version: str) -> dict[str, Any]:
+    crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+    [served] = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    return dict(closed(served["schema"]["openAPIV3Schema"]))
+
+
+CRD_SCHEMAS["keda.sh/v1alpha1/ScaledObject"] = crd_schema(KEDA_CRD, "v1alpha1")
+
 POD_OWNERS = {"Deployment", "StatefulSet", "Job"}
+# Native sidecars (init containers with restartPolicy Always, what jobs.sidecars render) exist from Kubernetes 1.29.
+NATIVE_SIDECARS = "1.29"
 
 
 @dataclass(frozen=True)
@@ -218,6 +252,32 @@ def pod_labels(manifest: Manifest) -> dict[str, str]:
 
 def pods(manifests: list[Manifest]) -> list[Manifest]:
     return [m for m in manifests if m.kind in POD_OWNERS or m.kind == "Pod"]
+
+
+def pod_template(manifest: Manifest) -> dict[str, Any]:
+    """The pod a workload makes, metadata and spec, whatever the kind (the CronJob's through its Job template)."""
+    if manifest.kind == "Pod":
+        return manifest.doc
+    if manifest.kind == "CronJob":
+        return dict(manifest.doc["spec"]["jobTemplate"]["spec"]["template"])
+    return dict(manifest.doc["spec"]["template"])
+
+
+def workloads(manifests: list[Manifest]) -> list[Manifest]:
+    """Every manifest that makes pods, CronJobs included."""
+    return [m for m in manifests if m.kind in POD_OWNERS | {"Pod", "CronJob"}]
+
+
+def has_native_sidecars(manifest: Manifest) -> bool:
+    if manifest.kind not in POD_OWNERS | {"Pod", "CronJob"}:
+        return False
+    init = pod_template(manifest)["spec"].get("initContainers", [])
+    return any(c.get("restartPolicy") == "Always" for c in init)
+
+
+def image_name(image: str) -> str:
+    """repository of repository:tag or repository@digest."""
+    return image.split("@", maxsplit=1)[0].split(":", maxsplit=1)[0]
 
 
 def container(manifest: Manifest, name: str) -> dict[str, Any]:
@@ -285,7 +345,9 @@ def validated(chart: helm_python.Chart, manifests: list[Manifest]) -> set[str]:
         if api_kind in CRD_SCHEMAS:
             jsonschema.validate(manifest.doc, CRD_SCHEMAS[api_kind])
         else:
-            for version in (kube_version(), floor.group(1)):
+            # A pod with native sidecars is only valid, and only rendered (jobs.sidecars), from 1.29 on.
+            oldest = NATIVE_SIDECARS if has_native_sidecars(manifest) else floor.group(1)
+            for version in (kube_version(), oldest):
                 kubernetes_validate.validate(manifest.doc, version, strict=True)
         kinds.add(api_kind)
     return kinds
@@ -634,12 +696,56 @@ def test_init_job_name_follows_its_configuration(chart: helm_python.Chart) -> No
     assert kept.doc["spec"]["ttlSecondsAfterFinished"] == 3600
 
 
-def test_pdb_only_with_more_than_one_member(chart: helm_python.Chart) -> None:
-    for members in (3, 2, 5):
-        values = {"mongodb": {"members": members, "arbiter": {"enabled": members % 2 == 0}, "allowPSA": True}}
-        pdb = only(render(chart, values), "PodDisruptionBudget", f"{FULLNAME}-mongodb").doc["spec"]
-        assert pdb["maxUnavailable"] == 1
-        assert pdb["selector"]["matchLabels"]["app.kubernetes.io/component"] == "mongodb"
+def member_pods(manifests: list[Manifest]) -> dict[str, dict[str, str]]:
+    """The replica-set member pods the StatefulSets make, by pod name: their labels."""
+    return {
+        f"{m.name}-{ordinal}": pod_labels(m)
+        for m in manifests
+        if m.kind == "StatefulSet" and pod_labels(m).get("harel-stack/replica-set-member") == "true"
+        for ordinal in range(m.doc["spec"]["replicas"])
+    }
+
+
+def budgets_allow(manifests: list[Manifest], pods: dict[str, dict[str, str]], down: set[str]) -> bool:
+    """Whether the rendered PodDisruptionBudgets let these pods be evicted together (a drain of their nodes)."""
+    for budget in (m.doc["spec"] for m in manifests if m.kind == "PodDisruptionBudget"):
+        selector = budget["selector"]["matchLabels"].items()
+        selected = {name for name, labels in pods.items() if selector <= labels.items()}
+        if len(selected & down) > budget["maxUnavailable"]:
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("members", "arbiter"),
+    [(3, False), (2, True), (4, True), (5, False)],
+    ids=["3", "2+arbiter", "4+arbiter", "5"],
+)
+def test_the_member_budget_never_lets_a_drain_take_the_majority_of_voters(
+    chart: helm_python.Chart, members: int, arbiter: bool
+) -> None:
+    """Every set of voters the budgets let be evicted together leaves a majority running: in the 2 + arbiter shape
+    the arbiter and a data member never go together. Any one voter may go, so drains proceed."""
+    manifests = render(
+        chart, {"mongodb": {"members": members, "arbiter": {"enabled": arbiter}, "allowPSA": True}}
+    )
+    validated(chart, manifests)
+    voters = member_pods(manifests)
+    assert len(voters) == members + arbiter
+    assert (f"{FULLNAME}-mongodb-arbiter-0" in voters) == arbiter
+    for name in voters:
+        assert budgets_allow(manifests, voters, {name}), f"{name} could never be drained"
+    for size in range(2, len(voters) + 1):
+        for down in itertools.combinations(voters, size):
+            if budgets_allow(manifests, voters, set(down)):
+                assert 2 * (len(voters) - size) > len(voters), f"{down} may go together: no majority left"
+    if arbiter:
+        assert not budgets_allow(
+            manifests, voters, {f"{FULLNAME}-mongodb-arbiter-0", f"{FULLNAME}-mongodb-0"}
+        )
+
+
+def test_a_single_member_has_no_budget(chart: helm_python.Chart) -> None:
     single = render(chart, CONFIGURATIONS["single member"])
     assert not [m for m in single if m.kind == "PodDisruptionBudget" and m.name == f"{FULLNAME}-mongodb"]
     assert only(single, "StatefulSet", f"{FULLNAME}-mongodb").doc["spec"]["replicas"] == 1
@@ -892,6 +998,504 @@ def test_helm_test_runs_the_smoke_workflow(chart: helm_python.Chart) -> None:
     assert pod_labels(test_pod)["harel-stack/mongodb-client"] == "true"
 
 
+# --- extension points -----------------------------------------------------------------------------
+
+EXTENDED = CONFIGURATIONS["every extension point, images by digest"]
+
+
+def workload_of(manifest: Manifest) -> str | None:
+    """The values block whose extension points a workload's pods take: worker, mongodb or jobs (the exporter none)."""
+    if manifest.kind == "StatefulSet":
+        return "mongodb"
+    if manifest.kind == "Deployment":
+        return "worker" if manifest.name == f"{FULLNAME}-worker" else None
+    return "jobs"
+
+
+def test_every_extension_point_lands_in_every_pod_of_its_workload(chart: helm_python.Chart) -> None:
+    manifests = render(chart, EXTENDED)
+    validated(chart, manifests)
+    extended: set[str] = set()
+    for manifest in workloads(manifests):
+        workload = workload_of(manifest)
+        if workload is None:
+            continue
+        values = EXTENDED[workload]
+        where = f"{manifest.kind} {manifest.name}"
+        pod = pod_template(manifest)
+        spec = pod["spec"]
+        assert values["podLabels"].items() <= pod["metadata"]["labels"].items(), where
+        assert values["podAnnotations"].items() <= pod["metadata"]["annotations"].items(), where
+        assert spec["priorityClassName"] == values["priorityClassName"], where
+        assert spec["nodeSelector"] == values["nodeSelector"], where
+        assert spec["tolerations"] == values["tolerations"], where
+        assert spec["affinity"] == values["affinity"], where
+        assert spec["volumes"][-1] == values["extraVolumes"][0], where
+        [init] = values["initContainers"]
+        [sidecar] = values["sidecars"]
+        assert spec["initContainers"][0] == init, f"{where}: the platform's init container runs first"
+        if workload == "jobs":
+            # A Job's sidecar is a native one, right after the init containers, so it runs beside every step.
+            assert spec["initContainers"][1] == {**sidecar, "restartPolicy": "Always"}, where
+            assert sidecar["name"] not in {c["name"] for c in spec["containers"]}, where
+        else:
+            assert spec["containers"][-1] == sidecar, where
+        added = {init["name"], sidecar["name"]}
+        # The chart's own containers that take the environment and the mounts: the main one of a worker or member,
+        # every step of a Job.
+        takers = [
+            c
+            for c in spec.get("initContainers", []) + spec["containers"]
+            if c["name"] not in added and (workload == "jobs" or c["name"] in ("worker", "mongod"))
+        ]
+        assert takers, where
+        for c in takers:
+            assert c["env"][-len(values["extraEnv"]) :] == values["extraEnv"], f"{where}/{c['name']}"
+            assert c["envFrom"] == values["extraEnvFrom"], f"{where}/{c['name']}"
+            assert c["volumeMounts"][-1] == values["extraVolumeMounts"][0], f"{where}/{c['name']}"
+        extended.add(f"{manifest.kind} {workload}")
+    assert extended == {
+        "Deployment worker",
+        "StatefulSet mongodb",
+        "Job jobs",
+        "CronJob jobs",
+        "Pod jobs",
+    }
+    jobs = [m.name for m in manifests if m.kind == "Job"]
+    assert len(jobs) == 2, jobs  # the init Job and the operator-users Job
+
+
+def test_the_arbiter_takes_the_members_extension_points_but_keeps_its_anti_affinity(
+    chart: helm_python.Chart,
+) -> None:
+    values = merged(
+        CONFIGURATIONS["PSA allowed"],
+        {"mongodb": {key: value for key, value in EXTENDED["mongodb"].items() if key != "spread"}},
+    )
+    manifests = render(chart, values)
+    validated(chart, manifests)
+    mongodb = values["mongodb"]
+    arbiter = only(manifests, "StatefulSet", f"{FULLNAME}-mongodb-arbiter")
+    spec = pod_spec(arbiter)
+    assert mongodb["podLabels"].items() <= pod_labels(arbiter).items()
+    assert spec["priorityClassName"] == mongodb["priorityClassName"]
+    assert spec["tolerations"] == mongodb["tolerations"]
+    assert spec["containers"][-1] == mongodb["sidecars"][0]
+    mongod = container(arbiter, "mongod")
+    assert mongod["args"][-3:] == mongodb["extraFlags"]
+    assert mongod["env"][-2:] == mongodb["extraEnv"]
+    # mongodb.affinity is the data members'; the arbiter keeps its soft anti-affinity from the other voters.
+    assert "podAntiAffinity" in spec["affinity"]
+    assert (
+        "podAntiAffinity" not in pod_spec(only(manifests, "StatefulSet", f"{FULLNAME}-mongodb"))["affinity"]
+    )
+
+
+def test_without_extension_points_nothing_of_them_renders(chart: helm_python.Chart) -> None:
+    for manifest in workloads(render(chart)):
+        spec = pod_template(manifest)["spec"]
+        assert "priorityClassName" not in spec, manifest.name
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            assert "envFrom" not in c, manifest.name
+            assert "restartPolicy" not in c, manifest.name
+
+
+def chart_env_names() -> dict[str, set[str]]:
+    """The environment names the chart sets, over every configuration, in the containers each workload's extraEnv
+    reaches: the worker container, mongod, every container of a Job pod."""
+    names: dict[str, set[str]] = {"worker": set(), "mongodb": set(), "jobs": set()}
+    with helm_python.Chart.load(CHART_DIR) as loaded:
+        for values in CONFIGURATIONS.values():
+            for manifest in workloads(render(loaded, values)):
+                workload = workload_of(manifest)
+                if workload is None:
+                    continue
+                spec = pod_template(manifest)["spec"]
+                for c in spec.get("initContainers", []) + spec["containers"]:
+                    if c["name"] in {"worker", "mongod"} or (
+                        workload == "jobs" and c["image"].startswith(("mongo", "harel-stack", "amazon"))
+                    ):
+                        names[workload] |= {item["name"] for item in c.get("env", [])}
+    for workload, values in EXTENDED.items():
+        if workload in names:
+            names[workload] -= {item["name"] for item in values.get("extraEnv", [])}
+    return names
+
+
+def test_an_extra_env_entry_may_not_replace_one_the_chart_sets(chart: helm_python.Chart) -> None:
+    """The last of two entries of one name wins, so an extraEnv entry named like the chart's would silently replace
+    it: each name the chart renders is refused, naming the value; a name it does not set is added."""
+    names = chart_env_names()
+    assert "HAREL_MONGO_URL_FILE" in names["worker"] and "HAREL_OPS_USERS" in names["jobs"], names
+    listed = (CHART_DIR / "templates" / "_extensions.tpl").read_text(encoding="utf-8")
+    for workload, taken in names.items():
+        listing = re.search(rf'"{workload}" \(list ([^)]*)\)', listed)
+        assert listing, workload
+        assert set(re.findall(r'"([A-Z_]+)"', listing.group(1))) == taken, f"the refused {workload} names"
+        for name in taken:
+            with pytest.raises(
+                helm_python.HelmRenderError, match=rf"{workload}\.extraEnv: {name} is set by the chart"
+            ):
+                render(chart, {workload: {"extraEnv": [{"name": name, "value": "x"}]}})
+    worker = only(
+        render(chart, {"worker": {"extraEnv": [{"name": "HAREL_LOG_LEVEL", "value": "debug"}]}}),
+        "Deployment",
+        f"{FULLNAME}-worker",
+    )
+    assert env_of(container(worker, "worker"))["HAREL_LOG_LEVEL"]["value"] == "debug"
+
+
+@pytest.mark.parametrize(
+    ("flags", "flag", "why"),
+    [
+        (["--replSet=rs1"], "--replSet", "mongodb.replicaSetName sets it"),
+        (["--port", "27018"], "--port", "mongodb.service.port sets it"),
+        (["--bind_ip=0.0.0.0"], "--bind_ip", "the chart sets --bind_ip_all"),
+        (["--keyFile=/etc/key"], "--keyFile", "keyfile of mongodb.auth"),
+        (["--quiet", "--tlsMode=requireTLS"], "--tlsMode", "tls.mode sets it"),
+        (["--noauth"], "--noauth", "authentication is always on"),
+        (["--config", "/etc/mongod.conf"], "--config", "a configuration file would override"),
+    ],
+)
+def test_extra_mongod_flags_that_contradict_the_chart_are_refused_naming_the_value(
+    chart: helm_python.Chart, flags: list[str], flag: str, why: str
+) -> None:
+    with pytest.raises(helm_python.HelmRenderError) as refused:
+        render(chart, {"mongodb": {"extraFlags": flags}})
+    message = str(refused.value)
+    assert f"mongodb.extraFlags: {flag} is not yours to set (" in message
+    assert why in message
+
+
+def test_extra_mongod_flags_come_after_the_chart_s_and_a_value_is_not_a_flag(
+    chart: helm_python.Chart,
+) -> None:
+    # "--setParameter" then "replSet..." is a flag and its value, not a --replSet.
+    flags = ["--setParameter", "replWriterThreadCount=32", "--slowms=200"]
+    mongod = container(
+        only(render(chart, {"mongodb": {"extraFlags": flags}}), "StatefulSet", f"{FULLNAME}-mongodb"),
+        "mongod",
+    )
+    assert mongod["args"][-3:] == flags
+    assert mongod["args"].index("--dbpath") < mongod["args"].index("--setParameter")
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "why"),
+    [
+        (
+            {"worker": {"podLabels": {"app.kubernetes.io/component": "x"}}},
+            "/worker/podLabels/app.kubernetes.io~1component",
+            "'not' failed",
+        ),
+        (
+            {"mongodb": {"podLabels": {"harel-stack/mongodb-client": "true"}}},
+            "/mongodb/podLabels/harel-stack~1mongodb-client",
+            "'not' failed",
+        ),
+        (
+            {"jobs": {"podAnnotations": {"checksum/credentials": "x"}}},
+            "/jobs/podAnnotations/checksum~1credentials",
+            "'not' failed",
+        ),
+        (
+            {"worker": {"extraVolumeMounts": [{"name": "ca"}]}},
+            "/worker/extraVolumeMounts/0",
+            "missing property 'mountPath'",
+        ),
+        ({"jobs": {"sidecars": [{"name": "proxy"}]}}, "/jobs/sidecars/0", "missing property 'image'"),
+        ({"mongodb": {"extraEnv": [{"value": "x"}]}}, "/mongodb/extraEnv/0", "missing property 'name'"),
+        ({"mongodb": {"spread": {"zone": "strict"}}}, "/mongodb/spread/zone", "value must be one of"),
+        (
+            {"worker": {"priorityClassName": "Critical"}},
+            "/worker/priorityClassName",
+            "does not match pattern",
+        ),
+        ({"worker": {"image": {"digest": "sha256:abc"}}}, "/worker/image/digest", "does not match pattern"),
+        ({"mongodb": {"image": {"digest": "latest"}}}, "/mongodb/image/digest", "does not match pattern"),
+        ({"worker": {"keda": {"enabled": True}}}, "/worker/keda/prometheus/serverAddress", "minLength"),
+        ({"worker": {"keda": {"minReplicas": 0}}}, "/worker/keda/minReplicas", "minimum"),
+        (
+            {"worker": {"keda": {"prometheus": {"labelMatchers": "{job='x'}"}}}},
+            "/worker/keda/prometheus/labelMatchers",
+            "does not match pattern",
+        ),
+        ({"jobs": {"sidecar": []}}, "/jobs", "additional properties 'sidecar' not allowed"),
+    ],
+)
+def test_schema_refuses_bad_extension_values(
+    chart: helm_python.Chart, values: dict[str, Any], field: str, why: str
+) -> None:
+    message = schema_error(chart, values)
+    assert f"'{field}'" in message
+    assert why in message
+
+
+def test_job_sidecars_need_native_sidecars_so_older_clusters_are_refused(
+    chart: helm_python.Chart, tmp_path: Path
+) -> None:
+    """A plain sidecar would keep a Job running forever: jobs.sidecars render only where Kubernetes runs them as
+    native sidecars (1.29 on). The library renders offline as its own Kubernetes (1.36), so the cluster's version
+    the templates read (.Capabilities.KubeVersion.Version) is planted: 1.28 is refused, 1.29 renders."""
+    values = {"jobs": {"sidecars": EXTENDED["jobs"]["sidecars"]}}
+    render(chart, values)
+    for version, renders in (("v1.28.9", False), ("v1.29.0", True)):
+        planted_version = planted(
+            tmp_path / version,
+            "_helpers.tpl",
+            "{{- $kube := .Capabilities.KubeVersion.Version }}",
+            f'{{{{- $kube := "{version}" }}}}',
+        )
+        with helm_python.Chart.load(planted_version) as old:
+            if renders:
+                render(old, values)
+                continue
+            with pytest.raises(
+                helm_python.HelmRenderError,
+                match=rf"jobs\.sidecars needs Kubernetes 1\.29 or newer .*this is {version}",
+            ):
+                render(old, values)
+            render(old, {})
+
+
+# --- image digests --------------------------------------------------------------------------------
+
+
+def test_every_image_runs_by_digest_when_one_is_given(chart: helm_python.Chart) -> None:
+    by_tag = {
+        image_name(c["image"]): c["image"]
+        for manifest in workloads(render(chart, merged(EXTENDED, {"mongodb": {"image": {"digest": ""}}})))
+        for c in pod_template(manifest)["spec"].get("initContainers", [])
+        + pod_template(manifest)["spec"]["containers"]
+    }
+    assert by_tag["mongo"] == "mongo:8.0.26", "an empty digest runs the tag"
+    manifests = render(chart, EXTENDED)
+    images = {
+        c["image"]
+        for manifest in workloads(manifests)
+        for c in pod_template(manifest)["spec"].get("initContainers", [])
+        + pod_template(manifest)["spec"]["containers"]
+    }
+    chart_images = {image for image in images if not image.startswith("registry.example/platform/")}
+    assert chart_images == {
+        f"{repository}@{digest(repository)}"
+        for repository in ("mongo", "harel-stack/worker", "percona/mongodb_exporter", "amazon/aws-cli")
+    }
+    # The init Job's name carries its image: a new digest runs it again.
+    jobs = {
+        m.name
+        for values in (EXTENDED, merged(EXTENDED, {"worker": {"image": {"digest": digest("another build")}}}))
+        for m in render(chart, values)
+        if m.kind == "Job" and "-mongodb-init-" in m.name
+    }
+    assert len(jobs) == 2
+
+
+# --- availability: spread, the wait timeout, scraping through the NetworkPolicies ----------------
+
+
+def spread_of(manifest: Manifest) -> dict[str, dict[str, Any]]:
+    return {c["topologyKey"]: c for c in pod_spec(manifest)["topologySpreadConstraints"]}
+
+
+def test_voters_spread_together_and_workers_spread_softly_by_default(chart: helm_python.Chart) -> None:
+    manifests = render(chart, CONFIGURATIONS["PSA allowed"])
+    voters = member_pods(manifests)
+    for name in (f"{FULLNAME}-mongodb", f"{FULLNAME}-mongodb-arbiter"):
+        spread = spread_of(only(manifests, "StatefulSet", name))
+        assert set(spread) == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}, name
+        for constraint in spread.values():
+            assert constraint["whenUnsatisfiable"] == "ScheduleAnyway", name
+            selector = constraint["labelSelector"]["matchLabels"].items()
+            # Counting every voter, the arbiter too: the two data members and the arbiter land apart.
+            assert {pod for pod, labels in voters.items() if selector <= labels.items()} == set(voters), name
+    worker = only(manifests, "Deployment", f"{FULLNAME}-worker")
+    spread = spread_of(worker)
+    assert set(spread) == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    for constraint in spread.values():
+        assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"
+        assert constraint["labelSelector"]["matchLabels"].items() <= pod_labels(worker).items()
+        assert constraint["matchLabelKeys"] == ["pod-template-hash"]
+    for constraint in [
+        *spread.values(),
+        *spread_of(only(manifests, "StatefulSet", f"{FULLNAME}-mongodb")).values(),
+    ]:
+        # A tainted node the pods cannot use (a control plane's) does not count as an empty domain.
+        assert constraint["nodeTaintsPolicy"] == "Honor"
+
+
+def test_spread_turns_hard_per_key_or_is_replaced(chart: helm_python.Chart) -> None:
+    manifests = render(
+        chart,
+        merged(
+            CONFIGURATIONS["PSA allowed"],
+            {
+                "mongodb": {"spread": {"zone": "hard", "node": "hard"}},
+                "worker": {"spread": {"zone": "soft", "node": "hard"}},
+            },
+        ),
+    )
+    validated(chart, manifests)
+    for name in (f"{FULLNAME}-mongodb", f"{FULLNAME}-mongodb-arbiter"):
+        assert {
+            k: c["whenUnsatisfiable"] for k, c in spread_of(only(manifests, "StatefulSet", name)).items()
+        } == {
+            "topology.kubernetes.io/zone": "DoNotSchedule",
+            "kubernetes.io/hostname": "DoNotSchedule",
+        }
+    assert {
+        k: c["whenUnsatisfiable"]
+        for k, c in spread_of(only(manifests, "Deployment", f"{FULLNAME}-worker")).items()
+    } == {
+        "topology.kubernetes.io/zone": "ScheduleAnyway",
+        "kubernetes.io/hostname": "DoNotSchedule",
+    }
+    own = [
+        {
+            "maxSkew": 2,
+            "topologyKey": "example.com/rack",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "x"}},
+        }
+    ]
+    replaced = render(
+        chart, {"worker": {"topologySpreadConstraints": own}, "mongodb": {"topologySpreadConstraints": own}}
+    )
+    assert pod_spec(only(replaced, "Deployment", f"{FULLNAME}-worker"))["topologySpreadConstraints"] == own
+    assert pod_spec(only(replaced, "StatefulSet", f"{FULLNAME}-mongodb"))["topologySpreadConstraints"] == own
+
+
+# What a member needs before it can be ready, beyond what its probes take to notice: a volume, the mongo image pulled
+# on its node, the init containers, mongod's start, and the init Job adding it to the set (docs/kubernetes.md).
+MEMBER_START_SECONDS = 120
+
+
+def notes(chart: helm_python.Chart, values: dict[str, Any]) -> str:
+    rendered = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    [text] = [text for template, text in rendered.items() if template.endswith("NOTES.txt")]
+    return text
+
+
+@pytest.mark.parametrize(
+    ("members", "arbiter", "minutes"), [(3, False, 10), (2, True, 10), (5, False, 16), (1, False, 4)]
+)
+def test_the_stated_wait_timeout_covers_members_that_start_one_at_a_time(
+    chart: helm_python.Chart, members: int, arbiter: bool, minutes: int
+) -> None:
+    """OrderedReady: each voter starts only once the one before is ready. Beyond its own start, a member's probes take
+    up to the startup probe's period to pass, then up to a readiness period plus a probe's timeout to see it ready.
+    The timeout NOTES.txt states covers every voter one after the other, and docs/kubernetes.md states the
+    default install's."""
+    values = {"mongodb": {"members": members, "arbiter": {"enabled": arbiter}, "allowPSA": True}}
+    manifests = render(chart, values)
+    statefulset = only(manifests, "StatefulSet", f"{FULLNAME}-mongodb")
+    assert statefulset.doc["spec"]["podManagementPolicy"] == "OrderedReady"
+    mongod = container(statefulset, "mongod")
+    readiness = mongod["readinessProbe"]
+    noticed = (
+        mongod["startupProbe"]["periodSeconds"] + readiness["periodSeconds"] + readiness["timeoutSeconds"]
+    )
+    assert noticed == 60
+    needed = (members + arbiter) * (MEMBER_START_SECONDS + noticed)
+    assert needed <= minutes * 60 <= needed + 60
+    assert f"--timeout {minutes}m" in notes(chart, values)
+    if (members, arbiter) == (3, False):
+        page = (REPOSITORY / "docs" / "kubernetes.md").read_text(encoding="utf-8")
+        assert f"--timeout {minutes}m" in page
+        assert f"3 × ({MEMBER_START_SECONDS} + {noticed}) s = {needed} s" in page
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"worker": {"metrics": {"serviceMonitor": {"enabled": True}}}},
+        {"mongodbExporter": {"enabled": True, "serviceMonitor": {"enabled": True}}},
+    ],
+    ids=["workers", "exporter"],
+)
+def test_a_service_monitor_the_network_policies_would_block_is_refused_naming_the_fix(
+    chart: helm_python.Chart, values: dict[str, Any]
+) -> None:
+    with pytest.raises(helm_python.HelmRenderError) as refused:
+        render(chart, values)
+    message = str(refused.value)
+    assert "worker.metrics.from is empty" in message
+    assert "Set worker.metrics.from to your Prometheus" in message
+    # Either fix renders: the peers named, or no NetworkPolicies at all.
+    render(chart, merged(values, {"worker": {"metrics": {"from": MONITORING}}}))
+    render(chart, merged(values, {"networkPolicy": {"enabled": False}}))
+
+
+# --- KEDA -----------------------------------------------------------------------------------------
+
+
+def test_the_vendored_keda_crd_is_the_published_file() -> None:
+    text = KEDA_CRD.read_text(encoding="utf-8")
+    header, body = text.split("\n---\n", 1)
+    recorded = re.search(r"^# sha256: ([0-9a-f]{64})$", header, re.M)
+    assert recorded, "the header records the sha256 of the published file"
+    assert hashlib.sha256(f"---\n{body}".encode()).hexdigest() == recorded.group(1)
+    assert "github.com/kedacore/keda/blob/v2." in header
+    assert yaml.safe_load(body)["metadata"]["name"] == "scaledobjects.keda.sh"
+
+
+def test_keda_scales_the_workers_on_the_mailbox_backlog(chart: helm_python.Chart) -> None:
+    values = CONFIGURATIONS["KEDA on the backlog"]
+    manifests = render(chart, values)
+    assert "keda.sh/v1alpha1/ScaledObject" in validated(chart, manifests)
+    worker = only(manifests, "Deployment", f"{FULLNAME}-worker")
+    assert "replicas" not in worker.doc["spec"], "KEDA's HPA owns the replica count"
+    assert "HorizontalPodAutoscaler" not in kinds(manifests)
+    scaled = only(manifests, "ScaledObject", f"{FULLNAME}-worker").doc["spec"]
+    assert scaled["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": worker.name}
+    # The CRD's CEL rule (which jsonschema does not run): minReplicaCount <= maxReplicaCount.
+    assert (scaled["minReplicaCount"], scaled["maxReplicaCount"]) == (2, 8)
+    triggers = {trigger["name"]: trigger for trigger in scaled["triggers"]}
+    assert set(triggers) == {"mailbox-events", "mailbox-oldest-due-age"}
+    exported = {metric.name for metric in Metrics().registry.collect()}
+    service = only(manifests, "Service", f"{FULLNAME}-worker-metrics")
+    for name, metric, metric_type, threshold in (
+        ("mailbox-events", "harel_mailbox_events", "AverageValue", "100"),
+        ("mailbox-oldest-due-age", "harel_mailbox_oldest_due_age_seconds", "Value", "30"),
+    ):
+        trigger = triggers[name]
+        assert trigger["type"] == "prometheus"
+        assert trigger["metricType"] == metric_type
+        metadata = trigger["metadata"]
+        assert metadata["serverAddress"] == values["worker"]["keda"]["prometheus"]["serverAddress"]
+        assert metadata["threshold"] == threshold
+        # Every worker reports the database's one backlog: the max of theirs, for this release's workers only.
+        assert metadata["query"] == f'max({metric}{{namespace="{NAMESPACE}",service="{service.name}"}})'
+        assert metric in exported
+    custom = merged(values, {"worker": {"keda": {"prometheus": {"labelMatchers": 'job="orders"'}}}})
+    scaled = only(render(chart, custom), "ScaledObject", f"{FULLNAME}-worker").doc["spec"]
+    assert scaled["triggers"][0]["metadata"]["query"] == 'max(harel_mailbox_events{job="orders"})'
+
+
+def test_keda_and_the_cpu_autoscaler_are_one_or_the_other(chart: helm_python.Chart) -> None:
+    keda = CONFIGURATIONS["KEDA on the backlog"]
+    with pytest.raises(
+        helm_python.HelmRenderError,
+        match=r"worker\.autoscaling\.enabled and worker\.keda\.enabled are both true",
+    ):
+        render(chart, merged(keda, {"worker": {"autoscaling": {"enabled": True}}}))
+    with pytest.raises(
+        helm_python.HelmRenderError,
+        match=r"worker\.keda\.maxReplicas \(2\) must be at least worker\.keda\.minReplicas \(3\)",
+    ):
+        render(chart, merged(keda, {"worker": {"keda": {"minReplicas": 3, "maxReplicas": 2}}}))
+    assert "ScaledObject" not in kinds(render(chart))
+
+
+def test_a_scaled_object_template_with_a_key_its_crd_lacks_fails_the_validation(tmp_path: Path) -> None:
+    """The vendored CRD catches a chart bug: the ScaledObject's pollingInterval misnamed."""
+    broken = planted(tmp_path, "worker/scaledobject.yaml", "  pollingInterval: {{", "  pollInterval: {{")
+    with helm_python.Chart.load(broken) as chart:
+        manifests = render(chart, CONFIGURATIONS["KEDA on the backlog"])
+        with pytest.raises(jsonschema.ValidationError, match="pollInterval"):
+            validated(chart, manifests)
+
+
 # --- properties every configuration keeps ---------------------------------------------------------
 
 
@@ -909,7 +1513,7 @@ def test_every_container_is_non_root_and_long_running_ones_are_probed(
         assert pod_context["runAsUser"] > 0, where
         assert pod_context["seccompProfile"] == {"type": "RuntimeDefault"}, where
         assert spec["automountServiceAccountToken"] is False, where
-        images = {c["image"].split(":")[0] for c in spec["containers"]}
+        images = {image_name(c["image"]) for c in spec["containers"]}
         expected_uid = (
             MONGO_UID
             if "mongo" in images
@@ -922,7 +1526,10 @@ def test_every_container_is_non_root_and_long_running_ones_are_probed(
         for c in spec.get("initContainers", []) + spec["containers"]:
             context = c["securityContext"]
             assert context["runAsNonRoot"] is True, f"{where}/{c['name']}"
-            assert context["runAsUser"] == pod_context["runAsUser"], f"{where}/{c['name']}"
+            # The uid it runs as: its own, else the pod's (a platform team's Job sidecar runs in pods of two users).
+            assert context.get("runAsUser", pod_context["runAsUser"]) == pod_context["runAsUser"], (
+                f"{where}/{c['name']}"
+            )
             assert context["allowPrivilegeEscalation"] is False, f"{where}/{c['name']}"
             assert context["readOnlyRootFilesystem"] is True, f"{where}/{c['name']}"
             assert context["capabilities"] == {"drop": ["ALL"]}, f"{where}/{c['name']}"
@@ -1004,6 +1611,7 @@ def test_chart_metadata(chart: helm_python.Chart) -> None:
         "repository": "mongo",
         "tag": "8.0.26",
         "pullPolicy": "IfNotPresent",
+        "digest": "",
     }
 
 

@@ -129,15 +129,20 @@ def helm_values() -> Iterator[tuple[Command, dict[str, Any]]]:
         assert "--reuse-values" in words
         for index, word in enumerate(words):
             if word == "--set":
-                key, value = words[index + 1].split("=", 1)
-                node = values
-                *parents, leaf = key.split(".")
-                for parent in parents:
-                    node = node.setdefault(parent, {})
-                node[leaf] = (
-                    int(value) if value.isdigit() else {"true": True, "false": False}.get(value, value)
-                )
+                # Helm's own parser: escaped dots in label keys, list indexes, typed values.
+                values = merged(values, helm_python.parse_set_string(words[index + 1]))
         yield command, copy.deepcopy(values)
+
+
+def merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """`--reuse-values` plus a `--set`: maps merge key by key, anything else is replaced."""
+    result = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = value
+    return result
 
 
 def with_backups() -> dict[str, Any]:

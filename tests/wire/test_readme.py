@@ -453,7 +453,7 @@ CANNOT_RUN: dict[str, str] = {
     "$ make backup": DOCKER,
     "$ crontab -l | { cat; echo '0 3 * * * cd /path/to/harel-stack && .venv/bin/harel-stack backup >> compose/backups/backup.log 2>&1'; } | crontab -": "edits the user's crontab",
     "$ make restore FILE=compose/backups/harel-20250106T030000Z.archive.gz YES=1": DOCKER,
-    "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set mongodbExporter.enabled=true --set mongodbExporter.serviceMonitor.enabled=true --set grafanaDashboard.enabled=true --set prometheusRule.enabled=true": CLUSTER,
+    "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set mongodbExporter.enabled=true --set mongodbExporter.serviceMonitor.enabled=true --set 'worker.metrics.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring' --set grafanaDashboard.enabled=true --set prometheusRule.enabled=true": CLUSTER,
     "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set backup.enabled=true --set backup.keep=14": CLUSTER,
     'kubectl -n harel create secret generic harel-backup-s3 --from-literal=access-key-id="$AWS_ACCESS_KEY_ID" --from-literal=secret-access-key="$AWS_SECRET_ACCESS_KEY"': CLUSTER,
     "$ kubectl -n harel create job --from=cronjob/harel-stack-backup harel-stack-backup-now": CLUSTER,

@@ -91,7 +91,7 @@ MongoDB object names.
 {{- end }}
 
 {{- define "harel-stack.mongodb.image" -}}
-{{- printf "%s:%s" .Values.mongodb.image.repository .Values.mongodb.image.tag }}
+{{- include "harel-stack.image" (dict "image" .Values.mongodb.image "defaultTag" "") }}
 {{- end }}
 
 {{/*
@@ -172,7 +172,7 @@ Where the workers and the test pod read their URL from: always a Secret, mounted
 {{- end }}
 
 {{- define "harel-stack.worker.image" -}}
-{{- printf "%s:%s" .Values.worker.image.repository (default .Chart.AppVersion .Values.worker.image.tag) }}
+{{- include "harel-stack.image" (dict "image" .Values.worker.image "defaultTag" .Chart.AppVersion) }}
 {{- end }}
 
 {{- define "harel-stack.imagePullSecrets" -}}
@@ -240,7 +240,25 @@ Checks that need two values at once (JSON Schema draft-07 cannot compare two num
 {{- if and $scaling.enabled (lt (int $scaling.maxReplicas) (int $scaling.minReplicas)) }}
 {{- fail (printf "worker.autoscaling.maxReplicas (%d) must be at least worker.autoscaling.minReplicas (%d)" (int $scaling.maxReplicas) (int $scaling.minReplicas)) }}
 {{- end }}
+{{- $keda := .Values.worker.keda }}
+{{- if and $keda.enabled $scaling.enabled }}
+{{- fail "worker.autoscaling.enabled and worker.keda.enabled are both true: each makes a HorizontalPodAutoscaler for the workers (KEDA makes its own from the ScaledObject), and two would fight over the replica count. Turn one off" }}
+{{- end }}
+{{- if and $keda.enabled (lt (int $keda.maxReplicas) (int $keda.minReplicas)) }}
+{{- fail (printf "worker.keda.maxReplicas (%d) must be at least worker.keda.minReplicas (%d)" (int $keda.maxReplicas) (int $keda.minReplicas)) }}
+{{- end }}
+{{- /* Both ServiceMonitors scrape through the NetworkPolicies, which admit only worker.metrics.from. */}}
+{{- $monitored := or .Values.worker.metrics.serviceMonitor.enabled (and .Values.mongodbExporter.enabled .Values.mongodbExporter.serviceMonitor.enabled) }}
+{{- if and $monitored .Values.networkPolicy.enabled (empty .Values.worker.metrics.from) }}
+{{- fail "a ServiceMonitor is enabled but worker.metrics.from is empty: the NetworkPolicies would let no one reach /metrics, so Prometheus could scrape nothing. Set worker.metrics.from to your Prometheus, e.g. [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]" }}
+{{- end }}
+{{- include "harel-stack.ext.checkExtraEnv" . }}
+{{- $kube := .Capabilities.KubeVersion.Version }}
+{{- if and .Values.jobs.sidecars (semverCompare "<1.29-0" $kube) }}
+{{- fail (printf "jobs.sidecars needs Kubernetes 1.29 or newer (native sidecar containers; this is %s): a plain sidecar would keep every Job running forever" $kube) }}
+{{- end }}
 {{- if .Values.mongodb.enabled }}
+{{- include "harel-stack.mongodb.checkExtraFlags" . }}
 {{- include "harel-stack.mongodb.checkScaleStep" . }}
 {{- end }}
 {{- end }}

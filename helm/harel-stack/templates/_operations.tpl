@@ -28,11 +28,11 @@ Day-2 operations of the chart's MongoDB: the exporter, the backups, and the two 
 {{- end }}
 
 {{- define "harel-stack.exporter.image" -}}
-{{- printf "%s:%s" .Values.mongodbExporter.image.repository .Values.mongodbExporter.image.tag }}
+{{- include "harel-stack.image" (dict "image" .Values.mongodbExporter.image "defaultTag" "") }}
 {{- end }}
 
 {{- define "harel-stack.backup.s3Image" -}}
-{{- printf "%s:%s" .Values.backup.s3.image.repository .Values.backup.s3.image.tag }}
+{{- include "harel-stack.image" (dict "image" .Values.backup.s3.image "defaultTag" "") }}
 {{- end }}
 
 {{/*
@@ -110,6 +110,9 @@ What every step of the backup pod shares: its settings file, the backup user's p
   value: /var/run/harel/backup/backup.env
 - name: HAREL_BACKUP_PASSWORD_FILE
   value: /var/run/harel/ops-auth/backup-password
+{{- with include "harel-stack.ext.env" .Values.jobs }}
+{{ . }}
+{{- end }}
 {{- end }}
 
 {{- define "harel-stack.backup.volumeMounts" -}}
@@ -127,5 +130,8 @@ What every step of the backup pod shares: its settings file, the backup user's p
 - name: tls-secret
   mountPath: /var/run/harel/tls-secret
   readOnly: true
+{{- end }}
+{{- with include "harel-stack.ext.volumeMounts" .Values.jobs }}
+{{ . }}
 {{- end }}
 {{- end }}

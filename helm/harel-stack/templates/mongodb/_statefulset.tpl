@@ -11,6 +11,7 @@ data members add persistent volumes and the root-user bootstrap on member 0.
 {{- $name := ternary (include "harel-stack.mongodb.arbiterName" $) (include "harel-stack.mongodb.fullname" $) $arbiter }}
 {{- $port := int $.Values.mongodb.service.port }}
 {{- $selector := include "harel-stack.selectorLabels" (dict "ctx" $ "component" $component) }}
+{{- $voters := printf "app.kubernetes.io/instance: %s\n%s" $.Release.Name (include "harel-stack.replicaSetMemberLabel" $) }}
 apiVersion: apps/v1
 kind: StatefulSet
 metadata:
@@ -46,6 +47,7 @@ spec:
       labels:
         {{- include "harel-stack.labels" (dict "ctx" $ "component" $component) | nindent 8 }}
         {{- include "harel-stack.replicaSetMemberLabel" $ | nindent 8 }}
+        {{- with include "harel-stack.ext.podLabels" $.Values.mongodb }}{{ . | nindent 8 }}{{ end }}
       annotations:
         # Each checksum rolls the members, one at a time, when what it covers changes: the bootstrap and
         # readiness scripts, the keyfile (a rotation), and the TLS certificate (a renewal).
@@ -54,6 +56,7 @@ spec:
         {{- if include "harel-stack.tls.on" $ }}
         checksum/tls: {{ include "harel-stack.secretChecksum" (dict "ctx" $ "name" $.Values.tls.existingSecret) }}
         {{- end }}
+        {{- with include "harel-stack.ext.podAnnotations" $.Values.mongodb }}{{ . | nindent 8 }}{{ end }}
     spec:
       serviceAccountName: {{ include "harel-stack.serviceAccountName" $ }}
       automountServiceAccountToken: false
@@ -73,37 +76,15 @@ spec:
                 topologyKey: kubernetes.io/hostname
                 labelSelector:
                   matchLabels:
-                    app.kubernetes.io/instance: {{ $.Release.Name }}
-                    {{- include "harel-stack.replicaSetMemberLabel" $ | nindent 20 }}
+                    {{- $voters | nindent 20 }}
         {{- end }}
-      {{- if not $arbiter }}
+      # Spread over zones and nodes counting every voter, the arbiter too: a zone or node lost takes as few votes as
+      # the cluster allows (mongodb.spread: soft by default, hard on request).
       topologySpreadConstraints:
-        {{- if $.Values.mongodb.topologySpreadConstraints }}
-        {{- toYaml $.Values.mongodb.topologySpreadConstraints | nindent 8 }}
-        {{- else }}
-        - maxSkew: 1
-          topologyKey: topology.kubernetes.io/zone
-          whenUnsatisfiable: ScheduleAnyway
-          labelSelector:
-            matchLabels:
-              {{- $selector | nindent 14 }}
-        - maxSkew: 1
-          topologyKey: kubernetes.io/hostname
-          whenUnsatisfiable: ScheduleAnyway
-          labelSelector:
-            matchLabels:
-              {{- $selector | nindent 14 }}
-        {{- end }}
-      {{- end }}
-      {{- with $.Values.mongodb.nodeSelector }}
-      nodeSelector:
-        {{- toYaml . | nindent 8 }}
-      {{- end }}
-      {{- with $.Values.mongodb.tolerations }}
-      tolerations:
-        {{- toYaml . | nindent 8 }}
-      {{- end }}
+        {{- include "harel-stack.ext.topologySpread" (dict "values" $.Values.mongodb "selector" $voters) | trim | nindent 8 }}
+      {{- with include "harel-stack.ext.scheduling" $.Values.mongodb | trim }}{{ . | nindent 6 }}{{ end }}
       initContainers:
+        {{- with include "harel-stack.ext.initContainers" (dict "values" $.Values.mongodb) | trim }}{{ . | nindent 8 }}{{ end }}
         # mongod refuses a keyfile readable by anyone but its owner. A Secret volume's files belong
         # to root (readable by group 999 through fsGroup), so the keyfile is copied to a memory
         # volume, owned by uid 999 with mode 0400; with TLS the certificate and key are joined into
@@ -184,6 +165,10 @@ spec:
             - {{ $port | quote }}
             - --dbpath
             - /data/db
+            {{- with $.Values.mongodb.extraFlags }}
+            # mongodb.extraFlags (none may contradict the flags above: checked when rendering).
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
             {{- if include "harel-stack.tls.on" $ }}
             - --tlsMode
             - {{ $.Values.tls.mode }}
@@ -198,6 +183,8 @@ spec:
             # mongosh (in the probes) keeps its state under $HOME; the root filesystem is read-only.
             - name: HOME
               value: /tmp
+            {{- with include "harel-stack.ext.env" $.Values.mongodb }}{{ . | nindent 12 }}{{ end }}
+          {{- with include "harel-stack.ext.envFrom" $.Values.mongodb | trim }}{{ . | nindent 10 }}{{ end }}
           ports:
             - name: mongodb
               containerPort: {{ $port }}
@@ -247,6 +234,8 @@ spec:
               mountPath: /var/run/harel/tls-secret
               readOnly: true
             {{- end }}
+            {{- with include "harel-stack.ext.volumeMounts" $.Values.mongodb }}{{ . | nindent 12 }}{{ end }}
+        {{- with include "harel-stack.ext.sidecars" $.Values.mongodb }}{{ . | nindent 8 }}{{ end }}
       volumes:
         - name: auth-secret
           secret:
@@ -288,6 +277,7 @@ spec:
           emptyDir:
             sizeLimit: 1Gi
         {{- end }}
+        {{- with include "harel-stack.ext.volumes" $.Values.mongodb }}{{ . | nindent 8 }}{{ end }}
   {{- if not $arbiter }}
   volumeClaimTemplates:
     - apiVersion: v1
