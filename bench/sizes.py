@@ -8,6 +8,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Sizes:
     name: str
+    # benchmark 1: the regions of each fork measured
+    fork_regions: tuple[int, ...]
     # benchmark 2: the events at which a commit's bytes are measured
     history_checkpoints: tuple[int, ...]
     # benchmark 3: executions holding a timer, and how many of those are due
@@ -30,6 +32,7 @@ class Sizes:
 # bounds the backlog (enough to keep 4 single-consumer workers busy) while 40 runs give 560 events to time.
 FULL = Sizes(
     name="full",
+    fork_regions=(10, 50, 200),
     history_checkpoints=(10, 100, 1_000, 10_000),
     sweep_executions=100_000,
     sweep_due=10,
@@ -43,6 +46,7 @@ FULL = Sizes(
 
 QUICK = Sizes(
     name="quick",
+    fork_regions=(10,),
     history_checkpoints=(10, 100, 250),
     sweep_executions=2_000,
     sweep_due=10,

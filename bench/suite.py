@@ -30,6 +30,7 @@ class Results:
     sizes: Sizes
     targets: list[str]
     round_trips: list[round_trips.RoundTrips]
+    forks: list[round_trips.ForkCost]
     commit_bytes: list[commit_bytes.CommitBytes]
     sweep: sweep_cost.SweepCost
     interpreter: interpreter_speed.InterpreterSpeed
@@ -40,6 +41,7 @@ class Results:
         listed: list[Row] = []
         for counted in self.round_trips:
             listed += round_trips.rows(counted)
+        listed += round_trips.fork_rows(self.forks)
         for sent in self.commit_bytes:
             listed += commit_bytes.rows(sent)
         listed += sweep_cost.rows(self.sweep)
@@ -66,6 +68,14 @@ def run(sizes: Sizes) -> Results:
     ):
         counted = [
             timed(f"1/6 round trips on the {t.label}", lambda t=t: round_trips.measure(t)) for t in targets
+        ]
+        forks = [
+            timed(
+                f"1/6 a fork of {regions} regions on the {t.label}",
+                lambda t=t, regions=regions: round_trips.measure_fork(t, regions),
+            )
+            for t in targets
+            for regions in sizes.fork_regions
         ]
         sent = [
             timed(
@@ -105,7 +115,7 @@ def run(sizes: Sizes) -> Results:
             for t in targets
         ]
         labels = [t.label for t in targets] + [latency.label, slow.label, end_to_end.EMBEDDED_LABEL]
-    return Results(sizes, labels, counted, sent, sweep, interpreter, flows, contexts)
+    return Results(sizes, labels, counted, forks, sent, sweep, interpreter, flows, contexts)
 
 
 def end_to_end_setups(latency: Target, slow: Target, targets: list[Target]) -> list[end_to_end.Setup]:
