@@ -110,22 +110,6 @@ class CallerClockTransport(MongoTransport):
         return self._claimed(found, owner)
 
 
-class TimerTakenBeforeDeliveryStore(MongoStore):
-    """Fires a timer in two round trips, the timer taken first: one update moves `next_fire_at` past it (no
-    sweep sees it again), a second puts its event in the mailbox. A worker dying between the two loses the
-    timer: its state never moves on."""
-
-    def fire_timer(self, due: DueTimer, *, now: float) -> bool:
-        write = writes.fire_write(due, now)
-        [deliver, size, wake] = write.update
-        taken = {"next_fire_at": deliver["$set"]["next_fire_at"]}
-        if self._executions.update_one(write.filter, [{"$set": taken}]).matched_count != 1:
-            return False
-        event = {name: value for name, value in deliver["$set"].items() if name != "next_fire_at"}
-        self._executions.update_one({"_id": due.execution_id}, [{"$set": event}, size, wake])
-        return True
-
-
 class CallerClockTimersTransport(MongoTransport):
     """Timers on the caller's clock: the claim takes an execution for due, and fires its timers, when the
     worker's own estimate (its bound) has passed them instead of the server's `$$NOW`, so a worker ahead

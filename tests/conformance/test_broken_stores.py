@@ -13,6 +13,7 @@ from tests.conformance import test_mailbox_conformance as mailbox_checks
 from tests.conformance import test_store_conformance as checks
 from tests.conformance.backends import BACKENDS, Harness, HarnessPool, StoreOptions
 from tests.conformance.broken import (
+    CallerClockTimersTransport,
     CallerClockTransport,
     FireAtBlindStore,
     NoVersionFilterStore,
@@ -27,6 +28,10 @@ CAUGHT_BY: list[tuple[type[MongoStore] | type[MongoTransport], Check]] = [
     (SplitCommitStore, checks.test_commit_is_all_or_nothing_when_a_round_trip_fails),
     (FireAtBlindStore, checks.test_due_timers_are_due_on_the_servers_clock),
     (CallerClockTransport, mailbox_checks.test_leases_run_on_the_servers_clock),
+    (
+        CallerClockTimersTransport,
+        mailbox_checks.test_a_claim_fires_each_due_timer_once_and_leaves_the_others_armed,
+    ),
 ]
 
 
