@@ -502,8 +502,8 @@ def test_a_claim_fires_each_due_timer_once_and_leaves_the_others_armed(harness: 
     for _ in range(2):
         first = claimed(harness, lease=0.05)
         claimed_ids.append(first.execution_id)
-        [fired] = [p.event for p in first.pending]
-        assert fired.name == TIMER_EVENT and fired.data == {"path": "open", "fire_at": now - 1}
+        fired = [(p.event.name, p.event.data) for p in first.pending]
+        assert fired == [(TIMER_EVENT, {"path": "open", "fire_at": now - 1})], "the due timer, once"
         stored_now = harness.raw(first.execution_id)
         assert stored_now["next_fire_at"] == due_from(later), "the timer still to come names the next wake-up"
         assert stored_now["wake_at"] == stored_now["lease"]["until"], "leased: claimable when the lease ends"
