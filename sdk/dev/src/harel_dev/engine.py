@@ -178,8 +178,11 @@ class Engine:
         replacement = _is_replacement(update)
         if replacement and multi:
             raise CommandError(9, "multi update is not supported for replacement-style update")
-        if self._watched(coll):
-            # What the update will match, read first (under the lock, so it is what the update then finds).
+        # What the update will match, read first when a change stream wants the difference (under the lock,
+        # so it is what the update then finds).
+        watched = self._watched(coll)
+        before = []
+        if watched:
             before = list(coll.find(query)) if multi else [d for d in [coll.find_one(query)] if d is not None]
         if replacement:
             result = coll.replace_one(query, update, **options)
@@ -188,7 +191,7 @@ class Engine:
                 options["array_filters"] = statement["arrayFilters"]
             result = (coll.update_many if multi else coll.update_one)(query, update, **options)
         upserted_id = result.upserted_id
-        if self._watched(coll):
+        if watched:
             self._record_update(coll, before, upserted_id, replacement)
         return result.matched_count + (upserted_id is not None), result.modified_count, upserted_id
 
@@ -222,13 +225,13 @@ class Engine:
             _refuse_collation(statement)
             query = statement.get("q") or {}
             single = statement.get("limit") == 1
-            if watched:
-                keys = [d["_id"] for d in coll.find(query, {"_id": 1}, limit=1 if single else 0)]
+            keys = (
+                [d["_id"] for d in coll.find(query, {"_id": 1}, limit=1 if single else 0)] if watched else []
+            )
             result = coll.delete_one(query) if single else coll.delete_many(query)
             removed += result.deleted_count
-            if watched:
-                for key in keys:
-                    self.changes.deleted(_namespace(coll), key)
+            for key in keys:
+                self.changes.deleted(_namespace(coll), key)
         return {"n": removed, "ok": 1.0}
 
     def find_and_modify(self, db: str, cmd: dict[str, Any]) -> Reply:
