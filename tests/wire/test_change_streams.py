@@ -5,6 +5,9 @@ server's fields; the stream's pipeline applied to events (harel's own WATCH_PIPE
 wake a worker); resuming after a dropped connection without losing an event; a `getMore` that waits for
 the next event while other connections' commands run; `killCursors` ending the stream; and the refusals of
 a standalone and of what is not modelled.
+
+Marked `fake_server`: these tests prove the test replica set and the harel-dev server, not harel, except that
+harel's WATCH_PIPELINE, run on them, lets through the writes that should wake a worker and no claim.
 """
 
 from __future__ import annotations
@@ -29,13 +32,14 @@ from harel.model import ExecutionStatus
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
+from harel_dev import changes
 from harel_dev.server import LocalServer
 from tests.fake_mongod.fail_command import fail_command
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeDeployment
 from tests.wire import ordering_app
 from tests.wire.processes import wait_until
 
-pytestmark = pytest.mark.wire
+pytestmark = [pytest.mark.wire, pytest.mark.fake_server]
 
 AWAIT_MS = 200  # how long a getMore waits for an event once every write of a test is done
 LONG_AWAIT_MS = 60_000  # a getMore that must return because of a write, not because its time ran out
@@ -270,6 +274,34 @@ def test_kill_cursors_ends_the_stream_and_a_getmore_waiting_on_it(
     with pytest.raises(OperationFailure) as gone:
         db.command("getMore", cursor_id, collection="items")
     assert gone.value.code == CURSOR_NOT_FOUND
+
+
+def test_closing_a_stream_kills_its_cursor(fake_rs: FakeDeployment) -> None:
+    commands = _Commands()
+    with MongoClient(fake_rs.url, event_listeners=[commands], **CLIENT_OPTIONS) as client:
+        stream = client.harel.items.watch(max_await_time_ms=AWAIT_MS)
+        stream.close()
+        [killed] = commands.started_named("killCursors")
+        with pytest.raises(OperationFailure) as gone:
+            client.harel.command("getMore", killed["cursors"][0], collection="items")
+    assert gone.value.code == CURSOR_NOT_FOUND
+
+
+def test_a_resume_point_that_left_the_window_of_kept_events_is_history_lost(
+    client: MongoClient[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(changes, "MAX_EVENTS", 2)
+    items = client.harel.items
+    with items.watch(max_await_time_ms=AWAIT_MS) as stream:
+        assert stream.try_next() is None
+        token = stream.resume_token
+    items.insert_many([{"_id": 1}, {"_id": 2}])
+    with items.watch(resume_after=token, max_await_time_ms=AWAIT_MS) as resumed:
+        assert [e["documentKey"] for e in drain(resumed)] == [{"_id": 1}, {"_id": 2}]
+    items.insert_one({"_id": 3})  # the window keeps the last two: _id 1's event is gone
+    with pytest.raises(OperationFailure) as lost:
+        items.watch(resume_after=token)
+    assert lost.value.code == HISTORY_LOST
 
 
 def test_a_token_from_another_server_cannot_resume_a_stream(client: MongoClient[dict[str, Any]]) -> None:
