@@ -30,13 +30,14 @@ def loop_of_current_thread() -> str:
 
 
 class Labelled:
-    """A transparent wrapper: same methods, same results; each call labelled, and calls that returned None
-    counted per method (an empty claim is a poll, not a delivery)."""
+    """A transparent wrapper: same methods, same results; each call labelled, and the calls counted per
+    method, with those that returned None apart (an empty claim is a poll, not a delivery)."""
 
     def __init__(self, target: Any, accounting: CommandAccounting) -> None:
         self._target = target
         self._accounting = accounting
         self._lock = threading.Lock()
+        self.calls: Counter[str] = Counter()
         self.returned_none: Counter[str] = Counter()
 
     def __getattr__(self, name: str) -> Any:
@@ -49,8 +50,9 @@ class Labelled:
         def call(*args: Any, **kwargs: Any) -> Any:
             with self._accounting.phase(f"{loop_of_current_thread()}:{name}"):
                 result = method(*args, **kwargs)
-            if result is None:
-                with self._lock:
+            with self._lock:
+                self.calls[name] += 1
+                if result is None:
                     self.returned_none[name] += 1
             return result
 

@@ -27,9 +27,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
+
+from pymongo import MongoClient
 
 from bench import smoke_workload
-from bench.deployments import Target, client_for, scratch_database
+from bench.deployments import Target, client_for, fresh_db_name
 from bench.labels import CLIENT, Labelled
 from bench.report import Row
 from harel.app import App
@@ -107,54 +110,70 @@ def category(phase: str, collection: str | None, command: str) -> str | None:
 
 def measure(target: Target) -> RoundTrips:
     accounting = CommandAccounting()
-    with client_for(target.url, event_listeners=[accounting]) as client, scratch_database(client) as db_name:
-        store, transport = MongoStore(client, db_name), MongoTransport(client, db_name)
-        store.ensure_indexes()
-        transport.ensure_indexes()
-        app, chart_id = smoke_workload.bench_app()
-        labelled_transport = Labelled(transport, accounting)
-        worker = Worker(
-            Labelled(store, accounting),
-            labelled_transport,
-            app,
-            config=WorkerConfig(concurrency=1),
-            heartbeats=Labelled(MongoHeartbeats(client, db_name), accounting),
-        )
-        accounting.clear()
-        worker.start()
+    with client_for(target.url, event_listeners=[accounting]) as client:
+        db_name = fresh_db_name()
+        transport = MongoTransport(client, db_name)
         try:
-            with accounting.phase(CLIENT):
-                report = run_smoke(store, transport, app, chart_id=chart_id, timeout=SMOKE_TIMEOUT)
+            return _measure(target, accounting, client, db_name, transport)
         finally:
-            worker.stop(drain_seconds=5.0)
-        commands: Counter[str] = Counter()
-        for row in accounting.rows():
-            found = category(row["phase"], row["collection"], row["command"])
-            if found is not None:
-                commands[found] += row["commands"]
-        empty_claims = labelled_transport.returned_none["claim"]
-        commands["claim"] -= empty_claims
-        commands["idle"] += empty_claims
+            client.drop_database(db_name)
+            transport.close()  # its change-stream watcher stops before the client closes under it
+
+
+def _measure(
+    target: Target,
+    accounting: CommandAccounting,
+    client: MongoClient[dict[str, Any]],
+    db_name: str,
+    transport: MongoTransport,
+) -> RoundTrips:
+    store = MongoStore(client, db_name)
+    store.ensure_indexes()
+    transport.ensure_indexes()
+    app, chart_id = smoke_workload.bench_app()
+    labelled_transport = Labelled(transport, accounting)
+    worker = Worker(
+        Labelled(store, accounting),
+        labelled_transport,
+        app,
+        config=WorkerConfig(concurrency=1),
+        heartbeats=Labelled(MongoHeartbeats(client, db_name), accounting),
+    )
+    accounting.clear()
+    worker.start()
+    try:
         with accounting.phase(CLIENT):
-            run = gather(store, report.root_id, SMOKE_TIMEOUT)
-        checked = check(run)
-        relayed = worker.metrics.registry.get_sample_value
-        return RoundTrips(
-            target=target.label,
-            passed=checked.passed,
-            failures=checked.failures,
-            processed=worker.counters["processed"],
-            claims=accounting.tally(phase="consume:claim").commands - empty_claims,
-            commands=commands,
-            relay_entries=int(
-                (relayed("harel_relayed_total", {"kind": "outbox"}) or 0)
-                + (relayed("harel_relayed_total", {"kind": "spawn"}) or 0)
-            ),
-            timers_fired=int(relayed("harel_timers_fired_total") or 0),
-            acknowledgements=sum(
-                accounting.tally(phase=f"{loop}:ack_delivered").commands for loop in ("relay", "leaving")
-            ),
-        )
+            report = run_smoke(store, transport, app, chart_id=chart_id, timeout=SMOKE_TIMEOUT)
+    finally:
+        worker.stop(drain_seconds=5.0)
+    commands: Counter[str] = Counter()
+    for row in accounting.rows():
+        found = category(row["phase"], row["collection"], row["command"])
+        if found is not None:
+            commands[found] += row["commands"]
+    empty_claims = labelled_transport.returned_none["claim"]
+    commands["claim"] -= empty_claims
+    commands["idle"] += empty_claims
+    with accounting.phase(CLIENT):
+        run = gather(store, report.root_id, SMOKE_TIMEOUT)
+    checked = check(run)
+    relayed = worker.metrics.registry.get_sample_value
+    return RoundTrips(
+        target=target.label,
+        passed=checked.passed,
+        failures=checked.failures,
+        processed=worker.counters["processed"],
+        claims=accounting.tally(phase="consume:claim").commands - empty_claims,
+        commands=commands,
+        relay_entries=int(
+            (relayed("harel_relayed_total", {"kind": "outbox"}) or 0)
+            + (relayed("harel_relayed_total", {"kind": "spawn"}) or 0)
+        ),
+        timers_fired=int(relayed("harel_timers_fired_total") or 0),
+        acknowledgements=sum(
+            accounting.tally(phase=f"{loop}:ack_delivered").commands for loop in ("relay", "leaving")
+        ),
+    )
 
 
 def rows(result: RoundTrips) -> list[Row]:
@@ -220,7 +239,10 @@ def rows(result: RoundTrips) -> list[Row]:
             1,
             "· other (unlabelled)",
             f"{result.per_event('other'):.2f}",
-            note="the mailbox watcher's change stream (its opening, and its getMores while it waits)",
+            note=(
+                "the mailbox watcher's change stream: the aggregate that opens it, then a getMore that waits "
+                "up to 1 s for a new execution or a send that makes one due (timing-dependent)"
+            ),
         ),
         Row(
             1,
@@ -279,33 +301,42 @@ def fork_chart(regions: int) -> dict[str, object]:
 def measure_fork(target: Target, regions: int) -> ForkCost:
     """One fork of `regions` regions run to its join by one worker: every worker command, by row."""
     accounting = CommandAccounting()
-    with client_for(target.url, event_listeners=[accounting]) as client, scratch_database(client) as db_name:
-        store, transport = MongoStore(client, db_name), MongoTransport(client, db_name)
-        store.ensure_indexes()
-        transport.ensure_indexes()
-        app = App("bench-fork")
-        chart = app.chart(fork_chart(regions))
-        labelled_transport = Labelled(transport, accounting)
-        worker = Worker(
-            Labelled(store, accounting), labelled_transport, app, config=WorkerConfig(concurrency=1)
-        )
-        accounting.clear()
-        worker.start()
+    with client_for(target.url, event_listeners=[accounting]) as client:
+        db_name = fresh_db_name()
+        transport = MongoTransport(client, db_name)
         try:
-            with accounting.phase(CLIENT):
-                root, _ = start_execution(store, transport, app, chart.id, execution_id=f"fork-{regions}")
-                completed = _wait_completed(store, root.id, FORK_TIMEOUT)
+            return _measure_fork(target, regions, accounting, MongoStore(client, db_name), transport)
         finally:
-            worker.stop(drain_seconds=5.0)
-        commands: Counter[str] = Counter()
-        for row in accounting.rows():
-            found = category(row["phase"], row["collection"], row["command"])
-            if found is not None:
-                commands[found] += row["commands"]
-        empty_claims = labelled_transport.returned_none["claim"]
-        commands["claim"] -= empty_claims
-        commands["idle"] += empty_claims
-        return ForkCost(target.label, regions, completed, commands)
+            client.drop_database(db_name)
+            transport.close()  # its change-stream watcher stops before the client closes under it
+
+
+def _measure_fork(
+    target: Target, regions: int, accounting: CommandAccounting, store: MongoStore, transport: MongoTransport
+) -> ForkCost:
+    store.ensure_indexes()
+    transport.ensure_indexes()
+    app = App("bench-fork")
+    chart = app.chart(fork_chart(regions))
+    labelled_transport = Labelled(transport, accounting)
+    worker = Worker(Labelled(store, accounting), labelled_transport, app, config=WorkerConfig(concurrency=1))
+    accounting.clear()
+    worker.start()
+    try:
+        with accounting.phase(CLIENT):
+            root, _ = start_execution(store, transport, app, chart.id, execution_id=f"fork-{regions}")
+            completed = _wait_completed(store, root.id, FORK_TIMEOUT)
+    finally:
+        worker.stop(drain_seconds=5.0)
+    commands: Counter[str] = Counter()
+    for row in accounting.rows():
+        found = category(row["phase"], row["collection"], row["command"])
+        if found is not None:
+            commands[found] += row["commands"]
+    empty_claims = labelled_transport.returned_none["claim"]
+    commands["claim"] -= empty_claims
+    commands["idle"] += empty_claims
+    return ForkCost(target.label, regions, completed, commands)
 
 
 def _wait_completed(store: MongoStore, execution_id: str, timeout: float) -> bool:

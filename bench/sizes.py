@@ -29,7 +29,8 @@ class Sizes:
 
 # mongomock (under both the embedded default and the fake replica set) has no indexes: a claim reads every
 # execution and copies each one that is due, so its cost grows with the backlog. Keeping 8 runs in flight
-# bounds the backlog (enough to keep 4 single-consumer workers busy) while 40 runs give 560 events to time.
+# bounds the backlog (enough to keep 8 single-consumer workers busy: each run forks regions of its own) while
+# 40 runs give 560 events to time.
 FULL = Sizes(
     name="full",
     fork_regions=(10, 50, 200),
@@ -40,7 +41,7 @@ FULL = Sizes(
     end_to_end_runs=40,
     end_to_end_in_flight=8,
     end_to_end_paced_runs=10,
-    end_to_end_workers=(1, 2, 4),
+    end_to_end_workers=(1, 2, 4, 8),
     context_events=30,
 )
 
@@ -54,6 +55,6 @@ QUICK = Sizes(
     end_to_end_runs=3,
     end_to_end_in_flight=3,
     end_to_end_paced_runs=2,
-    end_to_end_workers=(1, 2, 4),
+    end_to_end_workers=(1, 2, 4, 8),
     context_events=3,
 )

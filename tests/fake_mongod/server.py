@@ -140,6 +140,11 @@ class FakeMongod(LocalServer):
         """Run the server's clock `seconds` ahead of real time (behind when negative)."""
         self._clock_offset = seconds
 
+    def waiting_change_streams(self) -> int:
+        """How many change-stream getMores are waiting for an event now (no command tells)."""
+        with self._execution_lock:
+            return self._engine.changes.waiting
+
     def withhold_write_concern(self) -> None:
         """Lose the majority: `w: "majority"` writes still apply, but their replies wait (see
         write_concern.py) until `release_write_concern()`, their `wtimeout` or their `maxTimeMS`."""

@@ -9,8 +9,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from harel_dev.change_streams import opens_change_stream
 from harel_dev.engine import WRITES
-from harel_dev.errors import CommandError
+from harel_dev.errors import CommandError, not_modelled
 from harel_dev.topology import Topology
 
 from .replset import ReplicaSetState
@@ -113,6 +114,17 @@ class RoleTopology(Topology):
                 raise CommandError(13435, "not primary and secondaryOk=false")
         elif name in READ_COMMANDS and not self.writable:
             raise CommandError(13436, "node is not in primary or recovering state")
+        if opens_change_stream(name, command):
+            self._admit_change_stream()
+
+    def _admit_change_stream(self) -> None:
+        """Only the primary of a replica set serves change streams here."""
+        if self.role is Role.STANDALONE:
+            raise CommandError(40573, "The $changeStream stage is only supported on replica sets")
+        if self.role is Role.MONGOS:
+            raise not_modelled("change streams through a mongos")
+        if not self.writable:
+            raise not_modelled("change streams on a secondary")
 
     def repl_set_get_status(self) -> dict[str, Any]:
         self._require_config("replSetGetStatus")

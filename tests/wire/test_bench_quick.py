@@ -118,6 +118,7 @@ def test_end_to_end_processes_every_event_for_each_worker_count_and_backend(resu
         which = f"{flow.backend}, {flow.workers} workers"
         assert flow.failures == [], which
         assert flow.events == QUICK.end_to_end_runs * smoke_workload.EVENTS_PER_RUN
+        assert flow.tallies.processed == flow.events, which
         assert len(flow.load_lateness) == QUICK.end_to_end_runs * smoke_workload.TIMERS_PER_RUN, which
         assert len(flow.paced_lateness) == QUICK.end_to_end_paced_runs * smoke_workload.TIMERS_PER_RUN, which
         assert min(flow.load_lateness + flow.paced_lateness) >= 0, which
@@ -128,9 +129,38 @@ def test_end_to_end_runs_wire_workers_as_processes_and_embedded_ones_as_threads(
     for setup in setups:
         embedded = setup.url == end_to_end.EMBEDDED_URL
         assert setup.workers_as == (THREADS if embedded else PROCESSES)
+        assert setup.counts_commands == (not embedded)
         assert setup.scaling_target == (setup.label == LATENCY_LABEL)
-    scaling_rows = [row for row in results.rows() if row.bench == 5 and "÷ 1 worker" in row.figure]
+    scaling_rows = [
+        row for row in results.rows() if row.bench == 5 and "per processed event with" in row.figure
+    ]
     assert len(scaling_rows) == len(setups)
+    assert all(row.figure.endswith("with 1, 2, 4, 8 workers") for row in scaling_rows)
+
+
+def test_the_per_event_figures_are_the_workers_tallies_under_load_over_the_events(results: Results) -> None:
+    """Every claim that leased an execution was followed by its commit, so a wire flow sent at least two
+    commands per claim; one worker loses no CAS to another; no lease runs out in a clean run."""
+    for flow in results.end_to_end:
+        which = f"{flow.backend}, {flow.workers} workers"
+        tallies = flow.tallies
+        assert 0 < tallies.claims <= tallies.processed, which
+        assert tallies.empty_claims >= 0 and tallies.lease_steals == 0, which
+        if flow.workers == 1:
+            assert tallies.conflicts == 0, which
+        if flow.setup.counts_commands:
+            assert tallies.commands >= 2 * tallies.claims, which
+        else:
+            assert tallies.commands == 0, which
+        contended = tallies.empty_claims + tallies.conflicts + tallies.lease_steals
+        assert flow.contention == contended / flow.events, which
+        assert flow.per_event(tallies.commands) == tallies.commands / flow.events, which
+
+
+def test_the_scaling_figure_is_how_far_each_count_strays_from_one_workers() -> None:
+    assert end_to_end.drift([4.0, 4.4, 3.8, 4.8]) == pytest.approx(0.2)
+    assert end_to_end.drift([0.0, 0.0]) == 0.0
+    assert end_to_end.drift([0.0, 0.5]) is None
 
 
 def test_an_event_reads_and_writes_the_whole_state_at_every_context_size(results: Results) -> None:
@@ -208,13 +238,14 @@ class _Queue:
         return f"sent to {target}"
 
 
-def test_labelled_calls_return_what_the_target_returns_and_count_none_results() -> None:
+def test_labelled_calls_return_what_the_target_returns_and_count_calls_and_none_results() -> None:
     labelled = Labelled(_Queue(), CommandAccounting())
     assert labelled.send("x") == "sent to x"
     assert labelled.claim() is None
     assert labelled.claim() is None
     assert labelled.returned_none["claim"] == 2
     assert labelled.returned_none["send"] == 0
+    assert labelled.calls == {"send": 1, "claim": 2}
 
 
 @pytest.mark.parametrize(

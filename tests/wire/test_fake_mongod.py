@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from bson import Int64
+from bson import Int64, Timestamp
 from pymongo import MongoClient, monitoring
 from pymongo.errors import NotPrimaryError, OperationFailure, WTimeoutError
 
@@ -220,7 +220,8 @@ def test_unmodelled_features_fail_loudly(fake_rs: FakeDeployment) -> None:
         items.insert_one({"_id": 1, "a": [{"x": 1}]})
         refusals: list[Callable[[], object]] = [
             lambda: items.update_one({"_id": 1}, {"$set": {"a.$[e].x": 2}}, array_filters=[{"e.x": 1}]),
-            items.watch,
+            client.harel.watch,
+            lambda: items.watch(start_at_operation_time=Timestamp(1, 1)),
             lambda: items.find_one({}, collation={"locale": "fr"}),
         ]
         for refused in refusals:

@@ -41,9 +41,13 @@ class CursorRegistry:
         batch, rest = _split(documents, DEFAULT_FIRST_BATCH if batch_size is None else batch_size)
         cursor_id = 0
         if rest and not single_batch:
-            cursor_id = next(self._ids)
+            cursor_id = self.new_id()
             self._open[cursor_id] = _Cursor(namespace, rest)
         return {"firstBatch": batch, "id": Int64(cursor_id), "ns": namespace}
+
+    def new_id(self) -> int:
+        """A cursor id no other cursor of this server has (for the change streams' cursors too)."""
+        return next(self._ids)
 
     def get_more(self, cursor_id: int, batch_size: int | None) -> dict[str, Any]:
         cursor = self._open.get(cursor_id)

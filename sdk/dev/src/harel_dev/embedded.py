@@ -114,8 +114,9 @@ class _Collection:
         return locked
 
     def watch(self, *args: Any, **kwargs: Any) -> NoReturn:
-        """Refused as the local server refuses it: mongomock has no change streams (its collections answer an
-        unknown name such as `watch` with a sub-collection, which then fails when called)."""
+        """Refused: mongomock has no change streams, and the embedded client does not model them (the local
+        server does, `harel_dev.change_streams`); mongomock's collections would answer an unknown name such
+        as `watch` with a sub-collection, which then fails when called."""
         raise OperationFailure("harel_dev does not model change streams", 238)
 
     def bulk_write(self, requests: list[Any], ordered: bool = True) -> BulkWriteResult:

@@ -1,24 +1,29 @@
 """Data commands executed on mongomock: CRUD, cursors, aggregation, indexes and collections.
 
 `Engine.execute` runs one command, with `$$NOW` bound once from the engine's clock (`harel_dev.now`) and
-mongomock's expressions corrected (`harel_dev.expressions`). Callers hold the server's execution lock, so
-each command sees and leaves a consistent state and single-document atomicity holds between concurrent
-clients. Replies have the server's shape.
+mongomock's expressions corrected (`harel_dev.expressions`). Callers hold `lock` (the server's execution
+lock), so each command sees and leaves a consistent state and single-document atomicity holds between
+concurrent clients; a change stream's `getMore` releases it while it waits for an event. Replies have the
+server's shape. Writes to a watched collection are recorded in the change log (`harel_dev.changes`) that
+change streams (`harel_dev.change_streams`) read.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import mongomock
-from bson import json_util
+from bson import Int64, json_util
 from mongomock import filtering
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
 from harel_dev import mongomock_patches
+from harel_dev.change_streams import ChangeStreams, opens_change_stream
+from harel_dev.changes import ChangeLog
 from harel_dev.cursors import CursorRegistry
 from harel_dev.errors import CommandError, not_modelled
 from harel_dev.now import Clock, bind_command, server_now
@@ -66,14 +71,19 @@ class CollectionDump:
 @dataclass
 class Engine:
     clock: Clock = time.time
+    lock: threading.Lock = field(default_factory=threading.Lock)
     _client: mongomock.MongoClient[dict[str, Any]] = field(default_factory=mongomock.MongoClient)
     # Options given to `create` (mongomock keeps none): listed by listCollections, never applied to queries.
     _options: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     cursors: CursorRegistry = field(default_factory=CursorRegistry)
+    changes: ChangeLog = field(init=False)
+    streams: ChangeStreams = field(init=False)
     _handlers: dict[str, Callable[[str, dict[str, Any]], Reply]] = field(init=False)
 
     def __post_init__(self) -> None:
         mongomock_patches.install()
+        self.changes = ChangeLog(self.lock, self.clock)
+        self.streams = ChangeStreams(self.changes, self.cursors.new_id, self._stored)
         self._handlers = {
             "insert": self.insert,
             "update": self.update,
@@ -112,16 +122,21 @@ class Engine:
             self._client.drop_database(name)
         self._options.clear()
         self.cursors.clear()
+        self.streams.clear()
+        self.changes.clear()
 
     # --- writes --------------------------------------------------------------------------------------
 
     def insert(self, db: str, cmd: dict[str, Any]) -> Reply:
         coll = self._collection(db, cmd["insert"])
+        watched = self._watched(coll)
         written, errors = 0, []
         for index, document in enumerate(cmd.get("documents", [])):
             try:
                 coll.insert_one(document)
                 written += 1
+                if watched:
+                    self.changes.inserted(_namespace(coll), document)
             except OperationFailure as exc:
                 errors.append(_write_error(index, exc, coll, document))
                 if cmd.get("ordered", True):
@@ -160,25 +175,63 @@ class Engine:
         options: dict[str, Any] = {"upsert": upsert}
         if let is not None:
             options["let"] = let
-        if _is_replacement(update):
-            if multi:
-                raise CommandError(9, "multi update is not supported for replacement-style update")
+        replacement = _is_replacement(update)
+        if replacement and multi:
+            raise CommandError(9, "multi update is not supported for replacement-style update")
+        # What the update will match, read first when a change stream wants the difference (under the lock,
+        # so it is what the update then finds).
+        watched = self._watched(coll)
+        before = []
+        if watched:
+            before = list(coll.find(query)) if multi else [d for d in [coll.find_one(query)] if d is not None]
+        if replacement:
             result = coll.replace_one(query, update, **options)
         else:
             if statement.get("arrayFilters"):
                 options["array_filters"] = statement["arrayFilters"]
             result = (coll.update_many if multi else coll.update_one)(query, update, **options)
         upserted_id = result.upserted_id
+        if watched:
+            self._record_update(coll, before, upserted_id, replacement)
         return result.matched_count + (upserted_id is not None), result.modified_count, upserted_id
+
+    def _record_update(
+        self,
+        coll: mongomock.Collection[dict[str, Any]],
+        before: list[dict[str, Any]],
+        upserted_id: Any,
+        replacement: bool,
+    ) -> None:
+        namespace = _namespace(coll)
+        if upserted_id is not None:
+            inserted = coll.find_one({"_id": upserted_id})
+            if inserted is not None:
+                self.changes.inserted(namespace, inserted)
+            return
+        for old in before:
+            new = coll.find_one({"_id": old["_id"]})
+            if new is None or new == old:
+                continue
+            if replacement:
+                self.changes.replaced(namespace, new)
+            else:
+                self.changes.updated(namespace, old, new)
 
     def delete(self, db: str, cmd: dict[str, Any]) -> Reply:
         coll = self._collection(db, cmd["delete"])
+        watched = self._watched(coll)
         removed = 0
         for statement in cmd.get("deletes", []):
             _refuse_collation(statement)
             query = statement.get("q") or {}
-            result = coll.delete_one(query) if statement.get("limit") == 1 else coll.delete_many(query)
+            single = statement.get("limit") == 1
+            keys = (
+                [d["_id"] for d in coll.find(query, {"_id": 1}, limit=1 if single else 0)] if watched else []
+            )
+            result = coll.delete_one(query) if single else coll.delete_many(query)
             removed += result.deleted_count
+            for key in keys:
+                self.changes.deleted(_namespace(coll), key)
         return {"n": removed, "ok": 1.0}
 
     def find_and_modify(self, db: str, cmd: dict[str, Any]) -> Reply:
@@ -193,6 +246,8 @@ class Engine:
             value = coll.find_one({"_id": existing["_id"]}, fields) if existing else None
             if existing:
                 coll.delete_one({"_id": existing["_id"]})
+                if self._watched(coll):
+                    self.changes.deleted(_namespace(coll), existing["_id"])
             return {"lastErrorObject": {"n": int(existing is not None)}, "value": value, "ok": 1.0}
         update = cmd.get("update")
         if update is None:
@@ -212,17 +267,24 @@ class Engine:
         fields: dict[str, Any] | None,
         cmd: dict[str, Any],
     ) -> Reply:
-        write = coll.replace_one if _is_replacement(update) else coll.update_one
+        replacement = _is_replacement(update)
+        write = coll.replace_one if replacement else coll.update_one
         new = bool(cmd.get("new"))
+        watched = self._watched(coll)
         if existing is not None:
             by_id = {"_id": existing["_id"]}
             before = None if new else coll.find_one(by_id, fields)
+            old = coll.find_one(by_id) if watched else None
             write(by_id, update)
             value = coll.find_one(by_id, fields) if new else before
+            if old is not None:
+                self._record_update(coll, [old], None, replacement)
             return {"lastErrorObject": {"n": 1, "updatedExisting": True}, "value": value, "ok": 1.0}
         if not cmd.get("upsert"):
             return {"lastErrorObject": {"n": 0, "updatedExisting": False}, "value": None, "ok": 1.0}
         upserted_id = write(query, update, upsert=True).upserted_id
+        if watched:
+            self._record_update(coll, [], upserted_id, replacement)
         value = coll.find_one({"_id": upserted_id}, fields) if new else None
         last_error = {"n": 1, "updatedExisting": False, "upserted": upserted_id}
         return {"lastErrorObject": last_error, "value": value, "ok": 1.0}
@@ -249,24 +311,43 @@ class Engine:
         return {"cursor": cursor, "ok": 1.0}
 
     def get_more(self, db: str, cmd: dict[str, Any]) -> Reply:
-        return {"cursor": self.cursors.get_more(int(cmd["getMore"]), cmd.get("batchSize")), "ok": 1.0}
+        cursor_id = int(cmd["getMore"])
+        if self.streams.holds(cursor_id):
+            max_time_ms = cmd.get("maxTimeMS")
+            cursor = self.streams.get_more(
+                cursor_id, cmd.get("batchSize"), None if max_time_ms is None else int(max_time_ms)
+            )
+            return {"cursor": cursor, "ok": 1.0}
+        return {"cursor": self.cursors.get_more(cursor_id, cmd.get("batchSize")), "ok": 1.0}
 
     def kill_cursors(self, db: str, cmd: dict[str, Any]) -> Reply:
-        return {**self.cursors.kill([int(i) for i in cmd.get("cursors", [])]), "ok": 1.0}
+        cursor_ids = [int(i) for i in cmd.get("cursors", [])]
+        streams = self.streams.kill(cursor_ids)
+        reply = self.cursors.kill([cursor_id for cursor_id in cursor_ids if cursor_id not in streams])
+        reply["cursorsKilled"] = [Int64(cursor_id) for cursor_id in streams] + reply["cursorsKilled"]
+        return {**reply, "ok": 1.0}
 
     def aggregate(self, db: str, cmd: dict[str, Any]) -> Reply:
         name = cmd["aggregate"]
+        stream = opens_change_stream("aggregate", cmd)
         if not isinstance(name, str):
-            raise not_modelled("database-level aggregate")
+            raise not_modelled(
+                "change streams on a database or the cluster" if stream else "database-level aggregate"
+            )
         if cmd.get("explain"):
             raise not_modelled("explain")
         _refuse_collation(cmd)
         pipeline = cmd.get("pipeline", [])
+        cursor_options = cmd.get("cursor") or {}
+        if stream:
+            cursor = self.streams.open(
+                _namespace(self._collection(db, name)), pipeline, cursor_options.get("batchSize")
+            )
+            return {"cursor": cursor, "ok": 1.0}
         if any("$changeStream" in stage for stage in pipeline):
-            raise not_modelled("change streams")
+            raise CommandError(40602, "$changeStream is only valid as the first stage in a pipeline")
         options = {"let": cmd["let"]} if "let" in cmd else {}
         documents = list(self._collection(db, name).aggregate(pipeline, **options))
-        cursor_options = cmd.get("cursor") or {}
         cursor = self.cursors.open(f"{db}.{name}", documents, cursor_options.get("batchSize"))
         return {"cursor": cursor, "ok": 1.0}
 
@@ -452,6 +533,15 @@ class Engine:
             raise CommandError(73, f"Invalid collection name: {name!r}")
         return self._client[db][name]
 
+    def _watched(self, coll: mongomock.Collection[dict[str, Any]]) -> bool:
+        return self.changes.watched(_namespace(coll))
+
+    def _stored(self, namespace: str, key: Any) -> dict[str, Any] | None:
+        """A document as stored now, by namespace and _id (a change stream's updateLookup)."""
+        db, name = namespace.split(".", 1)
+        found: dict[str, Any] | None = self._collection(db, name).find_one({"_id": key})
+        return found
+
     def _exists(self, db: str, name: str) -> bool:
         return name in self._names(db)
 
@@ -484,6 +574,10 @@ GENERIC_FIELDS = frozenset(
         "apiDeprecationErrors",
     }
 )
+
+
+def _namespace(coll: mongomock.Collection[dict[str, Any]]) -> str:
+    return f"{coll.database.name}.{coll.name}"
 
 
 def _sort(sort: Any) -> list[tuple[str, Any]] | None:

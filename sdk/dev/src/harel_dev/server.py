@@ -16,9 +16,10 @@ From Python: `LocalServer(port=0).start()`, `.url`, `.stop()` (or `with LocalSer
   expression results corrected where they differ from MongoDB's (`harel_dev.expressions`).
 - It answers as a replica-set primary (`harel_dev.topology`): sessions are accepted, retryable writes are
   recorded and a retry is answered from the record, never applied twice (`harel_dev.retryable`).
-- No replication, no failover, no oplog, no change streams, no transactions: the write concern is
-  acknowledged at once (`w`, `j` and `wtimeout` are accepted and have no effect), read concern has no
-  effect. No TLS. No authentication unless `auth=True`: without it anyone who can reach the port can read
+- Change streams on a collection (`harel_dev.change_streams`, reading the writes `harel_dev.changes`
+  records): a stream's `getMore` waits for an event without holding the execution lock.
+- No replication, no failover, no oplog, no transactions: the write concern is acknowledged at once (`w`,
+  `j` and `wtimeout` are accepted and have no effect), read concern has no effect. No TLS. No authentication unless `auth=True`: without it anyone who can reach the port can read
   and change everything, which is why it listens on loopback unless told otherwise. With it, SCRAM users
   (`harel_dev.users`, kept in `admin.system.users`) and a coarse check of built-in roles per command
   (`harel_dev.roles`).
@@ -123,11 +124,11 @@ class LocalServer:
         self._listener: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
         self._topology = self._new_topology(set_name, clock)
-        self._engine = Engine(clock)
+        self._execution_lock = threading.Lock()
+        self._engine = Engine(clock, self._execution_lock)
         self._users = UserStore(lambda: self._engine.collection(USERS_DB, USERS_COLLECTION))
         self._access = Access(self._users, enabled=auth)
         self._retries = RetryRecords()
-        self._execution_lock = threading.Lock()
         self._data_file: DataFile | None = None
         self._default_rw_concern = dict(DEFAULT_RW_CONCERN)
         self._feature_compatibility_version = FEATURE_COMPATIBILITY_VERSION
@@ -167,6 +168,8 @@ class LocalServer:
         """Stop accepting, close every connection, and write the last snapshot (with a data file)."""
         self._stopping.set()
         self._topology.stop()
+        with self._execution_lock:
+            self._engine.changes.interrupt()  # change streams waiting for an event return now
         if self._listener is not None:
             with contextlib.suppress(OSError):
                 self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
