@@ -55,6 +55,8 @@ HOT_PATH_TARGET = 2.0
 ALL_COMMANDS_TARGET = 3.0
 FORK_TARGET = 3.2  # commands per region
 FORK_TIMEOUT = 60.0
+WATCH_OPEN_TIMEOUT = 5.0
+SETTLE_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,10 @@ def _measure(
         config=WorkerConfig(concurrency=1),
         heartbeats=Labelled(MongoHeartbeats(client, db_name), accounting),
     )
-    accounting.clear()
     worker.start()
+    _settled_on_its_change_stream(transport)
+    accounting.clear()
+    labelled_transport.returned_none.clear()
     try:
         with accounting.phase(CLIENT):
             report = run_smoke(store, transport, app, chart_id=chart_id, timeout=SMOKE_TIMEOUT)
@@ -320,8 +324,10 @@ def _measure_fork(
     chart = app.chart(fork_chart(regions))
     labelled_transport = Labelled(transport, accounting)
     worker = Worker(Labelled(store, accounting), labelled_transport, app, config=WorkerConfig(concurrency=1))
-    accounting.clear()
     worker.start()
+    _settled_on_its_change_stream(transport)
+    accounting.clear()
+    labelled_transport.returned_none.clear()
     try:
         with accounting.phase(CLIENT):
             root, _ = start_execution(store, transport, app, chart.id, execution_id=f"fork-{regions}")
@@ -337,6 +343,16 @@ def _measure_fork(
     commands["claim"] -= empty_claims
     commands["idle"] += empty_claims
     return ForkCost(target.label, regions, completed, commands)
+
+
+def _settled_on_its_change_stream(transport: MongoTransport) -> None:
+    """Wait (a few seconds at most) until the worker's change stream is open: the run is counted as a worker
+    that has been up a while runs it, not with the polls of one still opening its stream. A deployment
+    without change streams never opens one: the run is counted polling."""
+    deadline = time.monotonic() + WATCH_OPEN_TIMEOUT
+    while not transport.wake_plan.watching and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(SETTLE_SECONDS)  # the claim the opening woke ends before the count starts
 
 
 def _wait_completed(store: MongoStore, execution_id: str, timeout: float) -> bool:

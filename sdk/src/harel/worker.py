@@ -120,12 +120,10 @@ PERMANENT = (
     UnknownAction,
     UnknownChart,
 )
-# A planned wake-up whose time passed but that the last claim did not see due yet (this estimate of the
-# server's clock runs a little ahead) is looked for again after this pause.
-TIMER_RETRY_PAUSE = 0.005
 # An idle consumer on a change stream, with nothing planned, claims again after this long even if it heard
-# nothing: a net under a change the stream did not deliver, at one claim and one look per interval.
-WATCHED_IDLE_SECONDS = 30.0
+# nothing: a net under what the stream does not report (a lease taken or extended elsewhere, which runs out
+# unseen when its holder dies), at one claim and one look per interval.
+WATCHED_IDLE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -609,7 +607,7 @@ class Worker:
         else:
             self.store.ack_relay(work.execution_id, delivered, spawned, retry_in=RELAY_RETRY_SECONDS)
         if delivered or work.spawns:
-            self.transport.wake()
+            self.transport.wake([s.child_id for s in work.spawns])
         return len(delivered) + len(work.spawns)
 
     def _check_existing(self, work: RelayWork, existed: list[str]) -> None:
@@ -676,19 +674,19 @@ class Worker:
         self.transport.wake_plan.plan(due)
 
     def _idle_pause(self, backoff: float) -> float:
-        """How long an idle consumer waits. On a change stream: until a change says something is due, or
-        the earliest wake-up planned (looked up once, by one consumer, whenever the plan is not known), at
-        most WATCHED_IDLE_SECONDS. Without one: its backoff, or less until a wake-up planned."""
+        """How long an idle consumer waits at most (the wait ends sooner at the earliest wake-up planned,
+        `harel.transport.wakeups`). On a change stream: WATCHED_IDLE_SECONDS, once the earliest wake-up is
+        known (looked up by one consumer whenever it is not); without one: its backoff."""
         plan = self.transport.wake_plan
         if not plan.watching:
-            return plan.pause(backoff, TIMER_RETRY_PAUSE)
+            return backoff
         if not plan.known and self._planning.acquire(blocking=False):
             try:
                 with self._bounded():
                     self.transport.plan_next_wake(self.charts)
             finally:
                 self._planning.release()
-        return plan.pause(WATCHED_IDLE_SECONDS, TIMER_RETRY_PAUSE)
+        return WATCHED_IDLE_SECONDS
 
     # --- lifecycle ---------------------------------------------------------------------------------
 

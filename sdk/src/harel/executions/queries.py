@@ -174,7 +174,8 @@ WATCH_PIPELINE = [
                 {
                     "operationType": "update",
                     "updateDescription.updatedFields.wake_at": {"$type": "number"},
-                    "updateDescription.updatedFields.inbox_at": {"$type": "null"},
+                    # null (or left as it was): a timer, not a mailbox, makes it claimable next
+                    "updateDescription.updatedFields.inbox_at": None,
                 },
             ]
         }

@@ -88,8 +88,9 @@ class Transport(Protocol):
         """Block up to `timeout` or until a mailbox may have become due (a hint only: polling stays the
         truth)."""
 
-    def wake(self) -> None:
-        """Wake this process's waiters: it just made a mailbox due (a timer fired, an event relayed)."""
+    def wake(self, made_claimable: Sequence[str] = ()) -> None:
+        """Wake this process's waiters: it just made mailboxes due (`made_claimable`: the children it
+        created, for one), which its change stream then reports as nothing new."""
 
     @property
     def wake_plan(self) -> WakePlan:

@@ -79,6 +79,7 @@ class MongoTransport:
     def send(self, target_id: str, event: Event, *, source: str | None = None) -> SendOutcome:
         write = writes.send_write(target_id, writes.entry(event, source, self.clock.now()))
         if matched(write.send(self._executions)):
+            self._wakeups.plan.made_claimable([target_id])
             self._wakeups.set()  # consumers sharing this transport need no change stream to hear of it
             return SendOutcome.QUEUED
         found = list(self._executions.aggregate(queries.send_diagnosis(target_id, event.id)))
@@ -128,7 +129,8 @@ class MongoTransport:
         found = list(queries.next_wake_find(list(charts)).open(self._executions))
         self._wakeups.plan.plan(replies.parse_wake(found), looked=True)
 
-    def wake(self) -> None:
+    def wake(self, made_claimable: Sequence[str] = ()) -> None:
+        self._wakeups.plan.made_claimable(made_claimable)
         self._wakeups.set()
 
     def ensure_indexes(self) -> None:

@@ -16,7 +16,8 @@ import contextlib
 import heapq
 import logging
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pymongo.errors import OperationFailure, PyMongoError
@@ -39,6 +40,18 @@ WATCH_STOP_SECONDS = 2.0
 # watch is restarted.
 NO_CHANGE_STREAMS = frozenset({20, 40573, 115, 238})
 WATCHER_NAME = "harel-mailbox-watch"
+# How long a change to an execution this process made claimable itself may be taken for its echo (the change
+# stream's report of it, not news: its waiters were woken when it made it), one echo per write it made.
+OWN_ECHO_SECONDS = 1.0
+# A change that took a round trip to arrive (longer than BUFFERED_SECONDS: not from the batch already read)
+# is followed by a pause of GATHER_SECONDS before the next getMore, so that a burst of writes (a fork, its
+# children's commits) comes in a few getMores, not one each. It delays wake-ups from other processes by at
+# most that much in a burst; this process's own wake its waiters directly.
+BUFFERED_SECONDS = 0.001
+GATHER_SECONDS = 0.025
+# A planned wake-up whose time passed but that the last claim did not see due yet (the estimate of the
+# server's clock runs a little ahead) is looked for again after this pause.
+PLANNED_FLOOR = 0.005
 
 
 def _unsupported(error: PyMongoError) -> bool:
@@ -74,6 +87,9 @@ class WakePlan:
         self._times: list[float] = []
         self.watching = False
         self.known = False
+        self.due = False  # something is claimable now: a waiter returns
+        # executions this process made claimable: the echoes still expected, and when the last was made
+        self._own: dict[str, tuple[int, float]] = {}
 
     def opened(self) -> None:
         with self._lock:
@@ -92,15 +108,43 @@ class WakePlan:
             if looked:
                 self.known = True
 
+    def made_claimable(self, execution_ids: Iterable[str]) -> None:
+        """This process made these executions claimable (a send, a child created) and woke its waiters."""
+        now = time.monotonic()
+        with self._lock:
+            for execution_id in [e for e, (_, at) in self._own.items() if at < now - OWN_ECHO_SECONDS]:
+                del self._own[execution_id]
+            for execution_id in execution_ids:
+                expected, _ = self._own.get(execution_id, (0, now))
+                self._own[execution_id] = (expected + 1, now)
+
+    def _echo(self, change: Mapping[str, Any]) -> bool:
+        """Whether `change` is the echo of a write of this process (and then one fewer is expected)."""
+        execution_id = (change.get("documentKey") or {}).get("_id")
+        if not isinstance(execution_id, str):
+            return False
+        with self._lock:
+            expected, at = self._own.get(execution_id, (0, 0.0))
+            if expected == 0 or at < time.monotonic() - OWN_ECHO_SECONDS:
+                return False
+            if expected == 1:
+                del self._own[execution_id]
+            else:
+                self._own[execution_id] = (expected - 1, at)
+            return True
+
     def heard(self, change: Mapping[str, Any]) -> bool:
-        """A change the watch matched: True when something is claimable now; a later `wake_at` is planned."""
+        """A change the watch matched: True when something is claimable now (and not this process's own
+        doing: its waiters were woken then); a later `wake_at` is planned."""
+        if self._echo(change):
+            return False
         at = _wake_at(change)
         if isinstance(at, int | float) and at > self._now():
             self.plan(float(at))
             return False
         return True
 
-    def pause(self, longest: float, floor: float) -> float:
+    def pause(self, longest: float, floor: float = PLANNED_FLOOR) -> float:
         """How long to wait: `longest`, or less until the earliest planned wake-up (at least `floor` once it
         has passed: a claim did not see it due yet). A passed wake-up leaves the plan and makes it unknown:
         what comes after it is looked for again."""
@@ -127,16 +171,27 @@ class ThreadWakeups:
         self.plan = plan
 
     def set(self) -> None:
+        self.plan.due = True
         self._wake.set()
 
     def clear(self) -> None:
+        self.plan.due = False
         self._wake.clear()
 
     def wait(self, timeout: float) -> bool:
+        """Until something is claimable (True), or `timeout` or the earliest wake-up planned passes (False);
+        a wake-up planned meanwhile re-plans the wait."""
         if self._watch_enabled and self._watcher is None:
             self._watcher = threading.Thread(target=self._watch, name=WATCHER_NAME, daemon=True)
             self._watcher.start()
-        return self._wake.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while not self.plan.due:
+            pause = self.plan.pause(deadline - time.monotonic())
+            if pause <= 0 or not self._wake.wait(pause):
+                return self.plan.due
+            if not self.plan.due:
+                self._wake.clear()  # a re-plan: wait again, to the plan as it is now
+        return True
 
     def _watch(self) -> None:
         pause = WATCH_RETRY_FIRST
@@ -147,12 +202,17 @@ class ThreadWakeups:
                 with stream:
                     pause = WATCH_RETRY_FIRST
                     self.plan.opened()
-                    self._wake.set()  # consumers waiting long while it was shut look again
-                    while not self._closed.is_set():
+                    self.set()  # consumers waiting long while it was shut look again
+                    while not self._closed.is_set() and stream.alive:
+                        asked = time.monotonic()
                         with sending(WATCH):  # one pass per getMore: a pass is counted when it ends
                             change = stream.try_next()
-                        if change is not None and self.plan.heard(change):
-                            self._wake.set()
+                        if change is not None:
+                            self._heard(change)
+                            if time.monotonic() - asked > BUFFERED_SECONDS:
+                                self._closed.wait(GATHER_SECONDS)
+                self.plan.closed()  # invalidated (its collection dropped, say): opened again after a pause
+                self._closed.wait(pause)
             except PyMongoError as error:
                 self.plan.closed()
                 if self._closed.is_set():
@@ -163,6 +223,12 @@ class ThreadWakeups:
                 after = _restarting(error, pause)
                 self._closed.wait(pause)
                 pause = after
+
+    def _heard(self, change: Mapping[str, Any]) -> None:
+        if self.plan.heard(change):
+            self.set()
+        else:
+            self._wake.set()  # a wake-up planned: waiters re-plan
 
     def stop(self) -> None:
         """End the watcher before the client closes; one still inside a getMore is named in the log."""
@@ -187,18 +253,28 @@ class TaskWakeups:
         self.plan = plan
 
     def set(self) -> None:
+        self.plan.due = True
         self._wake.set()
 
     def clear(self) -> None:
+        self.plan.due = False
         self._wake.clear()
 
     async def wait(self, timeout: float) -> bool:
+        """As ThreadWakeups.wait."""
         if self._watch_enabled and self._watcher is None:
             self._watcher = asyncio.get_running_loop().create_task(self._watch(), name=WATCHER_NAME)
-        try:
-            await asyncio.wait_for(self._wake.wait(), timeout)
-        except TimeoutError:
-            return False
+        deadline = time.monotonic() + timeout
+        while not self.plan.due:
+            pause = self.plan.pause(deadline - time.monotonic())
+            if pause <= 0:
+                return self.plan.due
+            try:
+                await asyncio.wait_for(self._wake.wait(), pause)
+            except TimeoutError:
+                return self.plan.due
+            if not self.plan.due:
+                self._wake.clear()
         return True
 
     async def _watch(self) -> None:
@@ -211,10 +287,18 @@ class TaskWakeups:
                 async with stream as changes:
                     pause = WATCH_RETRY_FIRST
                     self.plan.opened()
-                    self._wake.set()
+                    self.set()
+                    asked = time.monotonic()
                     async for change in changes:
                         if self.plan.heard(change):
+                            self.set()
+                        else:
                             self._wake.set()
+                        if time.monotonic() - asked > BUFFERED_SECONDS:
+                            await asyncio.sleep(GATHER_SECONDS)
+                        asked = time.monotonic()
+                self.plan.closed()
+                await asyncio.sleep(pause)
             except PyMongoError as error:
                 self.plan.closed()
                 if _unsupported(error):
