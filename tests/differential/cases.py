@@ -87,6 +87,27 @@ AGREEMENTS: dict[str, Script] = {
     "messages": (Send("go"), Send("finish")),
     "nestedpar": (Send("tick"), Send("tock")),
     "regiontimers": (Wait(5), Wait(4)),
+    "history": (
+        Send("deep"),  # nothing recorded: the default, address (then street)
+        Send("next"),
+        Send("pause"),
+        Send("deep"),  # form.address.city
+        Send("pause"),
+        Send("shallow"),  # form.address, from street
+        Send("pause"),
+        Send("shallow"),
+        Send("next"),
+    ),
+    "inguard": (
+        Send("poke"),
+        Send("close"),  # neither approved nor in review: ignored
+        Send("submit"),
+        Send("poke"),  # not in draft: ignored
+        Send("close"),
+        Send("reopen"),
+        Send("submit", "approve"),
+        Send("close"),
+    ),
 }
 
 DIFFERENCES: dict[str, tuple[Script, str]] = {
@@ -96,4 +117,7 @@ DIFFERENCES: dict[str, tuple[Script, str]] = {
     # harel: the region incremented its own copy of `n`; the parent's `n` is still 0 at the join (the
     # region's count is in regions.only.context). sismic: one shared context, n is 1.
     "regioncontext": ((Send("finish"),), "sem-diff-regions-context"),
+    # harel: `rewind` targets its own source without `reenter`, which stays entered (exit_b, enter_a);
+    # sismic exits and re-enters `outer` as well.
+    "reenter": ((Send("next"), Send("again"), Send("rewind")), "sem-diff-reenter"),
 }

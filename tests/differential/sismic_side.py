@@ -6,7 +6,10 @@ sismic has no key for in the terms sismic has:
 - `after: {300ms: ...}` is an eventless transition guarded by `after(0.3)`;
 - `on_done` is an eventless transition guarded by "a final child is active" (compound) or "every region has
   an active final state" (parallel);
-- `always` is an eventless transition.
+- `always` is an eventless transition;
+- `guard: {in: <state>}` is the guard `active(<state>)`;
+- a history state is sismic's `shallow history` or `deep history`, its `memory` the history's default
+  target (or its parent's initial state).
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ def translate(chart: Chart) -> dict[str, Any]:
 
 def _state(chart: Chart, node: Node) -> dict[str, Any]:
     state: dict[str, Any] = {"name": node.path}
+    if node.kind == "history":
+        parent = chart.node(node.parent or "")
+        return {**state, "type": f"{node.history} history", "memory": node.default or parent.initial}
     if node.entry:
         state["on entry"] = _code(node.entry)
     if node.exit:
@@ -67,6 +73,8 @@ def _alternatives(
         guards = [condition] if condition else []
         if edge.guard is not None:
             guards.append(sismic_guard(edge.guard, chart.node(edge.source), chart))
+        if edge.in_state is not None:
+            guards.append(f"active({edge.in_state!r})")
         transition: dict[str, Any] = {}
         if event is not None:
             transition["event"] = event

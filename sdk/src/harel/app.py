@@ -31,7 +31,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from harel.errors import (
     AsyncUnavailable,
@@ -51,11 +51,17 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Send:
-    """An event an action sends. `to`: "parent", "self", "sibling:<region>", or any execution id."""
+    """An event an action sends. `to`: "parent", "self", "sibling:<region>", or any execution id.
+
+    `queue` is for events to self: "internal" (the default; processed within the same step, before any
+    other event: SCXML's `<raise>`) or "external" (through the execution's own mailbox, behind the events
+    already queued there: SCXML's `<send>` to its own session). Events to other executions always go
+    through their mailbox; "internal" for one of them is refused with InvalidSend."""
 
     event: str
     to: str = "parent"
     data: Mapping[str, Any] = field(default_factory=dict)
+    queue: Literal["internal", "external"] | None = None
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,10 @@ def _dot_initial(lines: list[str], scope: str, initial: Node, indent: str) -> No
 
 def _dot_node(chart: Chart, node: Node, marked: frozenset[str], lines: list[str], indent: str) -> None:
     on = node.path in marked
+    if node.kind == "history":  # a pseudo-state, never active: SCXML's H (shallow) or H* (deep) circle
+        mark = "H*" if node.history == "deep" else "H"
+        lines.append(f"{indent}{_q(node.path)} [label={_q(mark)}, shape=circle, tooltip={_q(node.name)}];")
+        return
     if node.kind in ("atomic", "final"):
         style = "rounded,filled,bold" if on else "rounded"
         attributes = [f"label={_q(node.name)}", f"style={_q(style)}"]

@@ -12,8 +12,10 @@ Copy on write: the returned execution shares every value the step did not change
 context's untouched values, the siblings, ...). Treat both as immutable; the store serializes them.
 
 The rules are written down, each with its tests, in docs/semantics.md. In short:
-- An event is offered to the active states innermost first; per state the alternatives are tried in
-  document order; the first enabled transition is taken. An event none of them takes is forwarded to the
+- An event is offered to the active states innermost first; per state the `on` keys that match it (a
+  name, `prefix.*` or `*`) and their alternatives are tried in document order; the first enabled
+  transition is taken. A transition into its own source leaves the source entered unless it says
+  `reenter: true`; one to a history state enters what the history recorded when its parent was last left. An event none of them takes is forwarded to the
   running regions (child executions) whose chart handles it, or else ignored.
 - After every transition the step takes the enabled eventless (`always`) transitions until none is
   enabled, then processes the events the execution sent to itself, one by one (run to completion), each
@@ -21,8 +23,8 @@ The rules are written down, each with its tests, in docs/semantics.md. In short:
 - Timers take effect in the order of their `fire_at` (innermost first on ties): a timer event also fires
   every other armed timer due at or before its own.
 - A region's child ends at a final state: its exit actions run, then `harel.done` carries the final state,
-  status, result and context to the parent, which records them under `context.regions.<region>` before
-  it evaluates the join.
+  status, result and context to the parent, which records them under `context.regions.<region>`, takes
+  that region's `on_region_done` transition if any, then evaluates the join.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel
 
 from harel.app import EMPTY_REGISTRY, ActionContext, ActionResult, Registry
-from harel.chart import Chart, Edge, Node
+from harel.chart import Chart, Edge, Node, descriptor_matches
 from harel.errors import InvalidSend, StepLimitExceeded
 from harel.ids import REGIONS_KEY, check_context, check_json, child_id
 from harel.model import (
@@ -120,6 +122,17 @@ def step(
     return run.finish()
 
 
+def _matching(entries: tuple[tuple[tuple[str, ...], tuple[Edge, ...]], ...], name: str) -> tuple[Edge, ...]:
+    """The alternatives of every `on` entry whose descriptors match `name`, in the entries' order."""
+    matched: list[Edge] = []
+    for descriptors, edges in entries:
+        for descriptor in descriptors:
+            if descriptor_matches(descriptor, name):
+                matched.extend(edges)
+                break
+    return tuple(matched)
+
+
 # Building pydantic models field by field costs about 1 µs each (validation, or model_copy's bookkeeping);
 # a step builds several. The step builds them from values it knows are valid, the way pydantic's own
 # `model_construct` does, for a fraction of that. tests/unit/test_interpreter.py checks the results stay
@@ -159,6 +172,7 @@ class _Run:
         "event",
         "exe",
         "forwarded_to",
+        "history",
         "internal",
         "internal_trace",
         "leaf",
@@ -192,6 +206,7 @@ class _Run:
         self.context: dict[str, Any] = exe.context
         self.timers: dict[str, float] = exe.timers
         self.children: dict[str, ChildRef] = exe.children
+        self.history: dict[str, str] = exe.history
         self.emits: list[tuple[str | None, Event]] = []
         self.spawns: list[tuple[str, str, dict[str, Any]]] = []
         self.timer_ops: list[TimerOp] = []
@@ -278,7 +293,11 @@ class _Run:
     def _deliver(self, event: Event) -> tuple[Disposition, tuple[str, ...], str | None]:
         """Offer a user event to the active states; else forward it to the regions that handle it."""
         assert self.leaf is not None
-        alternatives = self.nodes[self.leaf].handlers.get(event.name, ())
+        leaf = self.nodes[self.leaf]
+        if leaf.patterned:
+            alternatives = _matching(leaf.patterned, event.name)
+        else:
+            alternatives = leaf.handlers.get(event.name, ())
         edge = self._first_enabled(alternatives) if alternatives else None
         if edge is not None:
             self._take(edge, f"on:{event.name}")
@@ -286,14 +305,14 @@ class _Run:
         forwarded = tuple(
             child
             for child, ref in self.children.items()
-            if not ref.done and event.name in self.nodes[ref.root_path].handles
+            if not ref.done and self.nodes[ref.root_path].handles_event(event.name)
         )
         for child in forwarded:
             self._emit(child, event.name, event.data)
         if forwarded:
             return "forwarded", forwarded, None
         if alternatives:
-            refused = ", ".join(f"guard {edge.guard!r} on {edge.source!r}" for edge in alternatives)
+            refused = ", ".join(f"guard {edge.guard_text} on {edge.source!r}" for edge in alternatives)
             return "ignored", (), f"no enabled transition for {event.name!r}: {refused} returned false"
         return "ignored", (), f"no active state handles {event.name!r}"
 
@@ -324,7 +343,7 @@ class _Run:
             assert after is not None
             edge = self._first_enabled(after.edges)
             if edge is None:
-                guards = ", ".join(f"{e.guard!r}" for e in after.edges)
+                guards = ", ".join(e.guard_text for e in after.edges)
                 spent.append(f"guard {guards} on {due_path!r} returned false; the timer is spent")
             else:
                 self.disposition = "handled"
@@ -355,10 +374,18 @@ class _Run:
             },
         )
         self.disposition = "handled"
+        fork = self.nodes[ref.fork]
+        region_done = fork.on_region_done.get(ref.root_path[len(fork.path) + 1 :])
+        if region_done:
+            edge = self._first_enabled(region_done)
+            if edge is not None:
+                self._take(edge, f"on_region_done:{ref.root_path[len(fork.path) + 1 :]}")
+                if self.status is not _RUNNING or self.leaf != fork.path:
+                    return  # the transition left the parallel state: there is no join to wait for
         for other in children.values():
             if other.fork == ref.fork and not other.done:
                 return
-        self._complete(self.nodes[ref.fork])  # the join: every region of the parallel state is done
+        self._complete(fork)  # the join: every region of the parallel state is done
 
     # --- run to completion -------------------------------------------------------------------------
 
@@ -409,20 +436,47 @@ class _Run:
             self._run_actions(edge.actions, edge.source)
             return
         nodes = self.nodes
-        if self.leaf is not None:
+        left = self.leaf
+        if left is not None:
             depth = edge.exit_depth
-            for path in reversed(nodes[self.leaf].chain):
+            for path in reversed(nodes[left].chain):
                 node = nodes[path]
                 if node.depth <= depth:
                     break
+                if node.histories:
+                    self._remember(node, left)
                 self._exit_state(node)
         if edge.actions:
             self._run_actions(edge.actions, edge.source)
-        for path in edge.enter:
+        entered = edge.enter if edge.history is None else (*edge.enter, *self._restore(edge.history))
+        if not entered:
+            return  # a transition to its own source that does not re-enter it: only the actions ran
+        for path in entered:
             node = nodes[path]
             if node.entry or node.after is not None:
                 self._enter_state(node)
         self._arrive(node)
+
+    def _remember(self, state: Node, leaf: str) -> None:
+        """`state` is being left from the active leaf `leaf`: each of its history states remembers where."""
+        remembered = self._own_history()
+        for path in state.histories:
+            if self.nodes[path].history == "deep":
+                remembered[path] = leaf
+            else:
+                remembered[path] = ".".join(leaf.split(".")[: state.depth + 1])
+
+    def _restore(self, path: str) -> tuple[str, ...]:
+        """The states a transition to the history state at `path` enters below the history's parent: the
+        remembered ones (with the initial states below a shallow history's child), else the default's."""
+        history = self.nodes[path]
+        remembered = self.history.get(path)
+        if remembered is None:
+            return history.restore_default
+        if history.history == "shallow":
+            return self.nodes[remembered].descent
+        parts = remembered.split(".")
+        return tuple(".".join(parts[:depth]) for depth in range(history.depth, len(parts) + 1))
 
     def _arrive(self, node: Node) -> None:
         """The entered leaf becomes the configuration; a parallel state forks, a final state completes."""
@@ -516,6 +570,11 @@ class _Run:
             self.children = dict(self.children)
         return self.children
 
+    def _own_history(self) -> dict[str, str]:
+        if self.history is self.exe.history:
+            self.history = dict(self.history)
+        return self.history
+
     def _own_timers(self) -> dict[str, float]:
         if self.timers is self.exe.timers:
             self.timers = dict(self.timers)
@@ -554,6 +613,8 @@ class _Run:
         )
 
     def _enabled(self, edge: Edge) -> bool:
+        if edge.in_state is not None:
+            return self.leaf is not None and edge.in_state in self.nodes[self.leaf].chain
         if edge.guard is None:
             return True
         return bool(self.registry.get_guard(edge.guard)(self._context(edge.source)))
@@ -561,7 +622,7 @@ class _Run:
     def _first_enabled(self, alternatives: tuple[Edge, ...]) -> Edge | None:
         """The first alternative, in document order, whose guard passes (or that has none)."""
         for edge in alternatives:
-            if edge.guard is None or self._enabled(edge):
+            if not edge.guarded or self._enabled(edge):
                 return edge
         return None
 
@@ -581,13 +642,24 @@ class _Run:
                 self._write_context(result.context)
             for send in result.send:
                 check_json(dict(send.data), f"action {name!r} sent {send.event!r} with data")
-                self._send(send.to, send.event, dict(send.data))
+                self._send(send.to, send.event, dict(send.data), send.queue)
 
-    def _send(self, to: str, name: str, data: dict[str, Any]) -> None:
+    def _send(self, to: str, name: str, data: dict[str, Any], queue: str | None) -> None:
+        if queue not in (None, "internal", "external"):
+            raise InvalidSend(self.exe.id, to, f"queue {queue!r} is neither 'internal' nor 'external'")
         if to in ("self", self.exe.id):
+            if queue == "external":
+                self._emit(self.exe.id, name, data)  # through the mailbox, behind what is queued there
+                return
             if self.internal is None:
                 self.internal = deque()
             self.internal.append(self._mint(name, data))
+        elif queue == "internal":
+            raise InvalidSend(
+                self.exe.id,
+                to,
+                "only an event to self can be internal; other executions get theirs by mailbox",
+            )
         elif to == "parent":
             if self.exe.parent_id is None:
                 raise InvalidSend(self.exe.id, to, "a root execution has no parent")
@@ -638,6 +710,8 @@ class _Run:
             changes["timers"] = self.timers
         if self.children is not exe.children:
             changes["children"] = self.children
+        if self.history is not exe.history:
+            changes["history"] = self.history
         # the new execution, `exe.model_copy(update=changes)` built as `_construct` builds models: it
         # shares every value the step did not change
         evolved = _new(Execution)

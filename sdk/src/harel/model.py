@@ -70,6 +70,9 @@ class Execution(BaseModel):
     siblings: dict[str, str] = Field(default_factory=dict)
     children: dict[str, ChildRef] = Field(default_factory=dict)
     timers: dict[str, float] = Field(default_factory=dict)
+    # What each history state remembers, by its path: the state its parent was last left from (shallow:
+    # the parent's child; deep: the active leaf). Absent from executions stored before history states.
+    history: dict[str, str] = Field(default_factory=dict)
     created_at: float = 0.0
     updated_at: float = 0.0
     # Why it failed, when the engine failed it rather than a final state (`harel.fail`).
