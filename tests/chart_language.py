@@ -12,6 +12,7 @@ on the replica set over the wire.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from harel.worker import Worker, WorkerConfig
 
 CHARTS_MD = Path(__file__).parents[1] / "docs" / "charts.md"
 ROUNDS = 200
+TIMER_WAIT = 15.0  # seconds a scenario waits for a timer of a few hundred milliseconds to fire
 
 
 def docs_chart(chart_id: str) -> Chart:
@@ -98,6 +100,14 @@ class ChartRun:
             if not moved:
                 return
         raise AssertionError(f"{self.execution_id} did not come to rest")
+
+    def wait_until(self, condition: Callable[[], bool], what: str) -> None:
+        """Let the worker go on, timers included (they fire on the deployment's clock), until `condition`."""
+        deadline = time.monotonic() + TIMER_WAIT
+        while not condition():
+            assert time.monotonic() < deadline, f"{self.execution_id}: {what} within {TIMER_WAIT}s"
+            time.sleep(0.05)
+            self.settle()
 
     def send(self, *names: str) -> None:
         """Queue every event before the worker looks, then let it work."""
@@ -187,6 +197,20 @@ def shipment_declined(run: ChartRun) -> None:
     )
 
 
+def typing(run: ChartRun) -> None:
+    started = run.execution().created_at
+    assert set(run.execution().timers) == {"typing#300ms", "typing#900ms"}
+    run.replace_worker()  # between arming and firing
+    run.wait_until(lambda: run.log == ["show_paused@harel.timer"], "the 300ms timer")
+    assert run.leaf == "typing", "a targetless timer leaves the state entered"
+    assert list(run.execution().timers) == ["typing#900ms"]
+    run.replace_worker()
+    run.wait_until(lambda: run.leaf == "idle", "the 900ms timer")
+    assert run.log == ["show_paused@harel.timer"], "each timer fired once"
+    fired = [step["at"] for step in run.store.read_trace(run.execution_id) if step["event"] == "harel.timer"]
+    assert fired[0] >= started + 0.3 and fired[-1] >= started + 0.9, "no timer fired early"
+
+
 def turns(run: ChartRun) -> None:
     run.send("go", "other")
     assert run.log == [
@@ -208,4 +232,5 @@ SCENARIOS: dict[str, tuple[str, Callable[[ChartRun], None]]] = {
     "shipment": ("shipment", shipment),
     "shipment-declined": ("shipment", shipment_declined),
     "turns": ("turns", turns),
+    "typing": ("typing", typing),
 }

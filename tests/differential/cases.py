@@ -98,6 +98,14 @@ AGREEMENTS: dict[str, Script] = {
         Send("shallow"),
         Send("next"),
     ),
+    "severaltimers": (
+        Wait(1),
+        Send("poke"),  # re-armed: due at 3 s and 6 s
+        Wait(1),
+        Wait(2),  # the 2 s timer fired at 3 s: reminded, its timers due at 5 s and 9 s
+        Wait(2),  # back to waiting at 5 s
+        Wait(2),  # reminded again at 7 s
+    ),
     "inguard": (
         Send("poke"),
         Send("close"),  # neither approved nor in review: ignored

@@ -55,8 +55,8 @@ def _state(chart: Chart, node: Node) -> dict[str, Any]:
     transitions = []
     for event, edges in node.on.items():
         transitions += _alternatives(chart, edges, event=event)
-    if node.after is not None:
-        transitions += _alternatives(chart, node.after.edges, condition=f"after({node.after.seconds})")
+    for after in node.after:
+        transitions += _alternatives(chart, after.edges, condition=f"after({after.seconds})")
     transitions += _alternatives(chart, node.always)
     if node.on_done:
         transitions += _alternatives(chart, node.on_done, condition=_done_condition(chart, node))

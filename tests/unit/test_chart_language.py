@@ -693,3 +693,69 @@ def test_an_internal_event_to_another_execution_or_an_unknown_queue_fails_the_st
     registry = sending(send)
     with pytest.raises(InvalidSend, match=reason):
         feed(TURNS, begin(TURNS, registry), "go", registry)
+
+
+# --- several timers per state ----------------------------------------------------------------------------
+
+TYPING = chart(
+    {
+        "typing": {
+            "on": {"key": {"target": "typing", "reenter": True}, "leave": "away"},
+            "after": {"300ms": {"actions": ["show_paused"]}, "900ms": "idle", "0.3s": {"actions": ["also"]}},
+        },
+        "idle": {"final": True},
+        "away": {"after": {"5s": "idle"}},
+    }
+)
+
+
+def timer_event(exe: Execution, key: str) -> Event:
+    fire_at = exe.timers[key]
+    return Event(id=f"t-{key}@{fire_at}", name="harel.timer", data={"path": key, "fire_at": fire_at})
+
+
+@pytest.mark.semantics("sem-timers-armed", "sem-timers-rearm")
+def test_each_timer_of_a_state_is_armed_on_entry_under_its_own_key_and_cancelled_on_exit() -> None:
+    calls = Calls(TYPING)
+    exe = begin(TYPING, calls.registry)
+    assert exe.timers == {"typing#300ms": 0.3, "typing#900ms": 0.9, "typing#0.3s": 0.3}
+    rearmed = feed(TYPING, exe, "key", calls.registry, now=0.5)
+    assert rearmed.execution.timers == {"typing#300ms": 0.8, "typing#900ms": 1.4, "typing#0.3s": 0.8}
+    left = feed(TYPING, exe, "leave", calls.registry, now=0.5)
+    assert left.timers == [
+        TimerOp("cancel", "typing#300ms"),
+        TimerOp("cancel", "typing#900ms"),
+        TimerOp("cancel", "typing#0.3s"),
+        TimerOp("schedule", "away", 5.5),
+    ]
+    assert left.execution.timers == {"away": 5.5}, "a state's only timer keeps its path as key"
+
+
+@pytest.mark.semantics("sem-timers-armed", "sem-timers-order")
+def test_a_targetless_timer_leaves_the_other_timers_armed_and_ties_fire_in_document_order() -> None:
+    calls = Calls(TYPING)
+    exe = begin(TYPING, calls.registry)
+    first = step(TYPING, exe, timer_event(exe, "typing#0.3s"), 0.31, registry=calls.registry)
+    assert calls.names() == ["show_paused", "also"], "due together: in the order written"
+    assert first.execution.timers == {"typing#900ms": 0.9}
+    assert first.execution.configuration == ["typing"]
+
+
+@pytest.mark.semantics("sem-timers-order", "sem-timers-stale")
+def test_a_later_timer_event_fires_the_earlier_timers_of_the_state_first() -> None:
+    calls = Calls(TYPING)
+    exe = begin(TYPING, calls.registry)
+    last = step(TYPING, exe, timer_event(exe, "typing#900ms"), 1.0, registry=calls.registry)
+    assert calls.names() == ["show_paused", "also"]
+    assert last.execution.configuration == ["idle"]
+    assert [t["via"] for t in last.trace["transitions"]] == ["after", "after", "after"]
+    stale = step(TYPING, committed(last), timer_event(exe, "typing#300ms"), 1.1, registry=calls.registry)
+    assert not stale.handled
+
+
+def test_a_timer_key_that_names_another_states_timer_is_refused() -> None:
+    problems = refusal({"a": {"after": {"1s": "b", "2s": "b"}}, "a#1s": {"after": {"3s": "b"}}, "b": {}})
+    assert problems == [
+        "states.a#1s.after.3s: its timer key 'a#1s' is also the key of the timer of the state 'a'; rename one "
+        "of the states"
+    ]

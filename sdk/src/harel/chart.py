@@ -24,7 +24,7 @@ State kinds: atomic; compound (`initial` + `states`); parallel (`parallel: {regi
 final (`final: true`, with `status: failed` to end the execution as failed rather than completed, and an
 optional JSON `result`); history (`history: shallow | deep` and an optional default `target`, a
 pseudo-state inside a compound state). A state may carry `entry` and `exit` action lists, `on` transitions
-(keyed by event descriptors: names, `prefix.*`, `*`, several separated by spaces), one `after` timer,
+(keyed by event descriptors: names, `prefix.*`, `*`, several separated by spaces), `after` timers,
 `always` (eventless) transitions and, when it is compound or parallel, `on_done`; a parallel state also
 `on_region_done` per region. A transition is a target name, or `{target, guard, actions, reenter}`, or a
 list of those (alternatives tried in document order); its guard is a registered name or `{in: <state>}`;
@@ -250,10 +250,14 @@ class Edge:
 
 @dataclass(frozen=True)
 class After:
-    """A state's durable timer: the first enabled of `edges` is taken `seconds` after the state was entered."""
+    """One of a state's durable timers: the first enabled of `edges` is taken `seconds` after the state was
+    entered. `key` names it in the execution's `timers`: the state's path for a state's only timer (as
+    before states had several), else `<path>#<duration as written>` (`waiting#30s`)."""
 
     seconds: float
     edges: tuple[Edge, ...]
+    duration: str
+    key: str
 
 
 @dataclass(frozen=True)
@@ -280,7 +284,7 @@ class Node:
     entry: tuple[str, ...] = ()
     exit: tuple[str, ...] = ()
     on: Mapping[str, tuple[Edge, ...]] = field(default_factory=dict)
-    after: After | None = None
+    after: tuple[After, ...] = ()
     always: tuple[Edge, ...] = ()
     on_done: tuple[Edge, ...] = ()
     on_region_done: Mapping[str, tuple[Edge, ...]] = field(default_factory=dict)
@@ -311,14 +315,14 @@ class Node:
         return name in self.handles or any(descriptor_matches(d, name) for d in self.handles_patterns)
 
     def edges(self) -> Iterator[tuple[str, Edge]]:
-        """Every transition this node declares with its slot (`on:<event>`, `after`, `always`, `on_done`,
-        `on_region_done:<region>`)."""
+        """Every transition this node declares with its slot (`on:<event>`, `after:<duration>`, `always`,
+        `on_done`, `on_region_done:<region>`)."""
         for event, alternatives in self.on.items():
             for edge in alternatives:
                 yield f"on:{event}", edge
-        if self.after is not None:
-            for edge in self.after.edges:
-                yield "after", edge
+        for after in self.after:
+            for edge in after.edges:
+                yield f"after:{after.duration}", edge
         for edge in self.always:
             yield "always", edge
         for edge in self.on_done:
@@ -341,6 +345,7 @@ class Chart(BaseModel):
 
     _nodes: dict[str, Node] = PrivateAttr(default_factory=dict)
     _start: tuple[str, ...] = PrivateAttr(default=())
+    _timers: dict[str, tuple[str, int]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _resolve(self) -> Chart:
@@ -349,7 +354,18 @@ class Chart(BaseModel):
             raise ChartError(self.id, builder.problems)
         self._nodes = builder.nodes
         self._start = builder.start
+        self._timers = builder.timers
         return self
+
+    def timer(self, key: str) -> tuple[Node, int] | None:
+        """The state a key of an execution's `timers` belongs to and the timer's index in its `after`; None
+        for a key this chart has not."""
+        private = self.__pydantic_private__
+        assert private is not None
+        found: tuple[str, int] | None = private["_timers"].get(key)
+        if found is None:
+            return None
+        return self.nodes[found[0]], found[1]
 
     def node(self, path: str) -> Node:
         """The state or region at `path`; KeyError when the chart has none."""
@@ -474,6 +490,7 @@ class _TreeBuilder:
         self.drafts: dict[str, _Draft] = {}
         self.nodes: dict[str, Node] = {}
         self.start: tuple[str, ...] = ()
+        self.timers: dict[str, tuple[str, int]] = {}
         if not chart.states:
             self.problems.append("states: a chart needs at least one state")
         elif chart.initial not in chart.states:
@@ -625,12 +642,6 @@ class _TreeBuilder:
                     self._problem(f"{here}.on.{event}", problem)
             elif not alternatives:
                 self._problem(f"{here}.on.{event}", "an empty list; give at least one transition")
-        if len(state.after) > 1:
-            self._problem(
-                f"{here}.after",
-                f"a state has at most one timer (found {len(state.after)}: {', '.join(state.after)}); "
-                "a timer is keyed by its state's path",
-            )
         for duration, alternatives in state.after.items():
             try:
                 parse_duration(duration)
@@ -678,11 +689,19 @@ class _TreeBuilder:
             event: self._edges(draft, alternatives, f"{draft.location}.on.{event}")
             for event, alternatives in spec.on.items()
         }
-        after = None
+        after: list[After] = []
         for duration, alternatives in spec.after.items():
             edges = self._edges(draft, alternatives, f"{draft.location}.after.{duration}")
             if _DURATION.fullmatch(duration):
-                after = After(parse_duration(duration), edges)
+                key = draft.path if len(spec.after) == 1 else f"{draft.path}#{duration}"
+                if key in self.timers:
+                    self._problem(
+                        f"{draft.location}.after.{duration}",
+                        f"its timer key {key!r} is also the key of the timer of the state {self.timers[key][0]!r}; "
+                        "rename one of the states",
+                    )
+                self.timers[key] = (draft.path, len(after))
+                after.append(After(parse_duration(duration), edges, duration, key))
         children: tuple[str, ...] = ()
         histories: tuple[str, ...] = ()
         if spec.states:
@@ -700,7 +719,7 @@ class _TreeBuilder:
             entry=spec.entry,
             exit=spec.exit,
             on=on,
-            after=after,
+            after=tuple(after),
             always=self._edges(draft, spec.always, f"{draft.location}.always"),
             on_done=self._edges(draft, spec.on_done, f"{draft.location}.on_done"),
             on_region_done={

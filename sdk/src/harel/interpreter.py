@@ -20,8 +20,8 @@ The rules are written down, each with its tests, in docs/semantics.md. In short:
 - After every transition the step takes the enabled eventless (`always`) transitions until none is
   enabled, then processes the events the execution sent to itself, one by one (run to completion), each
   followed by the eventless transitions again. All of it is one step, committed at once.
-- Timers take effect in the order of their `fire_at` (innermost first on ties): a timer event also fires
-  every other armed timer due at or before its own.
+- Timers take effect in the order of their `fire_at` (innermost first on ties, then in the order a
+  state's timers are written): a timer event also fires every other armed timer due at or before its own.
 - A region's child ends at a final state: its exit actions run, then `harel.done` carries the final state,
   status, result and context to the parent, which records them under `context.regions.<region>`, takes
   that region's `on_region_done` transition if any, then evaluates the join.
@@ -318,33 +318,38 @@ class _Run:
 
     def _timers(self) -> None:
         """Fire the received timer and every other armed timer due at or before it, in `fire_at` order,
-        innermost first on ties: the order does not depend on the order their events arrive in."""
-        path = self.received.data.get("path")
+        innermost first on ties, then in the order a state's timers are written: the order does not depend
+        on the order their events arrive in. A timer's key is its state's path, or `<path>#<duration>`."""
+        key = self.received.data.get("path")
         fire_at = self.received.data.get("fire_at")
-        node = self.nodes.get(path) if isinstance(path, str) else None
-        if node is None or self.leaf is None or path not in self.nodes[self.leaf].chain:
-            self.reason = f"stale timer: state {path!r} is not active"
+        timer = self.chart.timer(key) if isinstance(key, str) else None
+        if timer is None or self.leaf is None or timer[0].path not in self.nodes[self.leaf].chain:
+            self.reason = f"stale timer: state {key!r} is not active"
             return
-        armed = self.timers.get(path)
-        if node.after is None or armed != fire_at or not isinstance(fire_at, int | float):
-            self.reason = f"stale timer: state {path!r} is armed for {armed!r}, not {fire_at!r}"
+        assert isinstance(key, str)
+        armed = self.timers.get(key)
+        if armed != fire_at or not isinstance(fire_at, int | float):
+            self.reason = f"stale timer: state {key!r} is armed for {armed!r}, not {fire_at!r}"
             return
         if len(self.timers) == 1:
-            due = [(fire_at, path)]
+            due = [(fire_at, timer)]
         else:
-            ordered = sorted((at, -self.nodes[p].depth, p) for p, at in self.timers.items() if at <= fire_at)
-            due = [(at, p) for at, _, p in ordered]
+            ordered = sorted(
+                (at, -found[0].depth, found[1], k, found)
+                for k, at in self.timers.items()
+                if at <= fire_at and (found := self.chart.timer(k)) is not None
+            )
+            due = [(at, found) for at, _, _, _, found in ordered]
         spent: list[str] = []
-        for at, due_path in due:
-            if self.status is not _RUNNING or self.timers.get(due_path) != at:
+        for at, (state, index) in due:
+            after = state.after[index]
+            if self.status is not _RUNNING or self.timers.get(after.key) != at:
                 continue  # the execution ended, or an earlier timer's transition left or re-armed this state
-            self._disarm(due_path)
-            after = self.nodes[due_path].after
-            assert after is not None
+            self._disarm(after.key)
             edge = self._first_enabled(after.edges)
             if edge is None:
                 guards = ", ".join(e.guard_text for e in after.edges)
-                spent.append(f"guard {guards} on {due_path!r} returned false; the timer is spent")
+                spent.append(f"guard {guards} on {after.key!r} returned false; the timer is spent")
             else:
                 self.disposition = "handled"
                 self._take(edge, "after")
@@ -453,7 +458,7 @@ class _Run:
             return  # a transition to its own source that does not re-enter it: only the actions ran
         for path in entered:
             node = nodes[path]
-            if node.entry or node.after is not None:
+            if node.entry or node.after:
                 self._enter_state(node)
         self._arrive(node)
 
@@ -489,23 +494,24 @@ class _Run:
     def _enter_state(self, node: Node) -> None:
         if node.entry:
             self._run_actions(node.entry, node.path)
-        if node.after is not None:
-            fire_at = self.now + node.after.seconds
-            self._own_timers()[node.path] = fire_at
-            self.timer_ops.append(TimerOp("schedule", node.path, fire_at))
+        for after in node.after:
+            fire_at = self.now + after.seconds
+            self._own_timers()[after.key] = fire_at
+            self.timer_ops.append(TimerOp("schedule", after.key, fire_at))
 
     def _exit_state(self, node: Node) -> None:
         if node.kind == "parallel":
             self._cancel_children(node.path)
         if node.exit:
             self._run_actions(node.exit, node.path)
-        if node.path in self.timers:
-            self._disarm(node.path)
+        for after in node.after:
+            if after.key in self.timers:
+                self._disarm(after.key)
         self.leaf = node.parent if node.parent != self.scope else None
 
-    def _disarm(self, path: str) -> None:
-        del self._own_timers()[path]
-        self.timer_ops.append(TimerOp("cancel", path))
+    def _disarm(self, key: str) -> None:
+        del self._own_timers()[key]
+        self.timer_ops.append(TimerOp("cancel", key))
 
     def _fork(self, parallel: Node) -> None:
         start = len(parallel.path) + 1
