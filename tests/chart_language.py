@@ -27,6 +27,8 @@ from harel.worker import Worker, WorkerConfig
 CHARTS_MD = Path(__file__).parents[1] / "docs" / "charts.md"
 ROUNDS = 200
 TIMER_WAIT = 15.0  # seconds a scenario waits for a timer of a few hundred milliseconds to fire
+REMIND_AFTER = 0.3
+ESCALATE_AFTER = 0.6
 
 
 def docs_chart(chart_id: str) -> Chart:
@@ -54,6 +56,27 @@ def ask_now_and_later(ctx: ActionContext) -> ActionResult:
     )
 
 
+def schedule_reminders(ctx: ActionContext) -> ActionResult:
+    """The docs' reminder, with "3 days" and "7 days" shortened to 0.3 s and 0.6 s."""
+    return ActionResult(
+        send=[
+            Send("remind", to="self", delay=REMIND_AFTER, id="remind"),
+            Send("escalate", to="self", delay=ESCALATE_AFTER, id="escalate"),
+        ]
+    )
+
+
+def call_off_escalation(ctx: ActionContext) -> ActionResult:
+    return ActionResult(context=logging_action("call_off_escalation")(ctx).context, cancel=["escalate"])
+
+
+SPECIAL_ACTIONS: dict[str, Callable[[ActionContext], ActionResult]] = {
+    "ask_now_and_later": ask_now_and_later,
+    "schedule_reminders": schedule_reminders,
+    "call_off_escalation": call_off_escalation,
+}
+
+
 def payment_failed(ctx: ActionContext) -> bool:
     return bool(ctx.context["regions"]["payment"]["status"] == "failed")
 
@@ -63,9 +86,7 @@ def language_app(chart: Chart) -> App:
     app.chart(chart)
     for kind, name in chart.references():
         if kind == "action":
-            app.registry.actions[name] = (
-                ask_now_and_later if name == "ask_now_and_later" else logging_action(name)
-            )
+            app.registry.actions[name] = SPECIAL_ACTIONS.get(name) or logging_action(name)
         elif name == "payment_failed":
             app.registry.guards[name] = payment_failed
     return app
@@ -211,6 +232,26 @@ def typing(run: ChartRun) -> None:
     assert fired[0] >= started + 0.3 and fired[-1] >= started + 0.9, "no timer fired early"
 
 
+def reminder(run: ChartRun) -> None:
+    started = run.execution().created_at
+    assert set(run.execution().timers) == {"send:remind", "send:escalate"}
+    run.replace_worker()  # between arming and firing
+    run.wait_until(lambda: run.log == ["send_reminder@remind"], "the delayed remind")
+    run.send("acknowledge")
+    assert set(run.execution().timers) == set() and run.execution().delayed == {}
+    run.replace_worker()
+    time.sleep(ESCALATE_AFTER + 0.2)  # past the escalation's due time: it was called off
+    run.settle()
+    assert run.leaf == "waiting"
+    assert run.log == ["send_reminder@remind", "call_off_escalation@acknowledge"], (
+        "remind once, escalate never"
+    )
+    fired = [step["at"] for step in run.store.read_trace(run.execution_id) if step["event"] == "harel.timer"]
+    assert len(fired) == 1 and fired[0] >= started + REMIND_AFTER, "delivered once, not early"
+    run.send("reply")
+    assert run.leaf == "answered"
+
+
 def turns(run: ChartRun) -> None:
     run.send("go", "other")
     assert run.log == [
@@ -231,6 +272,7 @@ SCENARIOS: dict[str, tuple[str, Callable[[ChartRun], None]]] = {
     "wizard": ("wizard", wizard),
     "shipment": ("shipment", shipment),
     "shipment-declined": ("shipment", shipment_declined),
+    "reminder": ("reminder", reminder),
     "turns": ("turns", turns),
     "typing": ("typing", typing),
 }

@@ -106,6 +106,14 @@ AGREEMENTS: dict[str, Script] = {
         Wait(2),  # back to waiting at 5 s
         Wait(2),  # reminded again at 7 s
     ),
+    "delayed": (
+        Send("go"),  # ping due in 5 s, pong in 2 s
+        Wait(1),
+        Wait(2.5),  # pong: halfway
+        Wait(3),  # ping: idle
+        Send("go"),
+        Wait(7),
+    ),
     "inguard": (
         Send("poke"),
         Send("close"),  # neither approved nor in review: ignored

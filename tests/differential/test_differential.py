@@ -66,7 +66,11 @@ def play(harel: HarelRun, sismic: SismicRun, script: Script) -> None:
 
 
 @pytest.mark.semantics(
-    "sem-differential", "sem-diff-region-entry-order", "sem-history-restore", "sem-state-guard"
+    "sem-differential",
+    "sem-diff-region-entry-order",
+    "sem-history-restore",
+    "sem-state-guard",
+    "sem-delayed-send",
 )
 @pytest.mark.parametrize("runs", [(n, f) for n in AGREEMENTS for f in FORMATS], indirect=True, ids="-".join)
 def test_harel_agrees_with_sismic(runs: tuple[HarelRun, SismicRun]) -> None:

@@ -149,13 +149,22 @@ def test_optional_description() -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("250ms", 0.25), ("2s", 2.0), ("1.5s", 1.5), ("5m", 300.0), ("1h", 3600.0), ("3", 3.0), ("0.5", 0.5)],
+    [
+        ("250ms", 0.25),
+        ("2s", 2.0),
+        ("1.5s", 1.5),
+        ("5m", 300.0),
+        ("1h", 3600.0),
+        ("3d", 259200.0),
+        ("3", 3.0),
+        ("0.5", 0.5),
+    ],
 )
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "2x", "-1s", "1.s", "s", "2 s", "1d", "1e3", "2S"])
+@pytest.mark.parametrize("text", ["", "2x", "-1s", "1.s", "s", "2 s", "1w", "1e3", "2S"])
 def test_bad_durations_are_rejected_by_name(text: str) -> None:
     with pytest.raises(InvalidDuration) as caught:
         parse_duration(text)
@@ -285,7 +294,8 @@ def test_unknown_targets() -> None:
 def test_bad_duration() -> None:
     problems = problems_of(chart_dict({"a": {"after": {"2x": "a"}}, "b": {"after": {"1s": "a", "2s": "b"}}}))
     assert problems == [
-        "states.a.after.2x: invalid duration '2x': use a number with ms, s, m or h (250ms, 2s, 1.5s, 5m, 1h) "
+        "states.a.after.2x: invalid duration '2x': use a number with ms, s, m, h or d (250ms, 2s, 1.5s, 5m, "
+        "1h, 3d) "
         "or a plain number of seconds",
     ]
 

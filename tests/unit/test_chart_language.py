@@ -759,3 +759,140 @@ def test_a_timer_key_that_names_another_states_timer_is_refused() -> None:
         "states.a#1s.after.3s: its timer key 'a#1s' is also the key of the timer of the state 'a'; rename one "
         "of the states"
     ]
+
+
+# --- delayed sends ---------------------------------------------------------------------------------------
+
+REMINDER = chart(
+    {
+        "waiting": {
+            "entry": ["schedule"],
+            "on": {
+                "remind": {"actions": ["reminded"]},
+                "escalate": "escalated",
+                "ack": {"actions": ["call_off"]},
+            },
+        },
+        "escalated": {"final": True},
+    }
+)
+
+
+def reminder_registry(*sends: Send, cancel: tuple[str, ...] = ()) -> Registry:
+    registry = Registry()
+    registry.actions["schedule"] = lambda ctx: ActionResult(send=list(sends))
+    registry.actions["reminded"] = lambda ctx: None
+    registry.actions["call_off"] = lambda ctx: ActionResult(cancel=cancel)
+    return registry
+
+
+def fire(subject: Chart, exe: Execution, key: str, registry: Registry, now: float) -> Step:
+    return step(subject, exe, timer_event(exe, key), now, registry=registry)
+
+
+@pytest.mark.semantics("sem-delayed-send", "sem-delayed-durable")
+def test_a_delayed_send_to_self_is_held_by_a_timer_and_processed_when_it_fires() -> None:
+    registry = reminder_registry(Send("remind", to="self", delay="2s", id="nudge"))
+    exe = begin(REMINDER, registry)
+    assert exe.timers == {"send:nudge": 2.0}
+    assert [(send_id, held.to, held.event.name, held.event.id) for send_id, held in exe.delayed.items()] == [
+        ("nudge", "e1", "remind", "e1@0#0")
+    ]
+    fired = fire(REMINDER, exe, "send:nudge", registry, now=2.5)
+    assert fired.handled and fired.trace["actions"] == ["reminded"]
+    assert fired.trace["internal"] == [{"event": "remind", "id": "e1@0#0", "disposition": "handled"}]
+    assert fired.execution.timers == {} and fired.execution.delayed == {}
+    assert fired.emits == []
+    again = fire(REMINDER, exe.model_copy(update={"version": 5}), "send:nudge", registry, now=2.6)
+    assert again.handled, "the same stored event, fired from a copy that still holds it"
+    stale = step(REMINDER, committed(fired), timer_event(exe, "send:nudge"), 2.7, registry=registry)
+    assert not stale.handled and "was cancelled or sent" in stale.trace["reason"]
+
+
+@pytest.mark.semantics("sem-delayed-send")
+def test_a_delayed_send_to_another_execution_leaves_with_the_id_it_was_minted_with() -> None:
+    registry = reminder_registry(Send("ping", to="other", delay=1.5), Send("now", to="other"))
+    exe = begin(REMINDER, registry)
+    [(send_id, held)] = exe.delayed.items()
+    assert send_id == held.event.id == "e1@0#0", "without an id, the event's own id names it"
+    fired = fire(REMINDER, exe, f"send:{send_id}", registry, now=1.5)
+    assert [(target, e.name, e.id) for target, e in fired.emits] == [("other", "ping", "e1@0#0")]
+
+
+@pytest.mark.semantics("sem-delayed-cancel")
+def test_a_cancelled_delayed_send_never_fires_and_a_send_with_a_pending_id_replaces_it() -> None:
+    registry = reminder_registry(
+        Send("escalate", to="self", delay="1d", id="esc"),
+        Send("escalate", to="self", delay="2d", id="esc"),
+        cancel=("esc", "unknown"),
+    )
+    exe = begin(REMINDER, registry)
+    assert exe.timers == {"send:esc": 2 * 86400.0}, "the second send replaced the first"
+    acked = feed(REMINDER, exe, "ack", registry, now=10.0)
+    assert acked.timers == [TimerOp("cancel", "send:esc")]
+    assert acked.execution.delayed == {} and acked.execution.timers == {}
+    late = step(REMINDER, committed(acked), timer_event(exe, "send:esc"), 2 * 86400.0, registry=registry)
+    assert not late.handled and late.execution.configuration == ["waiting"]
+
+
+@pytest.mark.semantics("sem-delayed-order", "sem-timers-order")
+def test_due_together_state_timers_fire_before_delayed_sends_and_sends_in_the_order_sent() -> None:
+    subject = chart(
+        {
+            "waiting": {
+                "entry": ["schedule"],
+                "after": {"2s": {"actions": ["timed"]}},
+                "on": {"a b": {"actions": ["seen"]}},
+            }
+        }
+    )
+    registry = Registry()
+    registry.actions["schedule"] = lambda ctx: ActionResult(
+        send=[Send("b", to="self", delay=2, id="sb"), Send("a", to="self", delay=2, id="sa")]
+    )
+    seen: list[str] = []
+
+    def timed(ctx: ActionContext) -> None:
+        seen.append("timer")
+
+    def seen_event(ctx: ActionContext) -> None:
+        seen.append(ctx.event.name)
+
+    registry.actions["timed"] = timed
+    registry.actions["seen"] = seen_event
+    exe = begin(subject, registry)
+    fired = fire(subject, exe, "send:sa", registry, now=2.0)
+    assert seen == ["timer", "b", "a"]
+    assert fired.execution.timers == {} and fired.execution.delayed == {}
+
+
+@pytest.mark.semantics("sem-delayed-end")
+def test_an_execution_that_ends_drops_its_pending_sends() -> None:
+    registry = reminder_registry(Send("remind", to="self", delay="3d", id="nudge"))
+    exe = begin(REMINDER, registry)
+    cancelled = feed(REMINDER, exe, CANCEL_EVENT, registry)
+    assert cancelled.execution.delayed == {} and cancelled.execution.timers == {}
+    assert TimerOp("cancel", "send:nudge") in cancelled.timers
+
+
+@pytest.mark.semantics("sem-delayed-durable")
+def test_an_execution_stored_before_delayed_sends_loads_without_any() -> None:
+    stored = begin(REMINDER, reminder_registry()).model_dump(mode="json")
+    del stored["delayed"]
+    assert Execution.model_validate(stored).delayed == {}
+
+
+@pytest.mark.semantics("sem-delayed-send")
+@pytest.mark.parametrize(
+    ("send", "reason"),
+    [
+        (Send("x", to="self", delay="3d", queue="internal"), "a delayed event is external"),
+        (Send("x", to="self", delay="soon"), "invalid duration 'soon'"),
+        (Send("x", to="self", delay=-1), "delay -1 is not a duration"),
+        (Send("x", to="parent", delay="1s"), "a root execution has no parent"),
+        (Send("x", to="self", delay="1s", id=""), "send id '' must be a non-empty string"),
+    ],
+)
+def test_a_delayed_send_that_cannot_be_held_fails_the_step(send: Send, reason: str) -> None:
+    with pytest.raises(InvalidSend, match=reason):
+        begin(REMINDER, reminder_registry(send))

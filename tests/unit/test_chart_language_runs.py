@@ -27,6 +27,8 @@ def backend() -> Iterator[Backend]:
     "sem-history-durable",
     "sem-region-done-each",
     "sem-rtc-external-self",
+    "sem-delayed-durable",
+    "sem-delayed-cancel",
 )
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_each_example_runs_on_the_embedded_store(backend: Backend, name: str) -> None:

@@ -12,7 +12,9 @@ from tests.wire.in_process import Seams
 pytestmark = pytest.mark.wire
 
 
-@pytest.mark.semantics("sem-history-durable", "sem-rtc-external-self", "sem-region-done-each")
+@pytest.mark.semantics(
+    "sem-history-durable", "sem-rtc-external-self", "sem-region-done-each", "sem-delayed-durable"
+)
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_each_example_runs_over_the_wire(seams: Seams, name: str) -> None:
     chart_id, script = SCENARIOS[name]

@@ -29,7 +29,7 @@ pseudo-state inside a compound state). A state may carry `entry` and `exit` acti
 `on_region_done` per region. A transition is a target name, or `{target, guard, actions, reenter}`, or a
 list of those (alternatives tried in document order); its guard is a registered name or `{in: <state>}`;
 without a target it is internal (it runs its actions and leaves the configuration alone). Durations are
-`250ms`, `2s`, `1.5s`, `5m`, `1h`, or a plain number of seconds.
+`250ms`, `2s`, `1.5s`, `5m`, `1h`, `3d`, or a plain number of seconds.
 
 Paths and targets. Every node has a path: the names from the top joined with `.`
 (`fulfilling.payment.charging`). A region is a node (`fulfilling.payment`) but not a state. Targets are
@@ -82,12 +82,13 @@ from harel.model import RESERVED_EVENT_PREFIX, ExecutionStatus
 
 CHART_SUFFIXES = (".yaml", ".yml", ".json")
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in `250ms`, `2s`, `1.5s`, `5m`, `1h` or a plain number of seconds; InvalidDuration otherwise."""
+    """Seconds in `250ms`, `2s`, `1.5s`, `5m`, `1h`, `3d` or a plain number of seconds; InvalidDuration
+    otherwise."""
     match = _DURATION.fullmatch(text)
     if match is None:
         raise InvalidDuration(text)

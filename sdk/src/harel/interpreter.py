@@ -37,9 +37,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from harel.app import EMPTY_REGISTRY, ActionContext, ActionResult, Registry
-from harel.chart import Chart, Edge, Node, descriptor_matches
-from harel.errors import InvalidSend, StepLimitExceeded
+from harel.app import EMPTY_REGISTRY, ActionContext, ActionResult, Registry, Send
+from harel.chart import Chart, Edge, Node, descriptor_matches, parse_duration
+from harel.errors import InvalidDuration, InvalidSend, StepLimitExceeded
 from harel.ids import REGIONS_KEY, check_context, check_json, child_id
 from harel.model import (
     CANCEL_EVENT,
@@ -48,6 +48,7 @@ from harel.model import (
     START_EVENT,
     TIMER_EVENT,
     ChildRef,
+    DelayedSend,
     Event,
     Execution,
     ExecutionStatus,
@@ -55,6 +56,7 @@ from harel.model import (
 )
 
 SIBLING_PREFIX = "sibling:"
+SEND_TIMER_PREFIX = "send:"  # the timer of a delayed send is `send:<send id>` in the execution's timers
 _RUNNING = ExecutionStatus.RUNNING  # compared on every step: a module constant, not an enum lookup
 # Each status as the plain str a record stores: `str(status)` builds a new string on every call
 _STATUS_TEXT = {status: str(status) for status in ExecutionStatus}
@@ -166,6 +168,7 @@ class _Run:
         "chart",
         "children",
         "context",
+        "delayed",
         "disposition",
         "emits",
         "ended_because",
@@ -207,6 +210,7 @@ class _Run:
         self.timers: dict[str, float] = exe.timers
         self.children: dict[str, ChildRef] = exe.children
         self.history: dict[str, str] = exe.history
+        self.delayed: dict[str, DelayedSend] = exe.delayed
         self.emits: list[tuple[str | None, Event]] = []
         self.spawns: list[tuple[str, str, dict[str, Any]]] = []
         self.timer_ops: list[TimerOp] = []
@@ -322,30 +326,36 @@ class _Run:
         on the order their events arrive in. A timer's key is its state's path, or `<path>#<duration>`."""
         key = self.received.data.get("path")
         fire_at = self.received.data.get("fire_at")
-        timer = self.chart.timer(key) if isinstance(key, str) else None
-        if timer is None or self.leaf is None or timer[0].path not in self.nodes[self.leaf].chain:
-            self.reason = f"stale timer: state {key!r} is not active"
-            return
+        if isinstance(key, str) and key.startswith(SEND_TIMER_PREFIX):
+            if key.removeprefix(SEND_TIMER_PREFIX) not in self.delayed:
+                self.reason = f"stale timer: delayed send {key!r} was cancelled or sent"
+                return
+        else:
+            timer = self.chart.timer(key) if isinstance(key, str) else None
+            if timer is None or self.leaf is None or timer[0].path not in self.nodes[self.leaf].chain:
+                self.reason = f"stale timer: state {key!r} is not active"
+                return
         assert isinstance(key, str)
         armed = self.timers.get(key)
         if armed != fire_at or not isinstance(fire_at, int | float):
             self.reason = f"stale timer: state {key!r} is armed for {armed!r}, not {fire_at!r}"
             return
-        if len(self.timers) == 1:
-            due = [(fire_at, timer)]
-        else:
-            ordered = sorted(
-                (at, -found[0].depth, found[1], k, found)
-                for k, at in self.timers.items()
-                if at <= fire_at and (found := self.chart.timer(k)) is not None
-            )
-            due = [(at, found) for at, _, _, _, found in ordered]
+        # on a tie: states' timers (innermost first, then as written), then delayed sends (as sent)
+        ordered = sorted((at, *self._timer_rank(k), k) for k, at in self.timers.items() if at <= fire_at)
         spent: list[str] = []
-        for at, (state, index) in due:
-            after = state.after[index]
-            if self.status is not _RUNNING or self.timers.get(after.key) != at:
+        for at, *_, due_key in ordered:
+            if self.status is not _RUNNING or self.timers.get(due_key) != at:
                 continue  # the execution ended, or an earlier timer's transition left or re-armed this state
-            self._disarm(after.key)
+            if due_key.startswith(SEND_TIMER_PREFIX):
+                self._disarm(due_key)
+                self._deliver_delayed(self._own_delayed().pop(due_key.removeprefix(SEND_TIMER_PREFIX)))
+                self._settle()
+                continue
+            found = self.chart.timer(due_key)
+            if found is None:
+                continue  # a key this chart version has no timer for: nothing of this chart armed it
+            after = found[0].after[found[1]]
+            self._disarm(due_key)
             edge = self._first_enabled(after.edges)
             if edge is None:
                 guards = ", ".join(e.guard_text for e in after.edges)
@@ -356,6 +366,28 @@ class _Run:
             self._settle()
         if self.disposition != "handled":
             self.reason = "; ".join(spent)
+
+    def _timer_rank(self, key: str) -> tuple[int, int, int]:
+        if key.startswith(SEND_TIMER_PREFIX):
+            pending = self.delayed.get(key.removeprefix(SEND_TIMER_PREFIX))
+            return (1, *pending.order) if pending is not None else (2, 0, 0)
+        found = self.chart.timer(key)
+        return (0, -found[0].depth, found[1]) if found is not None else (2, 0, 0)
+
+    def _deliver_delayed(self, pending: DelayedSend) -> None:
+        """A delayed send is due: to another execution it leaves through the outbox as it was minted; to
+        this one it is processed now, as the external event it is."""
+        self.disposition = "handled"
+        if pending.to != self.exe.id:
+            self.emits.append((pending.to, pending.event))
+            return
+        self.event = pending.event
+        disposition, forwarded, reason = self._deliver(pending.event)
+        self.internal_trace.append(
+            {"event": pending.event.name, "id": pending.event.id, "disposition": disposition}
+            | ({"forwarded_to": list(forwarded)} if forwarded else {})
+            | ({"reason": reason} if reason is not None else {})
+        )
 
     def _done(self) -> None:
         data = self.received.data
@@ -576,6 +608,11 @@ class _Run:
             self.children = dict(self.children)
         return self.children
 
+    def _own_delayed(self) -> dict[str, DelayedSend]:
+        if self.delayed is self.exe.delayed:
+            self.delayed = dict(self.delayed)
+        return self.delayed
+
     def _own_history(self) -> dict[str, str]:
         if self.history is self.exe.history:
             self.history = dict(self.history)
@@ -648,36 +685,73 @@ class _Run:
                 self._write_context(result.context)
             for send in result.send:
                 check_json(dict(send.data), f"action {name!r} sent {send.event!r} with data")
-                self._send(send.to, send.event, dict(send.data), send.queue)
+                if send.delay is None:
+                    self._send(send.to, send.event, dict(send.data), send.queue)
+                else:
+                    self._send_later(send, dict(send.data))
+            for send_id in result.cancel:
+                if send_id in self.delayed:
+                    del self._own_delayed()[send_id]
+                    self._disarm(SEND_TIMER_PREFIX + send_id)
+
+    def _send_later(self, send: Send, data: dict[str, Any]) -> None:
+        """A delayed send: the event is minted now and held, with a timer of this execution, until due."""
+        to = send.to
+        if send.queue == "internal":
+            raise InvalidSend(self.exe.id, to, "a delayed event is external: it cannot be internal")
+        try:
+            seconds = send.delay if isinstance(send.delay, int | float) else parse_duration(str(send.delay))
+        except InvalidDuration as exc:
+            raise InvalidSend(self.exe.id, to, str(exc)) from None
+        if isinstance(seconds, bool) or seconds < 0:
+            raise InvalidSend(self.exe.id, to, f"delay {send.delay!r} is not a duration")
+        target = self._target(to)
+        order = (self.exe.version, self.minted)
+        event = self._mint(send.event, data)
+        send_id = event.id if send.id is None else send.id
+        if not isinstance(send_id, str) or not send_id or "\x00" in send_id or "\uff0e" in send_id:
+            raise InvalidSend(
+                self.exe.id, to, f"send id {send_id!r} must be a non-empty string without NUL or U+FF0E"
+            )
+        delayed = self._own_delayed()
+        delayed[send_id] = _construct(DelayedSend, {"to": target, "event": event, "order": order})
+        key = SEND_TIMER_PREFIX + send_id
+        fire_at = self.now + float(seconds)
+        self._own_timers()[key] = fire_at
+        self.timer_ops.append(TimerOp("schedule", key, fire_at))
+
+    def _target(self, to: str) -> str:
+        """The execution id an address names (InvalidSend when there is none)."""
+        if to in ("self", self.exe.id):
+            return self.exe.id
+        if to == "parent":
+            if self.exe.parent_id is None:
+                raise InvalidSend(self.exe.id, to, "a root execution has no parent")
+            return self.exe.parent_id
+        if to.startswith(SIBLING_PREFIX):
+            region = to.removeprefix(SIBLING_PREFIX)
+            if region not in self.exe.siblings:
+                known = ", ".join(sorted(self.exe.siblings)) or "none: it is not a region of a parallel state"
+                raise InvalidSend(self.exe.id, to, f"no sibling region {region!r} (siblings: {known})")
+            return self.exe.siblings[region]
+        return to
 
     def _send(self, to: str, name: str, data: dict[str, Any], queue: str | None) -> None:
         if queue not in (None, "internal", "external"):
             raise InvalidSend(self.exe.id, to, f"queue {queue!r} is neither 'internal' nor 'external'")
-        if to in ("self", self.exe.id):
-            if queue == "external":
-                self._emit(self.exe.id, name, data)  # through the mailbox, behind what is queued there
-                return
-            if self.internal is None:
-                self.internal = deque()
-            self.internal.append(self._mint(name, data))
-        elif queue == "internal":
+        if queue == "internal" and to not in ("self", self.exe.id):
             raise InvalidSend(
                 self.exe.id,
                 to,
                 "only an event to self can be internal; other executions get theirs by mailbox",
             )
-        elif to == "parent":
-            if self.exe.parent_id is None:
-                raise InvalidSend(self.exe.id, to, "a root execution has no parent")
-            self._emit(self.exe.parent_id, name, data)
-        elif to.startswith(SIBLING_PREFIX):
-            region = to.removeprefix(SIBLING_PREFIX)
-            if region not in self.exe.siblings:
-                known = ", ".join(sorted(self.exe.siblings)) or "none: it is not a region of a parallel state"
-                raise InvalidSend(self.exe.id, to, f"no sibling region {region!r} (siblings: {known})")
-            self._emit(self.exe.siblings[region], name, data)
-        else:
-            self._emit(to, name, data)
+        target = self._target(to)
+        if target != self.exe.id or queue == "external":
+            self._emit(target, name, data)  # to self: through the mailbox, behind what is queued there
+            return
+        if self.internal is None:
+            self.internal = deque()
+        self.internal.append(self._mint(name, data))
 
     def _mint(self, name: str, data: dict[str, Any]) -> Event:
         event = _construct(
@@ -700,6 +774,10 @@ class _Run:
 
     def finish(self) -> Step:
         exe = self.exe
+        if self.delayed and self.status is not _RUNNING:
+            for send_id in list(self.delayed):  # an execution that ended sends nothing more
+                self._disarm(SEND_TIMER_PREFIX + send_id)
+            self.delayed = {}
         before = exe.configuration
         unchanged = before[-1] == self.leaf if before else self.leaf is None
         changes: dict[str, Any] = {
@@ -718,6 +796,8 @@ class _Run:
             changes["children"] = self.children
         if self.history is not exe.history:
             changes["history"] = self.history
+        if self.delayed is not exe.delayed:
+            changes["delayed"] = self.delayed
         # the new execution, `exe.model_copy(update=changes)` built as `_construct` builds models: it
         # shares every value the step did not change
         evolved = _new(Execution)
