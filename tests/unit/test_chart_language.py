@@ -896,3 +896,15 @@ def test_an_execution_stored_before_delayed_sends_loads_without_any() -> None:
 def test_a_delayed_send_that_cannot_be_held_fails_the_step(send: Send, reason: str) -> None:
     with pytest.raises(InvalidSend, match=reason):
         begin(REMINDER, reminder_registry(send))
+
+
+def test_diagrams_draw_history_states_state_guards_and_one_regions_done() -> None:
+    from harel.diagram import render_dot, render_mermaid
+
+    dot = render_dot(WIZARD)
+    assert '"form.deep" [label="H*", shape=circle, tooltip="deep"];' in dot
+    assert '"form.shallow" [label="H", shape=circle, tooltip="shallow"];' in dot
+    assert '"paused" -> "form.deep" [label="deep"' in dot
+    assert '[label="close [in open.approved]"' in render_dot(DOCUMENT)
+    assert ": done payment / email_receipt" in render_mermaid(SHIPMENT)
+    assert ": after 300ms / show_paused" in render_mermaid(TYPING)

@@ -22,6 +22,8 @@ The rules are written down, each with its tests, in docs/semantics.md. In short:
   followed by the eventless transitions again. All of it is one step, committed at once.
 - Timers take effect in the order of their `fire_at` (innermost first on ties, then in the order a
   state's timers are written): a timer event also fires every other armed timer due at or before its own.
+  A delayed send is held in `delayed` under a timer `send:<id>`; when that fires, the event leaves (or, to
+  self, is processed in that step).
 - A region's child ends at a final state: its exit actions run, then `harel.done` carries the final state,
   status, result and context to the parent, which records them under `context.regions.<region>`, takes
   that region's `on_region_done` transition if any, then evaluates the join.
