@@ -753,11 +753,20 @@ def test_a_later_timer_event_fires_the_earlier_timers_of_the_state_first() -> No
     assert not stale.handled
 
 
-def test_a_timer_key_that_names_another_states_timer_is_refused() -> None:
-    problems = refusal({"a": {"after": {"1s": "b", "2s": "b"}}, "a#1s": {"after": {"3s": "b"}}, "b": {}})
+def test_a_timer_key_that_names_another_timer_or_a_delayed_sends_is_refused() -> None:
+    problems = refusal(
+        {
+            "a": {"after": {"1s": "b", "2s": "b"}},
+            "a#1s": {"after": {"3s": "b"}},
+            "send:x": {"after": {"1s": "b"}},
+            "b": {},
+        }
+    )
     assert problems == [
         "states.a#1s.after.3s: its timer key 'a#1s' is also the key of the timer of the state 'a'; rename one "
-        "of the states"
+        "of the states",
+        "states.send:x.after.1s: its timer key 'send:x' starts with 'send:', the form of a delayed send's timer; "
+        "rename the state",
     ]
 
 

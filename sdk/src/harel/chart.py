@@ -183,6 +183,9 @@ NodeKind = Literal["atomic", "compound", "parallel", "final", "region", "history
 HistoryKind = Literal["shallow", "deep"]
 
 WILDCARD = "*"
+# The key of a delayed send's timer in an execution's `timers` is `send:<send id>`; no state's timer key
+# may take that form.
+SEND_TIMER_PREFIX = "send:"
 _WILDCARD_SUFFIX = ".*"
 
 
@@ -695,7 +698,13 @@ class _TreeBuilder:
             edges = self._edges(draft, alternatives, f"{draft.location}.after.{duration}")
             if _DURATION.fullmatch(duration):
                 key = draft.path if len(spec.after) == 1 else f"{draft.path}#{duration}"
-                if key in self.timers:
+                if key.startswith(SEND_TIMER_PREFIX):
+                    self._problem(
+                        f"{draft.location}.after.{duration}",
+                        f"its timer key {key!r} starts with {SEND_TIMER_PREFIX!r}, the form of a delayed "
+                        "send's timer; rename the state",
+                    )
+                elif key in self.timers:
                     self._problem(
                         f"{draft.location}.after.{duration}",
                         f"its timer key {key!r} is also the key of the timer of the state {self.timers[key][0]!r}; "

@@ -40,7 +40,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel
 
 from harel.app import EMPTY_REGISTRY, ActionContext, ActionResult, Registry, Send
-from harel.chart import Chart, Edge, Node, descriptor_matches, parse_duration
+from harel.chart import SEND_TIMER_PREFIX, Chart, Edge, Node, descriptor_matches, parse_duration
 from harel.errors import InvalidDuration, InvalidSend, StepLimitExceeded
 from harel.ids import REGIONS_KEY, check_context, check_json, child_id
 from harel.model import (
@@ -58,7 +58,6 @@ from harel.model import (
 )
 
 SIBLING_PREFIX = "sibling:"
-SEND_TIMER_PREFIX = "send:"  # the timer of a delayed send is `send:<send id>` in the execution's timers
 _RUNNING = ExecutionStatus.RUNNING  # compared on every step: a module constant, not an enum lookup
 # Each status as the plain str a record stores: `str(status)` builds a new string on every call
 _STATUS_TEXT = {status: str(status) for status in ExecutionStatus}
