@@ -316,7 +316,9 @@ class Node:
 
     def handles_event(self, name: str) -> bool:
         """For a region: whether an `on` somewhere inside it handles the event `name`."""
-        return name in self.handles or any(descriptor_matches(d, name) for d in self.handles_patterns)
+        if name in self.handles:
+            return True
+        return bool(self.handles_patterns) and any(descriptor_matches(d, name) for d in self.handles_patterns)
 
     def edges(self) -> Iterator[tuple[str, Edge]]:
         """Every transition this node declares with its slot (`on:<event>`, `after:<duration>`, `always`,
@@ -349,7 +351,7 @@ class Chart(BaseModel):
 
     _nodes: dict[str, Node] = PrivateAttr(default_factory=dict)
     _start: tuple[str, ...] = PrivateAttr(default=())
-    _timers: dict[str, tuple[str, int]] = PrivateAttr(default_factory=dict)
+    _timers: dict[str, tuple[Node, int]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _resolve(self) -> Chart:
@@ -358,7 +360,7 @@ class Chart(BaseModel):
             raise ChartError(self.id, builder.problems)
         self._nodes = builder.nodes
         self._start = builder.start
-        self._timers = builder.timers
+        self._timers = {key: (builder.nodes[path], index) for key, (path, index) in builder.timers.items()}
         return self
 
     def timer(self, key: str) -> tuple[Node, int] | None:
@@ -366,10 +368,8 @@ class Chart(BaseModel):
         for a key this chart has not."""
         private = self.__pydantic_private__
         assert private is not None
-        found: tuple[str, int] | None = private["_timers"].get(key)
-        if found is None:
-            return None
-        return self.nodes[found[0]], found[1]
+        found: tuple[Node, int] | None = private["_timers"].get(key)
+        return found
 
     def node(self, path: str) -> Node:
         """The state or region at `path`; KeyError when the chart has none."""
