@@ -87,6 +87,43 @@ AGREEMENTS: dict[str, Script] = {
     "messages": (Send("go"), Send("finish")),
     "nestedpar": (Send("tick"), Send("tock")),
     "regiontimers": (Wait(5), Wait(4)),
+    "history": (
+        Send("deep"),  # nothing recorded: the default, address (then street)
+        Send("next"),
+        Send("pause"),
+        Send("deep"),  # form.address.city
+        Send("pause"),
+        Send("shallow"),  # form.address, from street
+        Send("pause"),
+        Send("shallow"),
+        Send("next"),
+    ),
+    "severaltimers": (
+        Wait(1),
+        Send("poke"),  # re-armed: due at 3 s and 6 s
+        Wait(1),
+        Wait(2),  # the 2 s timer fired at 3 s: reminded, its timers due at 5 s and 9 s
+        Wait(2),  # back to waiting at 5 s
+        Wait(2),  # reminded again at 7 s
+    ),
+    "delayed": (
+        Send("go"),  # ping due in 5 s, pong in 2 s
+        Wait(1),
+        Wait(2.5),  # pong: halfway
+        Wait(3),  # ping: idle
+        Send("go"),
+        Wait(7),
+    ),
+    "inguard": (
+        Send("poke"),
+        Send("close"),  # neither approved nor in review: ignored
+        Send("submit"),
+        Send("poke"),  # not in draft: ignored
+        Send("close"),
+        Send("reopen"),
+        Send("submit", "approve"),
+        Send("close"),
+    ),
 }
 
 DIFFERENCES: dict[str, tuple[Script, str]] = {
@@ -96,4 +133,7 @@ DIFFERENCES: dict[str, tuple[Script, str]] = {
     # harel: the region incremented its own copy of `n`; the parent's `n` is still 0 at the join (the
     # region's count is in regions.only.context). sismic: one shared context, n is 1.
     "regioncontext": ((Send("finish"),), "sem-diff-regions-context"),
+    # harel: `rewind` targets its own source without `reenter`, which stays entered (exit_b, enter_a);
+    # sismic exits and re-enters `outer` as well.
+    "reenter": ((Send("next"), Send("again"), Send("rewind")), "sem-diff-reenter"),
 }

@@ -6,7 +6,10 @@ sismic has no key for in the terms sismic has:
 - `after: {300ms: ...}` is an eventless transition guarded by `after(0.3)`;
 - `on_done` is an eventless transition guarded by "a final child is active" (compound) or "every region has
   an active final state" (parallel);
-- `always` is an eventless transition.
+- `always` is an eventless transition;
+- `guard: {in: <state>}` is the guard `active(<state>)`;
+- a history state is sismic's `shallow history` or `deep history`, its `memory` the history's default
+  target (or its parent's initial state).
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ def translate(chart: Chart) -> dict[str, Any]:
 
 def _state(chart: Chart, node: Node) -> dict[str, Any]:
     state: dict[str, Any] = {"name": node.path}
+    if node.kind == "history":
+        parent = chart.node(node.parent or "")
+        return {**state, "type": f"{node.history} history", "memory": node.default or parent.initial}
     if node.entry:
         state["on entry"] = _code(node.entry)
     if node.exit:
@@ -49,8 +55,8 @@ def _state(chart: Chart, node: Node) -> dict[str, Any]:
     transitions = []
     for event, edges in node.on.items():
         transitions += _alternatives(chart, edges, event=event)
-    if node.after is not None:
-        transitions += _alternatives(chart, node.after.edges, condition=f"after({node.after.seconds})")
+    for after in node.after:
+        transitions += _alternatives(chart, after.edges, condition=f"after({after.seconds})")
     transitions += _alternatives(chart, node.always)
     if node.on_done:
         transitions += _alternatives(chart, node.on_done, condition=_done_condition(chart, node))
@@ -67,6 +73,8 @@ def _alternatives(
         guards = [condition] if condition else []
         if edge.guard is not None:
             guards.append(sismic_guard(edge.guard, chart.node(edge.source), chart))
+        if edge.in_state is not None:
+            guards.append(f"active({edge.in_state!r})")
         transition: dict[str, Any] = {}
         if event is not None:
             transition["event"] = event

@@ -65,7 +65,13 @@ def play(harel: HarelRun, sismic: SismicRun, script: Script) -> None:
         assert comparable(ours) == comparable(theirs), describe(op, ours, theirs)
 
 
-@pytest.mark.semantics("sem-differential", "sem-diff-region-entry-order")
+@pytest.mark.semantics(
+    "sem-differential",
+    "sem-diff-region-entry-order",
+    "sem-history-restore",
+    "sem-state-guard",
+    "sem-delayed-send",
+)
 @pytest.mark.parametrize("runs", [(n, f) for n in AGREEMENTS for f in FORMATS], indirect=True, ids="-".join)
 def test_harel_agrees_with_sismic(runs: tuple[HarelRun, SismicRun]) -> None:
     harel, sismic = runs
@@ -73,7 +79,7 @@ def test_harel_agrees_with_sismic(runs: tuple[HarelRun, SismicRun]) -> None:
     play(harel, sismic, AGREEMENTS[name])
 
 
-@pytest.mark.semantics("sem-diff-guarded-after", "sem-diff-regions-context")
+@pytest.mark.semantics("sem-diff-guarded-after", "sem-diff-regions-context", "sem-diff-reenter")
 @pytest.mark.parametrize("runs", [(n, f) for n in DIFFERENCES for f in FORMATS], indirect=True, ids="-".join)
 def test_the_documented_differences_show_where_documented(runs: tuple[HarelRun, SismicRun]) -> None:
     harel, sismic = runs

@@ -5,6 +5,7 @@ and as sismic code. Every action also logs its own name, so both sides record th
     inc:<key>[:<tag>]      context[key] += 1 (from 0)
     set:<key>:<int>        context[key] = int
     self:<event>           send <event> to self
+    later:<event>:<secs>   send <event> to self in <secs> seconds (a delayed send; sismic: send(..., delay=))
     up:<event>             send <event> to the parent (sismic: an internal event, one interpreter holds all)
     sib:<region>:<event>   send <event> to the sibling region (sismic: the same)
 
@@ -49,6 +50,9 @@ def harel_action(name: str) -> Action:
         return lambda ctx: ActionResult(context={key: value})
     if verb == "self":
         return lambda ctx: ActionResult(send=[Send(args[0], to="self")])
+    if verb == "later":
+        delayed = Send(args[0], to="self", delay=float(args[1]))
+        return lambda ctx: ActionResult(send=[delayed])
     if verb == "up":
         return lambda ctx: ActionResult(send=[Send(args[0], to="parent")])
     if verb == "sib":
@@ -76,6 +80,7 @@ def sismic_action(name: str) -> str:
         "inc": f"{args[0]} = {args[0]} + 1" if verb == "inc" else "",
         "set": f"{args[0]} = {args[1]}" if verb == "set" else "",
         "self": f"send({args[0]!r})" if verb == "self" else "",
+        "later": f"send({args[0]!r}, delay={float(args[-1])})" if verb == "later" else "",
         "up": f"send({args[0]!r})" if verb == "up" else "",
         "sib": f"send({args[-1]!r})" if verb == "sib" else "",
     }[verb]

@@ -70,6 +70,7 @@ WRITES = "executions/writes.py"
 REPLIES = "executions/replies.py"
 MONGO_STORE = "store/mongo.py"
 INTERPRETER = "interpreter.py"
+CHART = "chart.py"
 RULES = "connection/rules.py"
 
 STORE_CHECKS = "tests/conformance/test_store_conformance.py"
@@ -82,6 +83,7 @@ INTERPRETER_CHECKS = "tests/unit/test_interpreter.py"
 REGION_CHECKS = "tests/unit/test_regions.py"
 ORDERING = "tests/wire/test_ordering.py"
 RTC_CHECKS = "tests/unit/test_run_to_completion.py"
+LANGUAGE_CHECKS = "tests/unit/test_chart_language.py"
 
 
 def _on(module: str, *tests: str, ids: tuple[str, ...] = ("",)) -> tuple[str, ...]:
@@ -499,6 +501,43 @@ MUTANTS: tuple[Mutant, ...] = (
         "a step that takes exactly 100 eventless transitions in a row is refused",
         (Edit(INTERPRETER, "if fired > MAX_EVENTLESS:", "if fired >= MAX_EVENTLESS:"),),
         _on(RTC_CHECKS, "test_an_eventless_chain_of_exactly_the_limit_comes_to_rest"),
+    ),
+    Mutant(
+        "pattern-matches-any-continuation",
+        "`key.*` also matches names that merely start with `key` (`keys`, `keyx.a`)",
+        (Edit(CHART, 'name[len(prefix) : len(prefix) + 1] == "."', "True"),),
+        _on(LANGUAGE_CHECKS, "test_a_pattern_matches_its_prefix_token_by_token_and_a_plain_name_only_itself"),
+    ),
+    Mutant(
+        "reenter-ignored",
+        "`reenter: true` on a transition into its own source is ignored: the source is not left",
+        (Edit(CHART, "if inside and not transition.reenter:", "if inside:"),),
+        _on(LANGUAGE_CHECKS, "test_reenter_exits_and_enters_the_source_again"),
+    ),
+    Mutant(
+        "shallow-history-restores-the-leaf",
+        "a shallow history state records (and restores) the active leaf, as a deep one does",
+        (Edit(INTERPRETER, 'if self.nodes[path].history == "deep":', "if True:"),),
+        _on(LANGUAGE_CHECKS, "test_shallow_history_enters_the_child_left_and_deep_history_the_leaf")
+        + _on(
+            "tests/unit/test_chart_language_runs.py",
+            "test_each_example_runs_on_the_embedded_store",
+            ids=("wizard",),
+        ),
+    ),
+    Mutant(
+        "cancelled-send-still-held",
+        "cancelling a delayed send disarms its timer but keeps the event held",
+        (Edit(INTERPRETER, "                    del self._own_delayed()[send_id]\n", ""),),
+        _on(
+            LANGUAGE_CHECKS,
+            "test_a_cancelled_delayed_send_never_fires_and_a_send_with_a_pending_id_replaces_it",
+        )
+        + _on(
+            "tests/unit/test_chart_language_runs.py",
+            "test_each_example_runs_on_the_embedded_store",
+            ids=("reminder",),
+        ),
     ),
     Mutant(
         "check-ignores-journal",

@@ -94,7 +94,7 @@ TIMED = load_chart(
         "states": {
             "wait": {
                 "after": {"5s": {"target": "timeout", "guard": "may_time_out"}},
-                "on": {"again": "wait", "leave": "elsewhere"},
+                "on": {"again": {"target": "wait", "reenter": True}, "leave": "elsewhere"},
             },
             "elsewhere": {"on": {"back": "wait"}},
             "timeout": {"final": True},

@@ -31,7 +31,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from harel.errors import (
     AsyncUnavailable,
@@ -51,11 +51,23 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Send:
-    """An event an action sends. `to`: "parent", "self", "sibling:<region>", or any execution id."""
+    """An event an action sends. `to`: "parent", "self", "sibling:<region>", or any execution id.
+
+    `queue` is for events to self: "internal" (the default; processed within the same step, before any
+    other event: SCXML's `<raise>`) or "external" (through the execution's own mailbox, behind the events
+    already queued there: SCXML's `<send>` to its own session). Events to other executions always go
+    through their mailbox; "internal" for one of them is refused with InvalidSend.
+
+    `delay` (a duration, `"3d"`, `"90s"`, or seconds) holds the event back: it is a durable timer of the
+    sender, and is delivered (an external event) once it is due. `id` names it for `ActionResult(cancel=...)`;
+    a send with the id of one still pending replaces it. Without `id`, the event's own id names it."""
 
     event: str
     to: str = "parent"
     data: Mapping[str, Any] = field(default_factory=dict)
+    queue: Literal["internal", "external"] | None = None
+    delay: str | float | None = None
+    id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,10 +83,12 @@ class ActionContext:
 
 @dataclass(frozen=True)
 class ActionResult:
-    """Shallow updates to the execution's context, and events to send after the step commits."""
+    """Shallow updates to the execution's context, events to send after the step commits, and the ids of
+    delayed sends to cancel (after this result's own sends; an id with nothing pending is ignored)."""
 
     context: Mapping[str, Any] = field(default_factory=dict)
     send: tuple[Send, ...] | list[Send] = ()
+    cancel: tuple[str, ...] | list[str] = ()
 
 
 Action = Callable[[ActionContext], ActionResult | Awaitable[ActionResult | None] | None]

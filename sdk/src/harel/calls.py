@@ -128,13 +128,13 @@ def user_event(
     data: Mapping[str, Any] | None = None,
     event_id: str | None = None,
 ) -> Event:
-    """A user event for `exe`, refused here when no state of the pinned chart handles its name
-    (UnknownEvent), its id is empty or of the engine's own forms (InvalidEventId), or its data is not strict
-    JSON (InvalidContext)."""
+    """A user event for `exe`, refused here when no `on` of the pinned chart matches its name (UnknownEvent),
+    its id is empty or of the engine's own forms (InvalidEventId), or its data is not strict JSON
+    (InvalidContext)."""
     known = sorted(chart.event_names())
     if name == CANCEL_EVENT:
         raise UnknownEvent(chart.id, name, known, f"to cancel the execution, use `harel cancel {exe.id}`")
-    if name.startswith(RESERVED_EVENT_PREFIX) or name not in known:
+    if name.startswith(RESERVED_EVENT_PREFIX) or not chart.accepts(name):
         raise UnknownEvent(chart.id, name, known)
     chosen = uuid.uuid4().hex if event_id is None else check_client_event_id(event_id, exe.id)
     check_json(dict(data or {}), "event data")

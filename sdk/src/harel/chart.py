@@ -22,11 +22,14 @@ docs/semantics.md says what a step does with them.
 
 State kinds: atomic; compound (`initial` + `states`); parallel (`parallel: {region: {initial, states}}`);
 final (`final: true`, with `status: failed` to end the execution as failed rather than completed, and an
-optional JSON `result`). A state may carry `entry` and `exit` action lists, `on` transitions, one `after`
-timer, `always` (eventless) transitions and, when it is compound or parallel, `on_done`. A transition is a
-target name, or `{target, guard, actions}`, or a list of those (alternatives tried in document order);
+optional JSON `result`); history (`history: shallow | deep` and an optional default `target`, a
+pseudo-state inside a compound state). A state may carry `entry` and `exit` action lists, `on` transitions
+(keyed by event descriptors: names, `prefix.*`, `*`, several separated by spaces), `after` timers,
+`always` (eventless) transitions and, when it is compound or parallel, `on_done`; a parallel state also
+`on_region_done` per region. A transition is a target name, or `{target, guard, actions, reenter}`, or a
+list of those (alternatives tried in document order); its guard is a registered name or `{in: <state>}`;
 without a target it is internal (it runs its actions and leaves the configuration alone). Durations are
-`250ms`, `2s`, `1.5s`, `5m`, `1h`, or a plain number of seconds.
+`250ms`, `2s`, `1.5s`, `5m`, `1h`, `3d`, or a plain number of seconds.
 
 Paths and targets. Every node has a path: the names from the top joined with `.`
 (`fulfilling.payment.charging`). A region is a node (`fulfilling.payment`) but not a state. Targets are
@@ -79,12 +82,13 @@ from harel.model import RESERVED_EVENT_PREFIX, ExecutionStatus
 
 CHART_SUFFIXES = (".yaml", ".yml", ".json")
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in `250ms`, `2s`, `1.5s`, `5m`, `1h` or a plain number of seconds; InvalidDuration otherwise."""
+    """Seconds in `250ms`, `2s`, `1.5s`, `5m`, `1h`, `3d` or a plain number of seconds; InvalidDuration
+    otherwise."""
     match = _DURATION.fullmatch(text)
     if match is None:
         raise InvalidDuration(text)
@@ -110,14 +114,24 @@ def _alternatives(value: Any) -> Any:
     return (one(value),)
 
 
+class StateGuard(BaseModel):
+    """`guard: {in: <state>}`: enabled while the state is active in the execution's own configuration."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state: str = Field(alias="in", min_length=1)
+
+
 class Transition(BaseModel):
-    """One alternative of an `on`, `after`, `always` or `on_done` slot: taken when its guard (if any) passes."""
+    """One alternative of an `on`, `after`, `always`, `on_done` or `on_region_done` slot: taken when its
+    guard (if any) passes. `reenter: true` exits and re-enters a source that encloses the target."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     target: str | None = None
-    guard: str | None = None
+    guard: str | StateGuard | None = None
     actions: tuple[str, ...] = ()
+    reenter: bool = False
 
 
 Alternatives = Annotated[tuple[Transition, ...], BeforeValidator(_alternatives)]
@@ -135,9 +149,12 @@ class State(BaseModel):
     states: dict[str, State] | None = None
     parallel: dict[str, Region] | None = None
     on_done: Alternatives = ()
+    on_region_done: dict[str, Alternatives] = Field(default_factory=dict)
     final: bool = False
     status: Literal["completed", "failed"] | None = None
     result: Any = None
+    history: Literal["shallow", "deep"] | None = None
+    target: str | None = None
 
     @field_validator("after", mode="before")
     @classmethod
@@ -162,30 +179,89 @@ class Region(BaseModel):
 
 # --- the resolved tree the interpreter walks ------------------------------------------------------------
 
-NodeKind = Literal["atomic", "compound", "parallel", "final", "region"]
+NodeKind = Literal["atomic", "compound", "parallel", "final", "region", "history"]
+HistoryKind = Literal["shallow", "deep"]
+
+WILDCARD = "*"
+# The key of a delayed send's timer in an execution's `timers` is `send:<send id>`; no state's timer key
+# may take that form.
+SEND_TIMER_PREFIX = "send:"
+_WILDCARD_SUFFIX = ".*"
+
+
+def event_descriptors(key: str) -> tuple[str, ...]:
+    """The event descriptors of an `on` key, each once: `open close` lists two. A descriptor is an event
+    name, a name followed by `.*` (`mouse.*`), or `*`."""
+    return tuple(dict.fromkeys(key.split()))
+
+
+def is_pattern(descriptor: str) -> bool:
+    return descriptor == WILDCARD or descriptor.endswith(_WILDCARD_SUFFIX)
+
+
+def descriptor_matches(descriptor: str, name: str) -> bool:
+    """SCXML's descriptor matching for the patterns: `*` matches every event, `mouse.*` matches `mouse` and
+    every name whose dot-separated tokens start with `mouse` (`mouse.click`, not `mousepad`). A plain name
+    matches itself only."""
+    if descriptor == WILDCARD:
+        return True
+    if descriptor.endswith(_WILDCARD_SUFFIX):
+        prefix = descriptor[:-2]
+        return name == prefix or (name.startswith(prefix) and name[len(prefix) : len(prefix) + 1] == ".")
+    return name == descriptor
+
+
+def _descriptor_problem(descriptor: str) -> str | None:
+    if descriptor.startswith(RESERVED_EVENT_PREFIX):
+        return f"event names starting with {RESERVED_EVENT_PREFIX!r} are reserved for the engine"
+    if WILDCARD not in descriptor or descriptor == WILDCARD:
+        return None
+    prefix = descriptor.removesuffix(_WILDCARD_SUFFIX)
+    if prefix == descriptor or WILDCARD in prefix or not prefix or prefix.endswith("."):
+        return f"{descriptor!r}: a wildcard is '*' alone or '.*' ending a name ('mouse.*')"
+    return None
 
 
 @dataclass(frozen=True)
 class Edge:
     """A transition with its target resolved to an absolute path (None: internal, actions only).
 
-    `enter` (the states a transition enters, outer to inner, default initial states included) and
-    `exit_depth` (active states deeper than this many path components are exited) are precomputed."""
+    `enter` (the states a transition enters, outer to inner, default initial states included; for a target
+    that is a history state, down to the history's parent, the rest decided when it is taken) and
+    `exit_depth` (active states deeper than this many path components are exited) are precomputed.
+    `in_state` is the state a `guard: {in: ...}` requires active; `guarded` says the edge has a guard of
+    either kind."""
 
     source: str
     target: str | None
     guard: str | None = None
     actions: tuple[str, ...] = ()
+    in_state: str | None = None
+    reenter: bool = False
     enter: tuple[str, ...] = field(default=(), compare=False, repr=False)
     exit_depth: int = field(default=0, compare=False, repr=False)
+    history: str | None = field(default=None, compare=False, repr=False)
+    guarded: bool = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "guarded", self.guard is not None or self.in_state is not None)
+
+    @property
+    def guard_text(self) -> str:
+        """The guard as written: its name, or `{in: <state>}`."""
+        return repr(self.guard) if self.guard is not None else f"{{in: {self.in_state!r}}}"
 
 
 @dataclass(frozen=True)
 class After:
-    """A state's durable timer: the first enabled of `edges` is taken `seconds` after the state was entered."""
+    """One of a state's durable timers: the first enabled of `edges` is taken `seconds` after the state was
+    entered. `key` names it in the execution's `timers`: the state's path for a state's only timer (as
+    before states had several), else `<path>#<duration as written>` (`waiting#30s`)."""
 
     seconds: float
     edges: tuple[Edge, ...]
+    duration: str
+    key: str
 
 
 @dataclass(frozen=True)
@@ -194,9 +270,14 @@ class Node:
 
     Precomputed for the interpreter (not part of equality): `depth` (path components); `chain`, the states
     active in an execution whose active leaf is this node (from the top of its scope down to it);
-    `handlers`, per event name the `on` alternatives of that chain, innermost state first; `eventless`, the
-    chain's `always` alternatives, innermost first; for a region, `handles` (every event name an `on` inside
-    it handles) and `start` (the states its child execution enters when it starts)."""
+    `handlers`, per event name the `on` alternatives of that chain, innermost state first; `patterned`,
+    when the chain has an `on` pattern (`*`, `mouse.*`), every `on` entry of the chain as (descriptors,
+    alternatives), innermost state first and in document order within a state (the interpreter then
+    matches these instead of `handlers`); `eventless`, the chain's `always` alternatives, innermost first;
+    `descent`, the node and the initial states below it; `histories`, its history states; for a history
+    state, `restore_default` (what it enters below its parent with nothing remembered); for a region,
+    `handles` and `handles_patterns` (the event names and patterns an `on` inside it handles) and `start`
+    (the states its child execution enters when it starts)."""
 
     path: str
     kind: NodeKind
@@ -207,34 +288,54 @@ class Node:
     entry: tuple[str, ...] = ()
     exit: tuple[str, ...] = ()
     on: Mapping[str, tuple[Edge, ...]] = field(default_factory=dict)
-    after: After | None = None
+    after: tuple[After, ...] = ()
     always: tuple[Edge, ...] = ()
     on_done: tuple[Edge, ...] = ()
+    on_region_done: Mapping[str, tuple[Edge, ...]] = field(default_factory=dict)
     final_status: ExecutionStatus | None = None
     result: Any = None
+    history: HistoryKind | None = None
+    default: str | None = None
     depth: int = field(default=0, compare=False, repr=False)
     chain: tuple[str, ...] = field(default=(), compare=False, repr=False)
     handlers: Mapping[str, tuple[Edge, ...]] = field(default_factory=dict, compare=False, repr=False)
+    patterned: tuple[tuple[tuple[str, ...], tuple[Edge, ...]], ...] = field(
+        default=(), compare=False, repr=False
+    )
     eventless: tuple[Edge, ...] = field(default=(), compare=False, repr=False)
+    descent: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    histories: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    restore_default: tuple[str, ...] = field(default=(), compare=False, repr=False)
     handles: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    handles_patterns: tuple[str, ...] = field(default=(), compare=False, repr=False)
     start: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def name(self) -> str:
         return self.path.rsplit(".", 1)[-1]
 
+    def handles_event(self, name: str) -> bool:
+        """For a region: whether an `on` somewhere inside it handles the event `name`."""
+        if name in self.handles:
+            return True
+        return bool(self.handles_patterns) and any(descriptor_matches(d, name) for d in self.handles_patterns)
+
     def edges(self) -> Iterator[tuple[str, Edge]]:
-        """Every transition this node declares with its slot (`on:<event>`, `after`, `always`, `on_done`)."""
+        """Every transition this node declares with its slot (`on:<event>`, `after:<duration>`, `always`,
+        `on_done`, `on_region_done:<region>`)."""
         for event, alternatives in self.on.items():
             for edge in alternatives:
                 yield f"on:{event}", edge
-        if self.after is not None:
-            for edge in self.after.edges:
-                yield "after", edge
+        for after in self.after:
+            for edge in after.edges:
+                yield f"after:{after.duration}", edge
         for edge in self.always:
             yield "always", edge
         for edge in self.on_done:
             yield "on_done", edge
+        for region, alternatives in self.on_region_done.items():
+            for edge in alternatives:
+                yield f"on_region_done:{region}", edge
 
 
 class Chart(BaseModel):
@@ -250,6 +351,7 @@ class Chart(BaseModel):
 
     _nodes: dict[str, Node] = PrivateAttr(default_factory=dict)
     _start: tuple[str, ...] = PrivateAttr(default=())
+    _timers: dict[str, tuple[Node, int]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _resolve(self) -> Chart:
@@ -258,7 +360,16 @@ class Chart(BaseModel):
             raise ChartError(self.id, builder.problems)
         self._nodes = builder.nodes
         self._start = builder.start
+        self._timers = {key: (builder.nodes[path], index) for key, (path, index) in builder.timers.items()}
         return self
+
+    def timer(self, key: str) -> tuple[Node, int] | None:
+        """The state a key of an execution's `timers` belongs to and the timer's index in its `after`; None
+        for a key this chart has not."""
+        private = self.__pydantic_private__
+        assert private is not None
+        found: tuple[Node, int] | None = private["_timers"].get(key)
+        return found
 
     def node(self, path: str) -> Node:
         """The state or region at `path`; KeyError when the chart has none."""
@@ -305,8 +416,14 @@ class Chart(BaseModel):
         return list(seen)
 
     def event_names(self) -> tuple[str, ...]:
-        """Every event name some `on` transition handles, sorted."""
-        return tuple(sorted({name for node in self._nodes.values() for name in node.on}))
+        """Every event descriptor some `on` transition names (event names and patterns), sorted."""
+        return tuple(
+            sorted({d for node in self._nodes.values() for key in node.on for d in event_descriptors(key)})
+        )
+
+    def accepts(self, name: str) -> bool:
+        """Whether some `on` transition of the chart matches the event `name`."""
+        return any(descriptor_matches(d, name) for d in self.event_names())
 
 
 def _node_references(node: Node) -> Iterator[tuple[Literal["action", "guard"], str]]:
@@ -377,6 +494,7 @@ class _TreeBuilder:
         self.drafts: dict[str, _Draft] = {}
         self.nodes: dict[str, Node] = {}
         self.start: tuple[str, ...] = ()
+        self.timers: dict[str, tuple[str, int]] = {}
         if not chart.states:
             self.problems.append("states: a chart needs at least one state")
         elif chart.initial not in chart.states:
@@ -402,6 +520,8 @@ class _TreeBuilder:
             if (problem := _name_problem(name)) is not None:
                 self._problem(here, problem)
             self.drafts[path] = _Draft(path, self._kind(state, here), parent, scope, here, state)
+            if state.history is not None:
+                self._check_history_place(parent, here)
             self._check_local(state, here)
             if state.states:
                 self._collect(state.states, path, scope, f"{here}.states")
@@ -417,11 +537,61 @@ class _TreeBuilder:
                     self._problem(f"{region_here}.initial", f"no state named {region.initial!r}")
                 self._collect(region.states, region_path, region_path, f"{region_here}.states")
 
+    def _check_history_place(self, parent: str | None, here: str) -> None:
+        if parent is None:
+            self._problem(
+                here,
+                "a history state belongs in a compound state; the top level is never left, so it has "
+                "nothing to remember",
+            )
+        elif self.drafts[parent].kind == "region":
+            self._problem(
+                here,
+                f"a history state cannot be at the top of the region {parent!r}: a region runs as a child "
+                "execution that starts afresh, at its initial state, every time the parallel state is "
+                "entered, so there is nothing to remember; put the history in a compound state inside "
+                "the region",
+            )
+
     def _kind(self, state: State, here: str) -> NodeKind:
+        if state.history is not None:
+            extras = sorted(state.model_fields_set - {"history", "target"})
+            if extras:
+                self._problem(
+                    here,
+                    "a history state has only `history` and a default `target`; remove " + ", ".join(extras),
+                )
+            return "history"
+        if state.target is not None:
+            self._problem(
+                f"{here}.target",
+                "only a history state has a target of its own (`history: shallow`); a transition's target "
+                "goes under on, after, always or on_done",
+            )
+        if state.on_region_done and state.parallel is None:
+            self._problem(
+                f"{here}.on_region_done",
+                "only a parallel state has regions to be done; remove on_region_done",
+            )
+        for region in state.on_region_done:
+            if state.parallel is not None and region not in state.parallel:
+                known = ", ".join(state.parallel) or "none"
+                self._problem(
+                    f"{here}.on_region_done.{region}", f"no region named {region!r} (regions: {known})"
+                )
         if state.final:
             extras = [
                 key
-                for key in ("on", "after", "always", "on_done", "initial", "states", "parallel")
+                for key in (
+                    "on",
+                    "after",
+                    "always",
+                    "on_done",
+                    "on_region_done",
+                    "initial",
+                    "states",
+                    "parallel",
+                )
                 if getattr(state, key)
             ]
             if extras:
@@ -451,6 +621,12 @@ class _TreeBuilder:
                 self._problem(f"{here}.initial", "required: the child state a compound state starts in")
             elif state.initial not in state.states:
                 self._problem(f"{here}.initial", f"no state named {state.initial!r}")
+            elif state.states[state.initial].history is not None:
+                self._problem(
+                    f"{here}.initial",
+                    f"{state.initial!r} is a history state; the initial state is a real state (a history "
+                    "state's default `target` is where it goes with nothing remembered)",
+                )
             return "compound"
         if state.on_done:
             self._problem(
@@ -461,21 +637,15 @@ class _TreeBuilder:
 
     def _check_local(self, state: State, here: str) -> None:
         for event, alternatives in state.on.items():
-            if not event:
+            descriptors = event_descriptors(event)
+            problems = [p for p in map(_descriptor_problem, descriptors) if p is not None]
+            if not descriptors:
                 self._problem(f"{here}.on", "an event name cannot be empty")
-            elif event.startswith(RESERVED_EVENT_PREFIX):
-                self._problem(
-                    f"{here}.on.{event}",
-                    f"event names starting with {RESERVED_EVENT_PREFIX!r} are reserved for the engine",
-                )
+            elif problems:
+                for problem in problems:
+                    self._problem(f"{here}.on.{event}", problem)
             elif not alternatives:
                 self._problem(f"{here}.on.{event}", "an empty list; give at least one transition")
-        if len(state.after) > 1:
-            self._problem(
-                f"{here}.after",
-                f"a state has at most one timer (found {len(state.after)}: {', '.join(state.after)}); "
-                "a timer is keyed by its state's path",
-            )
         for duration, alternatives in state.after.items():
             try:
                 parse_duration(duration)
@@ -483,6 +653,11 @@ class _TreeBuilder:
                 self._problem(f"{here}.after.{duration}", str(exc))
             if not alternatives:
                 self._problem(f"{here}.after.{duration}", "an empty list; give at least one transition")
+        for region, alternatives in state.on_region_done.items():
+            if not alternatives:
+                self._problem(
+                    f"{here}.on_region_done.{region}", "an empty list; give at least one transition"
+                )
         for index, transition in enumerate(state.always):
             if transition.guard is None and transition.target is None:
                 where = f"{here}.always" + (f".{index}" if len(state.always) > 1 else "")
@@ -505,18 +680,43 @@ class _TreeBuilder:
                 initial=f"{draft.path}.{draft.spec.initial}",
             )
         spec = draft.spec
+        if draft.kind == "history":
+            return Node(
+                path=draft.path,
+                kind="history",
+                parent=draft.parent,
+                scope=draft.scope,
+                history=spec.history,
+                default=self._history_default(draft, spec.target),
+            )
         on = {
             event: self._edges(draft, alternatives, f"{draft.location}.on.{event}")
             for event, alternatives in spec.on.items()
         }
-        after = None
+        after: list[After] = []
         for duration, alternatives in spec.after.items():
             edges = self._edges(draft, alternatives, f"{draft.location}.after.{duration}")
             if _DURATION.fullmatch(duration):
-                after = After(parse_duration(duration), edges)
+                key = draft.path if len(spec.after) == 1 else f"{draft.path}#{duration}"
+                if key.startswith(SEND_TIMER_PREFIX):
+                    self._problem(
+                        f"{draft.location}.after.{duration}",
+                        f"its timer key {key!r} starts with {SEND_TIMER_PREFIX!r}, the form of a delayed "
+                        "send's timer; rename the state",
+                    )
+                elif key in self.timers:
+                    self._problem(
+                        f"{draft.location}.after.{duration}",
+                        f"its timer key {key!r} is also the key of the timer of the state {self.timers[key][0]!r}; "
+                        "rename one of the states",
+                    )
+                self.timers[key] = (draft.path, len(after))
+                after.append(After(parse_duration(duration), edges, duration, key))
         children: tuple[str, ...] = ()
+        histories: tuple[str, ...] = ()
         if spec.states:
             children = tuple(f"{draft.path}.{name}" for name in spec.states)
+            histories = tuple(f"{draft.path}.{name}" for name, child in spec.states.items() if child.history)
         elif spec.parallel:
             children = tuple(f"{draft.path}.{name}" for name in spec.parallel)
         return Node(
@@ -529,9 +729,14 @@ class _TreeBuilder:
             entry=spec.entry,
             exit=spec.exit,
             on=on,
-            after=after,
+            after=tuple(after),
             always=self._edges(draft, spec.always, f"{draft.location}.always"),
             on_done=self._edges(draft, spec.on_done, f"{draft.location}.on_done"),
+            on_region_done={
+                region: self._edges(draft, alternatives, f"{draft.location}.on_region_done.{region}")
+                for region, alternatives in spec.on_region_done.items()
+            },
+            histories=histories,
             final_status=ExecutionStatus(spec.status or "completed") if draft.kind == "final" else None,
             result=spec.result if draft.kind == "final" else None,
         )
@@ -547,8 +752,17 @@ class _TreeBuilder:
         return tuple(edges)
 
     def _edge(self, source: _Draft, transition: Transition, location: str) -> Edge | None:
+        guard = transition.guard
+        name = guard if isinstance(guard, str) else None
+        in_state = None
+        if isinstance(guard, StateGuard):
+            in_state = self._state_guard(source, guard.state, f"{location}.guard.in")
+            if in_state is None:
+                return None
         if transition.target is None:
-            return Edge(source.path, None, transition.guard, transition.actions)
+            if transition.reenter:
+                self._problem(f"{location}.reenter", "a transition without a target enters nothing again")
+            return Edge(source.path, None, name, transition.actions, in_state)
         target = self._resolve(source, transition.target)
         if target is None:
             what = "state at path" if "." in transition.target else "state named"
@@ -558,9 +772,75 @@ class _TreeBuilder:
         if problem is not None:
             self._problem(location, problem)
             return None
-        depth = _domain_depth(source.path, target.path)
-        enter = (*_prefixes(target.path)[depth:-1], *self._descent(target.path))
-        return Edge(source.path, target.path, transition.guard, transition.actions, enter, depth)
+        inside = target.path == source.path or target.path.startswith(f"{source.path}.")
+        if inside and not transition.reenter:
+            # the source is the domain: it stays active, only what is below it is exited and entered
+            depth = source.path.count(".") + 1
+        else:
+            depth = _domain_depth(source.path, target.path)
+        if target.kind == "history":
+            enter = tuple(_prefixes(target.path)[depth:-1])  # down to its parent; the rest when taken
+            history: str | None = target.path
+        elif target.path == source.path and not transition.reenter:
+            enter, history = self._descent(target.path)[1:], None
+        else:
+            enter, history = (*_prefixes(target.path)[depth:-1], *self._descent(target.path)), None
+        return Edge(
+            source.path,
+            target.path,
+            name,
+            transition.actions,
+            in_state,
+            transition.reenter,
+            enter=enter,
+            exit_depth=depth,
+            history=history,
+        )
+
+    def _state_guard(self, source: _Draft, name: str, location: str) -> str | None:
+        """The path a `guard: {in: name}` tests; None (a problem recorded) when the execution running the
+        transition could never see that state active."""
+        found = self._resolve(source, name)
+        if found is None:
+            what = "state at path" if "." in name else "state named"
+            self._problem(location, f"no {what} {name!r}")
+            return None
+        if found.kind in ("region", "history"):
+            what = "a region" if found.kind == "region" else "a history state, never active itself"
+            self._problem(location, f"{found.path!r} is {what}; name a state")
+            return None
+        if found.scope != source.scope:
+            inside = f"the region {found.scope!r}" if found.scope is not None else "the parent execution"
+            self._problem(
+                location,
+                f"{found.path!r} is in {inside}, which runs as another execution: a guard sees only its "
+                "own execution's configuration (send an event across instead)",
+            )
+            return None
+        return found.path
+
+    def _history_default(self, draft: _Draft, target_name: str | None) -> str | None:
+        """The resolved default target of a history state (None: its parent's initial state)."""
+        if target_name is None or draft.parent is None:
+            return None
+        location = f"{draft.location}.target"
+        found = self._resolve(draft, target_name)
+        if found is None:
+            what = "state at path" if "." in target_name else "state named"
+            self._problem(location, f"no {what} {target_name!r}")
+            return None
+        if not found.path.startswith(f"{draft.parent}.") or found.kind == "history":
+            self._problem(
+                location,
+                f"a history state's default target is a state inside its parent {draft.parent!r}, not "
+                f"{found.path!r}",
+            )
+            return None
+        problem = self._placement_problem(draft, found)
+        if problem is not None:
+            self._problem(location, problem)
+            return None
+        return found.path
 
     def _descent(self, path: str) -> tuple[str, ...]:
         """`path`, then the initial state of each compound state below it, outer to inner."""
@@ -613,25 +893,48 @@ class _TreeBuilder:
         depth = node.path.count(".") + 1
         if node.kind == "region":
             inside = f"{node.path}."
-            handles = frozenset(
-                event for path, other in self.nodes.items() if path.startswith(inside) for event in other.on
+            inner = {
+                d
+                for path, other in self.nodes.items()
+                if path.startswith(inside)
+                for key in other.on
+                for d in event_descriptors(key)
+            }
+            return replace(
+                node,
+                depth=depth,
+                handles=frozenset(d for d in inner if not is_pattern(d)),
+                handles_patterns=tuple(sorted(d for d in inner if is_pattern(d))),
+                start=self._descent(node.initial or ""),
             )
-            return replace(node, depth=depth, handles=handles, start=self._descent(node.initial or ""))
         top = 0 if node.scope is None else node.scope.count(".") + 1
         chain = tuple(_prefixes(node.path)[top:])
         handlers: dict[str, list[Edge]] = {}
+        entries: list[tuple[tuple[str, ...], tuple[Edge, ...]]] = []
         eventless: list[Edge] = []
         for path in reversed(chain):
             state = self.nodes[path]
-            for event, edges in state.on.items():
-                handlers.setdefault(event, []).extend(edges)
+            for key, edges in state.on.items():
+                descriptors = event_descriptors(key)
+                entries.append((descriptors, edges))
+                for descriptor in descriptors:
+                    handlers.setdefault(descriptor, []).extend(edges)
             eventless.extend(state.always)
+        patterned = any(is_pattern(d) for descriptors, _ in entries for d in descriptors)
+        restore_default: tuple[str, ...] = ()
+        if node.kind == "history" and node.parent is not None:
+            parent = self.nodes[node.parent]
+            target = node.default or parent.initial or ""
+            restore_default = (*_prefixes(target)[depth - 1 : -1], *self._descent(target))
         return replace(
             node,
             depth=depth,
             chain=chain,
             handlers={event: tuple(edges) for event, edges in handlers.items()},
+            patterned=tuple(entries) if patterned else (),
             eventless=tuple(eventless),
+            descent=self._descent(node.path),
+            restore_default=restore_default,
         )
 
 

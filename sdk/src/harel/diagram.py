@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from harel.chart import Chart, Edge, Node
+from harel.chart import Chart, Edge, Node, parse_duration
 from harel.model import Execution
 
 ACTIVE_FILL = "#ffd966"
@@ -49,19 +49,23 @@ def active_paths(chart: Chart, executions: Iterable[Execution]) -> frozenset[str
     return frozenset(active)
 
 
-def transition_label(slot: str, edge: Edge, seconds: float | None = None) -> str:
+def transition_label(slot: str, edge: Edge) -> str:
     """`approve [order_is_valid] / charge_card`: the trigger, the guard, the actions."""
     if slot.startswith("on:"):
         trigger = slot.removeprefix("on:")
-    elif slot == "after":
-        trigger = f"after {_duration(seconds or 0.0)}"
+    elif slot.startswith("after:"):
+        trigger = f"after {_duration(parse_duration(slot.removeprefix('after:')))}"
     elif slot == "on_done":
         trigger = "done"
+    elif slot.startswith("on_region_done:"):
+        trigger = f"done {slot.removeprefix('on_region_done:')}"
     else:
         trigger = "always"
     parts = [trigger]
     if edge.guard is not None:
         parts.append(f"[{edge.guard}]")
+    elif edge.in_state is not None:
+        parts.append(f"[in {edge.in_state}]")
     if edge.actions:
         parts.append("/ " + ", ".join(edge.actions))
     return " ".join(parts)
@@ -76,9 +80,8 @@ def _duration(seconds: float) -> str:
 
 def _transitions(chart: Chart) -> Iterable[tuple[Node, Edge, str]]:
     for node in chart.nodes.values():
-        seconds = node.after.seconds if node.after is not None else None
         for slot, edge in node.edges():
-            yield node, edge, transition_label(slot, edge, seconds)
+            yield node, edge, transition_label(slot, edge)
 
 
 def _top(chart: Chart) -> list[Node]:
@@ -121,6 +124,10 @@ def _dot_initial(lines: list[str], scope: str, initial: Node, indent: str) -> No
 
 def _dot_node(chart: Chart, node: Node, marked: frozenset[str], lines: list[str], indent: str) -> None:
     on = node.path in marked
+    if node.kind == "history":  # a pseudo-state, never active: SCXML's H (shallow) or H* (deep) circle
+        mark = "H*" if node.history == "deep" else "H"
+        lines.append(f"{indent}{_q(node.path)} [label={_q(mark)}, shape=circle, tooltip={_q(node.name)}];")
+        return
     if node.kind in ("atomic", "final"):
         style = "rounded,filled,bold" if on else "rounded"
         attributes = [f"label={_q(node.name)}", f"style={_q(style)}"]

@@ -203,12 +203,12 @@ class UnknownAction(HarelError):
 
 
 class InvalidDuration(HarelError, ValueError):
-    """A timer duration that is not a number of seconds or a number with `ms`, `s`, `m` or `h`."""
+    """A duration that is not a number of seconds or a number with `ms`, `s`, `m`, `h` or `d`."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         super().__init__(
-            f"invalid duration {text!r}: use a number with ms, s, m or h (250ms, 2s, 1.5s, 5m, 1h) "
+            f"invalid duration {text!r}: use a number with ms, s, m, h or d (250ms, 2s, 1.5s, 5m, 1h, 3d) "
             "or a plain number of seconds"
         )
 

@@ -12,17 +12,21 @@ Copy on write: the returned execution shares every value the step did not change
 context's untouched values, the siblings, ...). Treat both as immutable; the store serializes them.
 
 The rules are written down, each with its tests, in docs/semantics.md. In short:
-- An event is offered to the active states innermost first; per state the alternatives are tried in
-  document order; the first enabled transition is taken. An event none of them takes is forwarded to the
+- An event is offered to the active states innermost first; per state the `on` keys that match it (a
+  name, `prefix.*` or `*`) and their alternatives are tried in document order; the first enabled
+  transition is taken. A transition into its own source leaves the source entered unless it says
+  `reenter: true`; one to a history state enters what the history recorded when its parent was last left. An event none of them takes is forwarded to the
   running regions (child executions) whose chart handles it, or else ignored.
 - After every transition the step takes the enabled eventless (`always`) transitions until none is
   enabled, then processes the events the execution sent to itself, one by one (run to completion), each
   followed by the eventless transitions again. All of it is one step, committed at once.
-- Timers take effect in the order of their `fire_at` (innermost first on ties): a timer event also fires
-  every other armed timer due at or before its own.
+- Timers take effect in the order of their `fire_at` (innermost first on ties, then in the order a
+  state's timers are written): a timer event also fires every other armed timer due at or before its own.
+  A delayed send is held in `delayed` under a timer `send:<id>`; when that fires, the event leaves (or, to
+  self, is processed in that step).
 - A region's child ends at a final state: its exit actions run, then `harel.done` carries the final state,
-  status, result and context to the parent, which records them under `context.regions.<region>` before
-  it evaluates the join.
+  status, result and context to the parent, which records them under `context.regions.<region>`, takes
+  that region's `on_region_done` transition if any, then evaluates the join.
 """
 
 from __future__ import annotations
@@ -35,9 +39,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from harel.app import EMPTY_REGISTRY, ActionContext, ActionResult, Registry
-from harel.chart import Chart, Edge, Node
-from harel.errors import InvalidSend, StepLimitExceeded
+from harel.app import EMPTY_REGISTRY, ActionContext, ActionResult, Registry, Send
+from harel.chart import SEND_TIMER_PREFIX, Chart, Edge, Node, descriptor_matches, parse_duration
+from harel.errors import InvalidDuration, InvalidSend, StepLimitExceeded
 from harel.ids import REGIONS_KEY, check_context, check_json, child_id
 from harel.model import (
     CANCEL_EVENT,
@@ -46,6 +50,7 @@ from harel.model import (
     START_EVENT,
     TIMER_EVENT,
     ChildRef,
+    DelayedSend,
     Event,
     Execution,
     ExecutionStatus,
@@ -120,6 +125,17 @@ def step(
     return run.finish()
 
 
+def _matching(entries: tuple[tuple[tuple[str, ...], tuple[Edge, ...]], ...], name: str) -> tuple[Edge, ...]:
+    """The alternatives of every `on` entry whose descriptors match `name`, in the entries' order."""
+    matched: list[Edge] = []
+    for descriptors, edges in entries:
+        for descriptor in descriptors:
+            if descriptor_matches(descriptor, name):
+                matched.extend(edges)
+                break
+    return tuple(matched)
+
+
 # Building pydantic models field by field costs about 1 µs each (validation, or model_copy's bookkeeping);
 # a step builds several. The step builds them from values it knows are valid, the way pydantic's own
 # `model_construct` does, for a fraction of that. tests/unit/test_interpreter.py checks the results stay
@@ -153,12 +169,14 @@ class _Run:
         "chart",
         "children",
         "context",
+        "delayed",
         "disposition",
         "emits",
         "ended_because",
         "event",
         "exe",
         "forwarded_to",
+        "history",
         "internal",
         "internal_trace",
         "leaf",
@@ -192,6 +210,8 @@ class _Run:
         self.context: dict[str, Any] = exe.context
         self.timers: dict[str, float] = exe.timers
         self.children: dict[str, ChildRef] = exe.children
+        self.history: dict[str, str] = exe.history
+        self.delayed: dict[str, DelayedSend] = exe.delayed
         self.emits: list[tuple[str | None, Event]] = []
         self.spawns: list[tuple[str, str, dict[str, Any]]] = []
         self.timer_ops: list[TimerOp] = []
@@ -278,7 +298,11 @@ class _Run:
     def _deliver(self, event: Event) -> tuple[Disposition, tuple[str, ...], str | None]:
         """Offer a user event to the active states; else forward it to the regions that handle it."""
         assert self.leaf is not None
-        alternatives = self.nodes[self.leaf].handlers.get(event.name, ())
+        leaf = self.nodes[self.leaf]
+        if leaf.patterned:
+            alternatives = _matching(leaf.patterned, event.name)
+        else:
+            alternatives = leaf.handlers.get(event.name, ())
         edge = self._first_enabled(alternatives) if alternatives else None
         if edge is not None:
             self._take(edge, f"on:{event.name}")
@@ -286,52 +310,96 @@ class _Run:
         forwarded = tuple(
             child
             for child, ref in self.children.items()
-            if not ref.done and event.name in self.nodes[ref.root_path].handles
+            if not ref.done
+            and (
+                event.name in (region := self.nodes[ref.root_path]).handles
+                or region.handles_event(event.name)
+            )
         )
         for child in forwarded:
             self._emit(child, event.name, event.data)
         if forwarded:
             return "forwarded", forwarded, None
         if alternatives:
-            refused = ", ".join(f"guard {edge.guard!r} on {edge.source!r}" for edge in alternatives)
+            refused = ", ".join(f"guard {edge.guard_text} on {edge.source!r}" for edge in alternatives)
             return "ignored", (), f"no enabled transition for {event.name!r}: {refused} returned false"
         return "ignored", (), f"no active state handles {event.name!r}"
 
     def _timers(self) -> None:
         """Fire the received timer and every other armed timer due at or before it, in `fire_at` order,
-        innermost first on ties: the order does not depend on the order their events arrive in."""
-        path = self.received.data.get("path")
+        innermost first on ties, then in the order a state's timers are written: the order does not depend
+        on the order their events arrive in. A timer's key is its state's path, or `<path>#<duration>`."""
+        key = self.received.data.get("path")
         fire_at = self.received.data.get("fire_at")
-        node = self.nodes.get(path) if isinstance(path, str) else None
-        if node is None or self.leaf is None or path not in self.nodes[self.leaf].chain:
-            self.reason = f"stale timer: state {path!r} is not active"
+        if not isinstance(key, str):
+            self.reason = f"stale timer: state {key!r} is not active"
             return
-        armed = self.timers.get(path)
-        if node.after is None or armed != fire_at or not isinstance(fire_at, int | float):
-            self.reason = f"stale timer: state {path!r} is armed for {armed!r}, not {fire_at!r}"
-            return
-        if len(self.timers) == 1:
-            due = [(fire_at, path)]
+        timer = None
+        if key.startswith(SEND_TIMER_PREFIX):
+            if key.removeprefix(SEND_TIMER_PREFIX) not in self.delayed:
+                self.reason = f"stale timer: delayed send {key!r} was cancelled or sent"
+                return
         else:
-            ordered = sorted((at, -self.nodes[p].depth, p) for p, at in self.timers.items() if at <= fire_at)
-            due = [(at, p) for at, _, p in ordered]
+            timer = self.chart.timer(key)
+            if timer is None or self.leaf is None or timer[0].path not in self.nodes[self.leaf].chain:
+                self.reason = f"stale timer: state {key!r} is not active"
+                return
+        armed = self.timers.get(key)
+        if armed != fire_at or not isinstance(fire_at, int | float):
+            self.reason = f"stale timer: state {key!r} is armed for {armed!r}, not {fire_at!r}"
+            return
+        if len(self.timers) == 1:  # the common case: nothing to order (a sort costs a tenth of a step)
+            due: list[tuple[float, str, tuple[Node, int] | None]] = [(fire_at, key, timer)]
+        else:
+            # on a tie: states' timers (innermost first, then as written), then delayed sends (as sent)
+            ranked = sorted((at, *self._timer_rank(k), k) for k, at in self.timers.items() if at <= fire_at)
+            due = [(at, k, None) for at, _, _, _, k in ranked]
         spent: list[str] = []
-        for at, due_path in due:
-            if self.status is not _RUNNING or self.timers.get(due_path) != at:
+        for at, due_key, validated in due:
+            if self.status is not _RUNNING or self.timers.get(due_key) != at:
                 continue  # the execution ended, or an earlier timer's transition left or re-armed this state
-            self._disarm(due_path)
-            after = self.nodes[due_path].after
-            assert after is not None
+            if due_key.startswith(SEND_TIMER_PREFIX):
+                self._disarm(due_key)
+                self._deliver_delayed(self._own_delayed().pop(due_key.removeprefix(SEND_TIMER_PREFIX)))
+                self._settle()
+                continue
+            found = validated or self.chart.timer(due_key)
+            if found is None:
+                continue  # a key this chart version has no timer for: nothing of this chart armed it
+            after = found[0].after[found[1]]
+            self._disarm(due_key)
             edge = self._first_enabled(after.edges)
             if edge is None:
-                guards = ", ".join(f"{e.guard!r}" for e in after.edges)
-                spent.append(f"guard {guards} on {due_path!r} returned false; the timer is spent")
+                guards = ", ".join(e.guard_text for e in after.edges)
+                spent.append(f"guard {guards} on {after.key!r} returned false; the timer is spent")
             else:
                 self.disposition = "handled"
                 self._take(edge, "after")
             self._settle()
         if self.disposition != "handled":
             self.reason = "; ".join(spent)
+
+    def _timer_rank(self, key: str) -> tuple[int, int, int]:
+        if key.startswith(SEND_TIMER_PREFIX):
+            pending = self.delayed.get(key.removeprefix(SEND_TIMER_PREFIX))
+            return (1, *pending.order) if pending is not None else (2, 0, 0)
+        found = self.chart.timer(key)
+        return (0, -found[0].depth, found[1]) if found is not None else (2, 0, 0)
+
+    def _deliver_delayed(self, pending: DelayedSend) -> None:
+        """A delayed send is due: to another execution it leaves through the outbox as it was minted; to
+        this one it is processed now, as the external event it is."""
+        self.disposition = "handled"
+        if pending.to != self.exe.id:
+            self.emits.append((pending.to, pending.event))
+            return
+        self.event = pending.event
+        disposition, forwarded, reason = self._deliver(pending.event)
+        self.internal_trace.append(
+            {"event": pending.event.name, "id": pending.event.id, "disposition": disposition}
+            | ({"forwarded_to": list(forwarded)} if forwarded else {})
+            | ({"reason": reason} if reason is not None else {})
+        )
 
     def _done(self) -> None:
         data = self.received.data
@@ -355,10 +423,18 @@ class _Run:
             },
         )
         self.disposition = "handled"
+        fork = self.nodes[ref.fork]
+        region_done = fork.on_region_done and fork.on_region_done.get(ref.root_path[len(fork.path) + 1 :])
+        if region_done:
+            edge = self._first_enabled(region_done)
+            if edge is not None:
+                self._take(edge, f"on_region_done:{ref.root_path[len(fork.path) + 1 :]}")
+                if self.status is not _RUNNING or self.leaf != fork.path:
+                    return  # the transition left the parallel state: there is no join to wait for
         for other in children.values():
             if other.fork == ref.fork and not other.done:
                 return
-        self._complete(self.nodes[ref.fork])  # the join: every region of the parallel state is done
+        self._complete(fork)  # the join: every region of the parallel state is done
 
     # --- run to completion -------------------------------------------------------------------------
 
@@ -409,20 +485,47 @@ class _Run:
             self._run_actions(edge.actions, edge.source)
             return
         nodes = self.nodes
-        if self.leaf is not None:
+        left = self.leaf
+        if left is not None:
             depth = edge.exit_depth
-            for path in reversed(nodes[self.leaf].chain):
+            for path in reversed(nodes[left].chain):
                 node = nodes[path]
                 if node.depth <= depth:
                     break
+                if node.histories:
+                    self._remember(node, left)
                 self._exit_state(node)
         if edge.actions:
             self._run_actions(edge.actions, edge.source)
-        for path in edge.enter:
+        entered = edge.enter if edge.history is None else (*edge.enter, *self._restore(edge.history))
+        if not entered:
+            return  # a transition to its own source that does not re-enter it: only the actions ran
+        for path in entered:
             node = nodes[path]
-            if node.entry or node.after is not None:
+            if node.entry or node.after:
                 self._enter_state(node)
         self._arrive(node)
+
+    def _remember(self, state: Node, leaf: str) -> None:
+        """`state` is being left from the active leaf `leaf`: each of its history states remembers where."""
+        remembered = self._own_history()
+        for path in state.histories:
+            if self.nodes[path].history == "deep":
+                remembered[path] = leaf
+            else:
+                remembered[path] = ".".join(leaf.split(".")[: state.depth + 1])
+
+    def _restore(self, path: str) -> tuple[str, ...]:
+        """The states a transition to the history state at `path` enters below the history's parent: the
+        remembered ones (with the initial states below a shallow history's child), else the default's."""
+        history = self.nodes[path]
+        remembered = self.history.get(path)
+        if remembered is None:
+            return history.restore_default
+        if history.history == "shallow":
+            return self.nodes[remembered].descent
+        parts = remembered.split(".")
+        return tuple(".".join(parts[:depth]) for depth in range(history.depth, len(parts) + 1))
 
     def _arrive(self, node: Node) -> None:
         """The entered leaf becomes the configuration; a parallel state forks, a final state completes."""
@@ -435,23 +538,27 @@ class _Run:
     def _enter_state(self, node: Node) -> None:
         if node.entry:
             self._run_actions(node.entry, node.path)
-        if node.after is not None:
-            fire_at = self.now + node.after.seconds
-            self._own_timers()[node.path] = fire_at
-            self.timer_ops.append(TimerOp("schedule", node.path, fire_at))
+        if node.after:
+            timers = self._own_timers()
+            for after in node.after:
+                fire_at = self.now + after.seconds
+                timers[after.key] = fire_at
+                self.timer_ops.append(TimerOp("schedule", after.key, fire_at))
 
     def _exit_state(self, node: Node) -> None:
         if node.kind == "parallel":
             self._cancel_children(node.path)
         if node.exit:
             self._run_actions(node.exit, node.path)
-        if node.path in self.timers:
-            self._disarm(node.path)
+        if node.after:
+            for after in node.after:
+                if after.key in self.timers:
+                    self._disarm(after.key)
         self.leaf = node.parent if node.parent != self.scope else None
 
-    def _disarm(self, path: str) -> None:
-        del self._own_timers()[path]
-        self.timer_ops.append(TimerOp("cancel", path))
+    def _disarm(self, key: str) -> None:
+        del self._own_timers()[key]
+        self.timer_ops.append(TimerOp("cancel", key))
 
     def _fork(self, parallel: Node) -> None:
         start = len(parallel.path) + 1
@@ -516,6 +623,16 @@ class _Run:
             self.children = dict(self.children)
         return self.children
 
+    def _own_delayed(self) -> dict[str, DelayedSend]:
+        if self.delayed is self.exe.delayed:
+            self.delayed = dict(self.delayed)
+        return self.delayed
+
+    def _own_history(self) -> dict[str, str]:
+        if self.history is self.exe.history:
+            self.history = dict(self.history)
+        return self.history
+
     def _own_timers(self) -> dict[str, float]:
         if self.timers is self.exe.timers:
             self.timers = dict(self.timers)
@@ -554,6 +671,8 @@ class _Run:
         )
 
     def _enabled(self, edge: Edge) -> bool:
+        if edge.in_state is not None:
+            return self.leaf is not None and edge.in_state in self.nodes[self.leaf].chain
         if edge.guard is None:
             return True
         return bool(self.registry.get_guard(edge.guard)(self._context(edge.source)))
@@ -561,7 +680,7 @@ class _Run:
     def _first_enabled(self, alternatives: tuple[Edge, ...]) -> Edge | None:
         """The first alternative, in document order, whose guard passes (or that has none)."""
         for edge in alternatives:
-            if edge.guard is None or self._enabled(edge):
+            if not edge.guarded or self._enabled(edge):
                 return edge
         return None
 
@@ -581,25 +700,73 @@ class _Run:
                 self._write_context(result.context)
             for send in result.send:
                 check_json(dict(send.data), f"action {name!r} sent {send.event!r} with data")
-                self._send(send.to, send.event, dict(send.data))
+                if send.delay is None:
+                    self._send(send.to, send.event, dict(send.data), send.queue)
+                else:
+                    self._send_later(send, dict(send.data))
+            for send_id in result.cancel:
+                if send_id in self.delayed:
+                    del self._own_delayed()[send_id]
+                    self._disarm(SEND_TIMER_PREFIX + send_id)
 
-    def _send(self, to: str, name: str, data: dict[str, Any]) -> None:
+    def _send_later(self, send: Send, data: dict[str, Any]) -> None:
+        """A delayed send: the event is minted now and held, with a timer of this execution, until due."""
+        to = send.to
+        if send.queue == "internal":
+            raise InvalidSend(self.exe.id, to, "a delayed event is external: it cannot be internal")
+        try:
+            seconds = send.delay if isinstance(send.delay, int | float) else parse_duration(str(send.delay))
+        except InvalidDuration as exc:
+            raise InvalidSend(self.exe.id, to, str(exc)) from None
+        if isinstance(seconds, bool) or seconds < 0:
+            raise InvalidSend(self.exe.id, to, f"delay {send.delay!r} is not a duration")
+        target = self._target(to)
+        order = (self.exe.version, self.minted)
+        event = self._mint(send.event, data)
+        send_id = event.id if send.id is None else send.id
+        if not isinstance(send_id, str) or not send_id or "\x00" in send_id or "\uff0e" in send_id:
+            raise InvalidSend(
+                self.exe.id, to, f"send id {send_id!r} must be a non-empty string without NUL or U+FF0E"
+            )
+        delayed = self._own_delayed()
+        delayed[send_id] = _construct(DelayedSend, {"to": target, "event": event, "order": order})
+        key = SEND_TIMER_PREFIX + send_id
+        fire_at = self.now + float(seconds)
+        self._own_timers()[key] = fire_at
+        self.timer_ops.append(TimerOp("schedule", key, fire_at))
+
+    def _target(self, to: str) -> str:
+        """The execution id an address names (InvalidSend when there is none)."""
         if to in ("self", self.exe.id):
-            if self.internal is None:
-                self.internal = deque()
-            self.internal.append(self._mint(name, data))
-        elif to == "parent":
+            return self.exe.id
+        if to == "parent":
             if self.exe.parent_id is None:
                 raise InvalidSend(self.exe.id, to, "a root execution has no parent")
-            self._emit(self.exe.parent_id, name, data)
-        elif to.startswith(SIBLING_PREFIX):
+            return self.exe.parent_id
+        if to.startswith(SIBLING_PREFIX):
             region = to.removeprefix(SIBLING_PREFIX)
             if region not in self.exe.siblings:
                 known = ", ".join(sorted(self.exe.siblings)) or "none: it is not a region of a parallel state"
                 raise InvalidSend(self.exe.id, to, f"no sibling region {region!r} (siblings: {known})")
-            self._emit(self.exe.siblings[region], name, data)
-        else:
-            self._emit(to, name, data)
+            return self.exe.siblings[region]
+        return to
+
+    def _send(self, to: str, name: str, data: dict[str, Any], queue: str | None) -> None:
+        if queue not in (None, "internal", "external"):
+            raise InvalidSend(self.exe.id, to, f"queue {queue!r} is neither 'internal' nor 'external'")
+        if queue == "internal" and to not in ("self", self.exe.id):
+            raise InvalidSend(
+                self.exe.id,
+                to,
+                "only an event to self can be internal; other executions get theirs by mailbox",
+            )
+        target = self._target(to)
+        if target != self.exe.id or queue == "external":
+            self._emit(target, name, data)  # to self: through the mailbox, behind what is queued there
+            return
+        if self.internal is None:
+            self.internal = deque()
+        self.internal.append(self._mint(name, data))
 
     def _mint(self, name: str, data: dict[str, Any]) -> Event:
         event = _construct(
@@ -622,6 +789,10 @@ class _Run:
 
     def finish(self) -> Step:
         exe = self.exe
+        if self.delayed and self.status is not _RUNNING:
+            for send_id in list(self.delayed):  # an execution that ended sends nothing more
+                self._disarm(SEND_TIMER_PREFIX + send_id)
+            self.delayed = {}
         before = exe.configuration
         unchanged = before[-1] == self.leaf if before else self.leaf is None
         changes: dict[str, Any] = {
@@ -638,6 +809,10 @@ class _Run:
             changes["timers"] = self.timers
         if self.children is not exe.children:
             changes["children"] = self.children
+        if self.history is not exe.history:
+            changes["history"] = self.history
+        if self.delayed is not exe.delayed:
+            changes["delayed"] = self.delayed
         # the new execution, `exe.model_copy(update=changes)` built as `_construct` builds models: it
         # shares every value the step did not change
         evolved = _new(Execution)

@@ -53,6 +53,18 @@ class ChildRef(BaseModel):
     done: bool = False
 
 
+class DelayedSend(BaseModel):
+    """An event an action sent with a delay, held by its sender until its timer (`timers["send:<id>"]`)
+    fires: `to` is the target's execution id (the sender's own for an event to self), `order` the sending
+    step's version and the event's number in it (delayed sends due together are delivered in that order)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: str
+    event: Event
+    order: tuple[int, int]
+
+
 class Execution(BaseModel):
     """The durable state of one statechart instance, serialized whole into the store's `data` field."""
 
@@ -70,6 +82,12 @@ class Execution(BaseModel):
     siblings: dict[str, str] = Field(default_factory=dict)
     children: dict[str, ChildRef] = Field(default_factory=dict)
     timers: dict[str, float] = Field(default_factory=dict)
+    # What each history state remembers, by its path: the state its parent was last left from (shallow:
+    # the parent's child; deep: the active leaf). Absent from executions stored before history states.
+    history: dict[str, str] = Field(default_factory=dict)
+    # The delayed sends still pending, by send id; each has its timer in `timers` under `send:<id>`.
+    # Absent from executions stored before delayed sends.
+    delayed: dict[str, DelayedSend] = Field(default_factory=dict)
     created_at: float = 0.0
     updated_at: float = 0.0
     # Why it failed, when the engine failed it rather than a final state (`harel.fail`).
