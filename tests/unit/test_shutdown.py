@@ -123,6 +123,7 @@ class _ChangeStream:
     def __init__(self, client: ClosingClient, await_seconds: float) -> None:
         self._client = client
         self._await = await_seconds
+        self.alive = True  # never invalidated
 
     def __enter__(self) -> _ChangeStream:
         return self

@@ -169,6 +169,7 @@ def lease_expiry_under_skew(
         slow_run.join()
     while stealer.process_one():  # the sink applies `bumped`
         pass
+    stealer.acknowledge_delivered()  # as its relay loop would
 
     steals = [lease for lease in leases if lease.previous is not None]
     assert [lease.execution_id for lease in steals] == [execution_id], "one lease was taken over"

@@ -469,7 +469,7 @@ def test_relay_stopping_between_send_and_ack_resends_and_dedupe_absorbs_it(
     replica_set: Deployment, seams: Seams, tally: Tally, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Nothing lost, nothing doubled: the committing worker sent `bumped` to the sink, then its
-    acknowledgement failed — where a crash would leave it. The entry stays; the sink applies `bumped`; once
+    acknowledgement (the relay loop's, of what it delivered) failed — where a crash would leave it. The entry stays; the sink applies `bumped`; once
     the committer's hold on the work ends, a relay run again (as a restarted worker's would) takes it,
     sends it a second time (refused as already processed) and acknowledges it. `bumped` took effect once."""
     seam = seams.open("relay")
@@ -482,9 +482,10 @@ def test_relay_stopping_between_send_and_ack_resends_and_dedupe_absorbs_it(
         raise DeploymentUnavailable("AutoReconnect", "connection closed before the acknowledgement")
 
     with monkeypatch.context() as patch:
-        patch.setattr(seam.store, "ack_relay", connection_lost)
+        patch.setattr(seam.store, "ack_delivered", connection_lost)
+        assert worker.process_one()  # commits and sends `bumped`; its acknowledgement waits
         with pytest.raises(DeploymentUnavailable):
-            worker.process_one()  # commits, sends `bumped`, then the acknowledgement fails
+            worker.acknowledge_delivered()
 
     [entry] = seam.store.pending_outbox()
     assert worker.process_one()  # the sink applies `bumped`
