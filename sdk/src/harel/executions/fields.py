@@ -25,8 +25,10 @@ The seed's fields:
                     awaiting creation.                                                  relays remove
     processed       [event id, ...]: the dedupe window, the last `dedupe_window`        commit appends,
                     applied event ids.                                                  operator (drop)
-    timers          {enc(path): fire_at}: durable timers keyed by node path (dots      commit
-                    stored as U+FF0E).
+    timers          {enc(key): fire_at}: durable timers keyed by node path, or          commit
+                    `<path>#<duration>` for one of a state's several, or `send:<id>`
+                    for a delayed send (dots stored as U+FF0E); opaque here: the
+                    interpreter owns the keys, the claim fires whichever is due.
     trace           [{...step, index}]: the ring of the last `trace_max` steps; a      commit, append_trace
                     step's index is the version it started from.
     next_fire_at    the earliest timer not yet turned into an event, or null.          commit, claim,
