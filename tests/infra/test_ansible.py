@@ -236,7 +236,8 @@ class SystemStandins:
 
 
 def system_standins(directory: Path) -> SystemStandins:
-    standins = SystemStandins(directory / "standins")
+    """The stand-ins of the deployment under `directory`, kept beside it: what a run writes there is the role's."""
+    standins = SystemStandins(directory.with_name(f"{directory.name}.standins"))
     (standins.directory / "bin").mkdir(parents=True, exist_ok=True)
     (standins.directory / "state").mkdir(exist_ok=True)
     for name, script in (("systemctl", SYSTEMCTL_STANDIN), ("sysctl", SYSCTL_STANDIN)):
