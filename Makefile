@@ -19,7 +19,7 @@ COMPOSE_STAMP := $(COMPOSE_DIR)/.installed
 TEST_TOOLS := $(CHECKOV_STAMP) $(COMPOSE_STAMP)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv up down status logs smoke demo test mutate chaos lint bench backup restore synchro
+.PHONY: help venv up down status logs smoke demo test mutate chaos lint bench backup restore synchro worker-lock
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -119,6 +119,18 @@ chaos: $(STAMP) ## worker processes killed, stopped and stalled under fork/join 
 
 synchro: $(STAMP) ## regenerate the sync MongoStore and MongoTransport from their async sources (sdk/tools/synchro.py)
 	$(BIN)/python sdk/tools/synchro.py
+
+# The worker image's dependencies (compose/Dockerfile.worker installs them with --require-hashes): the SDK's runtime
+# dependencies from sdk/pyproject.toml resolved for Python 3.11 on every platform, with every file's hash, from what
+# PyPI held at WORKER_LOCK_DATE, so the same command writes the same file (tests/infra/test_worker_image.py holds it).
+# Moving the date is how the image takes newer releases.
+# WORKER_LOCK: where it is written (the test writes a scratch copy to compare).
+WORKER_LOCK_DATE := 2026-12-01T00:00:00Z
+WORKER_LOCK ?= compose/worker-requirements.txt
+
+worker-lock: $(STAMP) ## regenerate compose/worker-requirements.txt, the worker image's hash-pinned dependencies
+	$(BIN)/uv pip compile sdk/pyproject.toml --quiet --universal --python-version 3.11 --generate-hashes \
+		--exclude-newer $(WORKER_LOCK_DATE) --custom-compile-command "make worker-lock" --output-file $(WORKER_LOCK)
 
 lint: $(STAMP) ## ruff (lint + format check), mypy --strict on the SDK, ansible-lint, helm lint
 	$(BIN)/ruff check .

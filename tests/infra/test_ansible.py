@@ -10,8 +10,12 @@
 - the worker role ships the README's order app as docs/deploying-your-app.md does: in check mode (its folder, and
   its wheel alone) it would copy and install it and run `--app` from the folder, writing nothing; for real, the App
   loads from the virtualenv in that folder, and a second run changes nothing;
-- the mongodb role's configuration (mongod.conf, keyfile) renders under a temporary directory, in check mode
-  first (nothing written), then for real, then in check mode again (nothing to change); its secrets are required;
+- the mongodb role's configuration (mongod.conf, keyfile, and the host's unit drop-in, huge pages unit and sysctl
+  file, with systemctl and sysctl stood in) renders under a temporary directory, in check mode first (nothing
+  written), then for real, then in check mode again (nothing to change); its secrets are required;
+- a run that fails after mongod.conf changed leaves the restart pending on the member (a flag file), and the next
+  run restarts it through restart_member (against the mongosh double) and removes the flag; the signing key of the
+  package repository is trusted with its pinned fingerprint only;
 - the mongodb role's mongosh scripts run under the real mongosh against the fake replica set (with authentication
   where they authenticate), and under Node.js against a double of mongosh and a replica set
   (ansible_mongosh_double.js), fed with the stdin their tasks render; the role's replica-set tasks run end to end
@@ -184,6 +188,62 @@ def role_playbook(directory: Path, role: str, *, gather_os_facts: bool = False) 
 
 def current_group() -> str:
     return grp.getgrgid(os.getgid()).gr_name
+
+
+# Stand-ins for systemctl and sysctl, first on the PATH of the mongodb role's runs: this machine's systemd is not
+# running. They append each call to $STANDIN_CALLS, and systemctl keeps what it enabled and started in
+# $STANDIN_STATE, so a second run finds it as the first left it. Ansible's systemd_service reads `show` alone.
+SYSTEMCTL_STANDIN = """#!/bin/sh
+echo "systemctl $*" >> "$STANDIN_CALLS"
+unit="$2"
+case "$1" in
+  show)
+    if [ -e "$STANDIN_STATE/$unit.active" ]; then active=active; sub=running; else active=inactive; sub=dead; fi
+    if [ -e "$STANDIN_STATE/$unit.enabled" ]; then enabled=enabled; else enabled=disabled; fi
+    printf 'Id=%s\\nLoadState=loaded\\nActiveState=%s\\nSubState=%s\\nUnitFileState=%s\\n' \\
+      "$unit" "$active" "$sub" "$enabled"
+    ;;
+  is-enabled) if [ -e "$STANDIN_STATE/$unit.enabled" ]; then echo enabled; else echo disabled; exit 1; fi ;;
+  enable) touch "$STANDIN_STATE/$unit.enabled" ;;
+  start|restart) touch "$STANDIN_STATE/$unit.active" ;;
+esac
+"""
+SYSCTL_STANDIN = """#!/bin/sh
+echo "sysctl $*" >> "$STANDIN_CALLS"
+"""
+
+
+@dataclass(frozen=True)
+class SystemStandins:
+    """What the stand-ins of one deployment recorded, and the environment that puts them first."""
+
+    directory: Path
+
+    @property
+    def calls_file(self) -> Path:
+        return self.directory / "calls"
+
+    def calls(self) -> list[str]:
+        return self.calls_file.read_text().splitlines() if self.calls_file.exists() else []
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        return {
+            **base,
+            "PATH": f"{self.directory / 'bin'}{os.pathsep}{base['PATH']}",
+            "STANDIN_CALLS": str(self.calls_file),
+            "STANDIN_STATE": str(self.directory / "state"),
+        }
+
+
+def system_standins(directory: Path) -> SystemStandins:
+    """The stand-ins of the deployment under `directory`, kept beside it: what a run writes there is the role's."""
+    standins = SystemStandins(directory.with_name(f"{directory.name}.standins"))
+    (standins.directory / "bin").mkdir(parents=True, exist_ok=True)
+    (standins.directory / "state").mkdir(exist_ok=True)
+    for name, script in (("systemctl", SYSTEMCTL_STANDIN), ("sysctl", SYSCTL_STANDIN)):
+        (standins.directory / "bin" / name).write_text(script)
+        (standins.directory / "bin" / name).chmod(0o755)
+    return standins
 
 
 # --- site.yml and the example inventory ------------------------------------------------------------------------
@@ -800,6 +860,8 @@ def mongodb_variables(directory: Path) -> dict[str, object]:
         "mongodb_config_path": str(directory / "etc" / "mongod.conf"),
         "mongodb_keyfile_path": str(directory / "etc" / "mongod.keyfile"),
         "mongodb_db_path": str(directory / "data"),
+        "mongodb_systemd_dir": str(directory / "etc" / "systemd"),
+        "mongodb_sysctl_file": str(directory / "etc" / "60-harel-mongodb.conf"),
         # The packages' account does not exist here; the files go to whoever runs the test.
         "mongodb_user": getpass.getuser(),
         "mongodb_group": current_group(),
@@ -812,7 +874,10 @@ def mongodb_variables(directory: Path) -> dict[str, object]:
 
 
 def run_mongodb_config(ansible: Ansible, variables: Mapping[str, object], *flags: str) -> Run:
-    return ansible.playbook(
+    """The role's configuration (`--tags mongodb_config`), with systemctl and sysctl stood in beside its files."""
+    standins = system_standins(Path(str(variables["mongodb_config_path"])).parent.parent)
+    with_standins = Ansible(standins.environment(ansible.environment), ansible.scratch)
+    return with_standins.playbook(
         role_playbook(ansible.scratch, "mongodb", gather_os_facts=True),
         local_inventory(ansible.scratch, "mongodb"),
         variables,
@@ -839,8 +904,9 @@ def test_mongodb_config_in_check_mode_reports_changes_and_writes_nothing(
     mongodb_config: MongodbConfig,
 ) -> None:
     assert mongodb_config.first_check.returncode == 0, mongodb_config.first_check.output
-    # data directory, keyfile, mongod.conf
-    assert mongodb_config.first_check.recap()["changed"] == 3
+    # data directory, keyfile, mongod.conf; the drop-in's directory, the drop-in, the huge pages' unit, systemd's
+    # reload and that unit's start (the sysctl file's task is the ninth change, applied for real only)
+    assert mongodb_config.first_check.recap()["changed"] == 8
     assert mongodb_config.written_after_first_check == []
 
 
@@ -864,6 +930,75 @@ def test_mongodb_keyfile_holds_the_vault_value_readable_by_its_owner_only(
 def test_mongodb_config_second_check_run_has_nothing_to_change(mongodb_config: MongodbConfig) -> None:
     assert mongodb_config.second_check.returncode == 0, mongodb_config.second_check.output
     assert mongodb_config.second_check.recap()["changed"] == 0
+    # mongod was not running: the files are read when it starts, and no restart was left pending.
+    assert not Path(f"{mongodb_config.config_file}.restart-pending").exists()
+
+
+def test_mongodb_host_gets_the_production_notes_limits_sandbox_huge_pages_and_swappiness(
+    mongodb_config: MongodbConfig,
+) -> None:
+    systemd = Path(str(mongodb_config.variables["mongodb_systemd_dir"]))
+    drop_in = unit_directives((systemd / "mongod.service.d" / "harel-hardening.conf").read_text())
+    for directive, value in {
+        "LimitNOFILE": "64000",
+        "LimitNPROC": "64000",
+        "LimitFSIZE": "infinity",
+        "LimitMEMLOCK": "infinity",
+        "TasksMax": "infinity",
+        "NoNewPrivileges": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "ReadWritePaths": f"{mongodb_config.variables['mongodb_db_path']} /var/log/mongodb",
+        "CapabilityBoundingSet": "",
+    }.items():
+        assert drop_in[f"Service.{directive}"] == [value], directive
+    # MongoDB 8.0 (mongodb_version's default): huge pages on, defragmented on request, khugepaged not inflating.
+    thp = unit_directives((systemd / "harel-mongod-thp.service").read_text())
+    assert thp["Service.ExecStart"] == [
+        f"/bin/sh -c 'echo {value} > /sys/kernel/mm/transparent_hugepage/{setting}'"
+        for setting, value in (
+            ("enabled", "always"),
+            ("defrag", "defer+madvise"),
+            ("khugepaged/max_ptes_none", "0"),
+        )
+    ]
+    assert thp["Unit.Before"] == ["mongod.service"]
+    sysctl = Path(str(mongodb_config.variables["mongodb_sysctl_file"]))
+    assert [line for line in sysctl.read_text().splitlines() if not line.startswith("#")] == [
+        "vm.swappiness = 1"
+    ]
+    # What the role asked of systemd and sysctl, once (the runs before and after it changed nothing).
+    calls = system_standins(mongodb_config.directory).calls()
+    assert calls.count("systemctl daemon-reload") == 1
+    assert calls.count("systemctl enable harel-mongod-thp.service") == 1
+    assert calls.count("systemctl start harel-mongod-thp.service") == 1
+    assert calls.count(f"sysctl -p {sysctl}") == 1
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+def test_mongodb_drop_in_and_huge_pages_unit_pass_systemd_analyze_verify(
+    mongodb_config: MongodbConfig, tmp_path: Path
+) -> None:
+    # The drop-in on a stand-in for the packages' mongod.service; verify reads drop-ins from the unit path.
+    systemd = Path(str(mongodb_config.variables["mongodb_systemd_dir"]))
+    units = tmp_path / "units"
+    shutil.copytree(systemd, units)
+    (units / "mongod.service").write_text(
+        "[Unit]\nDescription=MongoDB Database Server\n[Service]\nExecStart=/bin/true --config /etc/mongod.conf\n"
+        "RuntimeDirectory=mongodb\n[Install]\nWantedBy=multi-user.target\n"
+    )
+    verified = subprocess.run(
+        ["systemd-analyze", "verify", units / "mongod.service", units / "harel-mongod-thp.service"],
+        env={**os.environ, "SYSTEMD_UNIT_PATH": f"{units}:"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert verified.returncode == 0
+    assert verified.stdout + verified.stderr == ""
 
 
 def test_mongodb_secrets_never_reach_the_output(mongodb_config: MongodbConfig) -> None:
@@ -922,36 +1057,40 @@ def write_tls_files(directory: Path, member: str) -> dict[str, Path]:
     return files
 
 
-@pytest.mark.parametrize("mode", ["allowTLS", "preferTLS", "requireTLS"])
-def test_mongodb_config_with_tls_in_check_mode_then_for_real_then_unchanged(
-    ansible: Ansible, tmp_path: Path, mode: str
+def test_mongodb_config_with_tls_in_check_mode_then_each_mode_for_real_then_unchanged(
+    ansible: Ansible, tmp_path: Path
 ) -> None:
+    """The three TLS stages an operator goes through, one run each after a check of the first: every mode renders,
+    the certificate files are written once, and the last run leaves nothing to change."""
     files = write_tls_files(tmp_path / "inventory-tls", "mongo1.harel.example")
     tls_dir = tmp_path / "etc" / "mongod-tls"
     (tmp_path / "etc").mkdir()
     variables = mongodb_variables(tmp_path) | {
-        "mongodb_tls_mode": mode,
         "mongodb_tls_dir": str(tls_dir),
         **{name: str(path) for name, path in files.items()},
     }
 
-    check = run_mongodb_config(ansible, variables, "--check", "--diff")
+    check = run_mongodb_config(ansible, variables | {"mongodb_tls_mode": "allowTLS"}, "--check", "--diff")
     written_by_check = sorted(path for path in (tmp_path / "etc").rglob("*") if path.is_file())
-    apply = run_mongodb_config(ansible, variables, "--diff")
-    again = run_mongodb_config(ansible, variables, "--check")
-
     assert check.returncode == 0, check.output
-    # data directory, keyfile, TLS directory, certificate and key, CA, mongod.conf
-    assert check.recap()["changed"] == 6
+    # data directory, keyfile, TLS directory, certificate and key, CA, mongod.conf; and the host's five (see
+    # test_mongodb_config_in_check_mode_reports_changes_and_writes_nothing)
+    assert check.recap()["changed"] == 11
     assert written_by_check == []
-    assert apply.returncode == 0, apply.output
-    config = yaml.safe_load(Path(str(variables["mongodb_config_path"])).read_text())
-    assert config["net"]["tls"] == {
-        "mode": mode,
-        "certificateKeyFile": str(tls_dir / "mongod.pem"),
-        "CAFile": str(tls_dir / "ca.crt"),
-        "allowConnectionsWithoutCertificates": True,
-    }
+    outputs = [check.output]
+    for mode in ("allowTLS", "preferTLS", "requireTLS"):
+        apply = run_mongodb_config(ansible, variables | {"mongodb_tls_mode": mode}, "--diff")
+        outputs.append(apply.output)
+        assert apply.returncode == 0, apply.output
+        config = yaml.safe_load(Path(str(variables["mongodb_config_path"])).read_text())
+        assert config["net"]["tls"] == {
+            "mode": mode,
+            "certificateKeyFile": str(tls_dir / "mongod.pem"),
+            "CAFile": str(tls_dir / "ca.crt"),
+            "allowConnectionsWithoutCertificates": True,
+        }, mode
+    again = run_mongodb_config(ansible, variables | {"mongodb_tls_mode": "requireTLS"}, "--check")
+
     pem = tls_dir / "mongod.pem"
     # The certificate, then its key: one PEM file, as mongod reads it.
     assert pem.read_text() == (
@@ -959,7 +1098,7 @@ def test_mongodb_config_with_tls_in_check_mode_then_for_real_then_unchanged(
     )
     assert stat.S_IMODE(pem.stat().st_mode) == 0o400
     assert (tls_dir / "ca.crt").read_bytes() == files["mongodb_tls_ca_file"].read_bytes()
-    assert files["mongodb_tls_key_file"].read_text() not in check.output + apply.output
+    assert all(files["mongodb_tls_key_file"].read_text() not in output for output in outputs)
     assert again.returncode == 0 and again.recap()["changed"] == 0, again.output
 
 
@@ -1634,6 +1773,180 @@ def test_replica_set_tasks_refuse_a_removal_that_costs_the_majority(
     assert run.returncode != 0
     assert f"removing {rs.host(MEMBER_NAMES[2])} would leave 1 of 2 voting member(s) healthy" in run.output
     assert len(rs.member()["config"]["members"]) == 3
+
+
+# --- a restart left pending by a failed run, and the signing key, run by Ansible -------------------------------------
+
+
+def restart_playbook(directory: Path) -> Path:
+    """site.yml's shape for one member: the role's configuration, a play that fails when told to (what a failure
+    later in the run does: the restart plays never come), then the restart play with restart_member."""
+    playbook = directory / "play-restart.yml"
+    plays = [
+        {
+            "name": "The mongodb role",
+            "hosts": "all",
+            "gather_facts": True,
+            "gather_subset": ["!all"],
+            "roles": [{"role": "mongodb"}],
+        },
+        {
+            "name": "A failure after the configuration changed",
+            "hosts": "all",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "Fail when told to",
+                    "ansible.builtin.fail": {"msg": "failing after the configuration changed"},
+                    "when": "harel_test_fail_after_config | bool",
+                    "tags": ["always"],
+                }
+            ],
+        },
+        {
+            "name": "The restart play",
+            "hosts": "all",
+            "gather_facts": False,
+            "serial": 1,
+            "tasks": [
+                {
+                    "name": "Restart this member if a restart is pending",
+                    "ansible.builtin.include_role": {
+                        "name": "mongodb",
+                        "tasks_from": "restart_member",
+                        "apply": {"tags": ["mongodb_restart"]},
+                    },
+                    "vars": {"mongodb_restart_primary": True},
+                    "tags": ["mongodb_restart"],
+                }
+            ],
+        },
+    ]
+    playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
+    return playbook
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    armored: Path
+    fingerprint: str
+
+
+def signing_key(directory: Path) -> SigningKey:
+    """A throwaway OpenPGP key, armored like MongoDB's server-<series>.asc, and its fingerprint."""
+    home = directory / "gnupg"
+    home.mkdir(mode=0o700)
+    gpg = ["gpg", "--batch", "--homedir", str(home)]
+    subprocess.run(
+        [
+            *gpg,
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "harel test <test@harel.example>",
+            "ed25519",
+            "sign",
+            "never",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    listing = subprocess.run(
+        [*gpg, "--with-colons", "--list-keys"], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
+    fingerprint = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+    armored = directory / "server-test.asc"
+    armored.write_bytes(subprocess.run([*gpg, "--armor", "--export"], check=True, capture_output=True).stdout)
+    return SigningKey(armored, fingerprint)
+
+
+def signing_key_variables(directory: Path, key: SigningKey) -> dict[str, object]:
+    keyrings = directory / "keyrings"
+    keyrings.mkdir(exist_ok=True)
+    return {
+        "__mongodb_signing_key_url": key.armored.as_uri(),
+        "__mongodb_apt_keyring": str(keyrings / "mongodb-server-test.asc"),
+        "mongodb_signing_key_fingerprint": key.fingerprint,
+    }
+
+
+def test_a_restart_left_pending_by_a_failed_run_happens_on_the_next_run(
+    double_replica_set: DoubleReplicaSet,
+) -> None:
+    """mongod.conf changes on a running member, then the run fails before the restart plays: the next run, which
+    finds nothing to change, restarts the member all the same, and the flag is gone afterwards. The same run
+    fetches the signing key from a key server (a file here) and trusts it, its fingerprint being the one pinned."""
+    directory = double_replica_set.directory
+    (directory / "etc").mkdir()
+    key = signing_key(directory)
+    double = [str(NODE), str(MONGOSH_DOUBLE), "--state", str(double_replica_set.state_file)]
+    variables = (
+        mongodb_variables(directory)
+        | signing_key_variables(directory, key)
+        | {
+            "mongodb_port": double_replica_set.port,
+            # mongod runs (as service_facts would find it on a member): a change must restart it.
+            "mongodb_was_running": True,
+            "__mongodb_mongosh": [*double, "--quiet", "--eval"],
+            "mongodb_wait_seconds": 6,
+        }
+    )
+    standins = system_standins(directory)
+    # mongod runs, for systemctl too: a restart is a restart, not a start.
+    (standins.directory / "state" / "mongod.active").touch()
+    with_standins = Ansible(standins.environment(double_replica_set.ansible.environment), directory)
+    playbook = restart_playbook(directory)
+    inventory = local_inventory(directory, "mongodb")
+    flag = Path(f"{variables['mongodb_config_path']}.restart-pending")
+
+    def run(fail: bool, *tags: str) -> Run:
+        return with_standins.playbook(
+            playbook,
+            inventory,
+            variables | {"harel_test_fail_after_config": fail},
+            "--tags",
+            ",".join(("mongodb_config", "mongodb_restart", *tags)),
+        )
+
+    failed = run(True)
+    assert failed.returncode != 0 and "failing after the configuration changed" in failed.output, (
+        failed.output
+    )
+    assert Path(str(variables["mongodb_config_path"])).is_file() and flag.is_file()
+    assert "systemctl restart mongod" not in standins.calls()
+
+    rerun = run(False, "mongodb_signing_key")
+    assert rerun.returncode == 0, rerun.output
+    assert standins.calls().count("systemctl restart mongod") == 1, rerun.output
+    assert not flag.exists()
+    keyring = Path(str(variables["__mongodb_apt_keyring"]))
+    assert keyring.read_bytes() == key.armored.read_bytes()
+
+
+def test_a_signing_key_without_the_pinned_fingerprint_is_refused(ansible: Ansible, tmp_path: Path) -> None:
+    key = signing_key(tmp_path)
+    (tmp_path / "etc").mkdir()
+    pinned = "4B0752C1BCA238C0B4EE14DC41DE058A4E7DCA05"
+    variables = (
+        mongodb_variables(tmp_path)
+        | signing_key_variables(tmp_path, key)
+        | {"mongodb_signing_key_fingerprint": pinned}
+    )
+
+    run = ansible.playbook(
+        role_playbook(tmp_path, "mongodb", gather_os_facts=True),
+        local_inventory(tmp_path, "mongodb"),
+        variables,
+        "--tags",
+        "mongodb_signing_key",
+    )
+
+    assert run.returncode != 0
+    assert (
+        f"has the fingerprints {key.fingerprint}, not mongodb_signing_key_fingerprint {pinned}" in run.output
+    )
+    assert not Path(str(variables["__mongodb_apt_keyring"])).exists()
 
 
 # --- the firewall role ---------------------------------------------------------------------------------------------

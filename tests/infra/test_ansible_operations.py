@@ -282,8 +282,26 @@ def test_monitoring_role_installs_checked_rules_targets_and_the_dashboard(
 # --- the exporter's and the backup's systemd files, rendered ------------------------------------------------------
 
 
-@pytest.fixture
-def rendered_units(ansible: Ansible, tmp_path: Path) -> dict[str, Path]:  # noqa: F811
+# The settings of each copy off the member, as an inventory gives them.
+OFFSITE: dict[str, dict[str, str]] = {
+    "s3": {
+        "mongodb_backup_offsite": "s3",
+        "mongodb_backup_s3_bucket": "harel-backups",
+        "mongodb_backup_s3_endpoint": "https://minio.harel.example",
+        "mongodb_backup_s3_access_key_id": "AKIA" + "k" * 16,
+        "mongodb_backup_s3_secret_access_key": "s" * 40,
+    },
+    "rsync": {
+        "mongodb_backup_offsite": "rsync",
+        "mongodb_backup_rsync_destination": "backup@vault.harel.example:/srv/harel-backups/",
+    },
+}
+
+
+# Module-scoped: one render for every test that reads the files.
+@pytest.fixture(scope="module")
+def rendered_units(ansible: Ansible, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:  # noqa: F811
+    tmp_path = tmp_path_factory.mktemp("units")
     out = tmp_path / "rendered"
     out.mkdir()
     install = tmp_path / "opt"
@@ -301,7 +319,7 @@ def rendered_units(ansible: Ansible, tmp_path: Path) -> dict[str, Path]:  # noqa
             "hosts": "mongodb",
             "gather_facts": False,
             "vars_files": [str(ROLES / role / "defaults" / "main.yml") for role in templates]
-            + [str(ROLES / "mongodb_exporter" / "vars" / "main.yml")],
+            + [str(ROLES / role / "vars" / "main.yml") for role in templates],
             "tasks": [
                 {
                     "name": f"render {name}",
@@ -313,6 +331,20 @@ def rendered_units(ansible: Ansible, tmp_path: Path) -> dict[str, Path]:  # noqa
                 }
                 for role, names in templates.items()
                 for name in names
+            ]
+            + [
+                # The backup with each copy off the member.
+                {
+                    "name": f"render {name} with {offsite}",
+                    "ansible.builtin.template": {
+                        "src": str(ROLES / "mongodb_backup" / "templates" / f"{name}.j2"),
+                        "dest": str(out / name.replace("harel-backup", f"harel-backup-{offsite}")),
+                        "mode": "0600",
+                    },
+                    "vars": OFFSITE[offsite],
+                }
+                for offsite in OFFSITE
+                for name in ("harel-backup.service", "harel-backup.env")
             ],
         }
     ]
@@ -361,6 +393,49 @@ def test_backup_timer_runs_the_script_daily_and_catches_up(rendered_units: dict[
     assert "Type=oneshot" in service
 
 
+def test_backup_copies_off_the_member_to_s3_or_another_host(rendered_units: dict[str, Path]) -> None:
+    def exec_starts(name: str) -> list[str]:
+        lines = rendered_units[name].read_text().splitlines()
+        return [line.removeprefix("ExecStart=") for line in lines if line.startswith("ExecStart=")]
+
+    def settings(name: str) -> dict[str, str]:
+        lines = rendered_units[name].read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+    script = "/bin/bash /usr/local/lib/harel-backup/harel-backup.sh"
+    # Off by default: the archives stay on the member.
+    assert exec_starts("harel-backup.service") == [f"{script} run"]
+    assert settings("harel-backup.env")["HAREL_BACKUP_TARGET"] == "dir:localhost:/var/backups/harel"
+    # s3: the Helm CronJob's three steps, the upload between the dump and the record.
+    assert exec_starts("harel-backup-s3.service") == [
+        f"{script} {step}" for step in ("dump", "upload-s3", "record")
+    ]
+    s3 = settings("harel-backup-s3.env")
+    assert {key: s3[key] for key in s3 if key.startswith(("HAREL_BACKUP_S3", "AWS_"))} == {
+        "HAREL_BACKUP_S3_BUCKET": "harel-backups",
+        "HAREL_BACKUP_S3_PREFIX": "harel",
+        "HAREL_BACKUP_S3_ENDPOINT": "https://minio.harel.example",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "AKIA" + "k" * 16,
+        "AWS_SECRET_ACCESS_KEY": "s" * 40,
+    }
+    assert s3["HAREL_BACKUP_TARGET"] == "s3://harel-backups/harel"
+    # The credentials are in the root-only environment file, never in the unit.
+    assert "s" * 40 not in rendered_units["harel-backup-s3.service"].read_text()
+    # rsync: after a successful run, the directory mirrored over SSH with the member's key and the known host key.
+    run, copy = exec_starts("harel-backup-rsync.service")
+    assert run == f"{script} run"
+    assert copy.startswith("/usr/bin/rsync --archive --delete --exclude=.harel-backup-run -e ")
+    assert (
+        "-o StrictHostKeyChecking=yes" in copy
+        and "-o UserKnownHostsFile=/etc/harel-backup/ssh/known_hosts" in copy
+    )
+    assert copy.endswith(" /var/backups/harel/ backup@vault.harel.example:/srv/harel-backups/")
+    assert settings("harel-backup-rsync.env")["HAREL_BACKUP_TARGET"] == (
+        "rsync:backup@vault.harel.example:/srv/harel-backups/"
+    )
+
+
 def test_exporter_unit_reads_its_own_member_in_compatible_mode(rendered_units: dict[str, Path]) -> None:
     unit = rendered_units["harel-mongodb-exporter.service"].read_text()
     [exec_start] = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
@@ -377,7 +452,14 @@ def test_exporter_unit_reads_its_own_member_in_compatible_mode(rendered_units: d
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
 @pytest.mark.parametrize(
-    "unit", ["harel-mongodb-exporter.service", "harel-backup.service", "harel-backup.timer"]
+    "unit",
+    [
+        "harel-mongodb-exporter.service",
+        "harel-backup.service",
+        "harel-backup.timer",
+        "harel-backup-s3.service",
+        "harel-backup-rsync.service",
+    ],
 )
 def test_units_pass_systemd_analyze_verify(
     rendered_units: dict[str, Path], unit: str, tmp_path: Path
@@ -385,7 +467,13 @@ def test_units_pass_systemd_analyze_verify(
     # verify wants the timer's service beside it, and reports problems as output even with exit code 0.
     directory = tmp_path / "units"
     directory.mkdir()
-    for name in ("harel-mongodb-exporter.service", "harel-backup.service", "harel-backup.timer"):
+    for name in (
+        "harel-mongodb-exporter.service",
+        "harel-backup.service",
+        "harel-backup.timer",
+        "harel-backup-s3.service",
+        "harel-backup-rsync.service",
+    ):
         shutil.copy(rendered_units[name], directory / name)
     verified = subprocess.run(
         ["systemd-analyze", "verify", str(directory / unit)],

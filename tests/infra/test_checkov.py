@@ -44,8 +44,8 @@ ACCEPTED_FAILURES = {
 }
 # Dockerfile checks that do not fit, and why.
 SKIPPED_DOCKERFILE = {
-    # FROM ${PYTHON_IMAGE}: checkov does not resolve the ARG, whose default python:3.11-slim is a pinned tag
-    # (test_compose.py checks that default).
+    # FROM ${PYTHON_IMAGE}: checkov does not resolve the ARG, whose default is pinned by version and digest
+    # (test_worker_image.py checks that default).
     "CKV_DOCKER_7": "base image tag: an ARG checkov does not resolve, pinned by its default",
 }
 # And for the template of a user's app image (compose/Dockerfile.app), built FROM the worker image.

@@ -315,9 +315,10 @@ def test_image_tags_are_pinned_to_a_patch_release(services: dict[str, Any]) -> N
             assert PATCH_RELEASE.fullmatch(tag), f"{name}: {image} is not pinned to a patch release"
     for name in ("mongo-init", "worker", "smoke"):
         assert services[name]["image"] == "harel/worker:local", name
-    for line in DOCKERFILE.read_text(encoding="utf-8").splitlines():
-        if line.startswith("ARG PYTHON_IMAGE="):
-            assert line == "ARG PYTHON_IMAGE=python:3.11-slim"
+    # The worker image's base: pinned by version and digest (tests/infra/test_worker_image.py).
+    assert re.search(
+        r"^ARG PYTHON_IMAGE=python:3\.11\.\d+-slim-bookworm@sha256:", DOCKERFILE.read_text(), re.M
+    )
 
 
 def test_data_and_keyfile_live_in_named_volumes(compose: dict[str, Any], services: dict[str, Any]) -> None:
@@ -411,7 +412,8 @@ def test_env_file_is_git_ignored() -> None:
 def _keyfile_script(services: dict[str, Any]) -> str:
     service = services["keyfile"]
     assert service["entrypoint"] == ["/bin/sh", "-euc"]
-    assert service["user"] == "0:0"
+    # mongod's own uid: what it writes is mongod's, with no chown (and no root) needed.
+    assert service["user"] == "999:999"
     # Compose turns `$$` into `$` before the shell sees it.
     return service["command"][0].replace("$$", "$")
 
@@ -430,16 +432,18 @@ def _run_keyfile(
     )
 
 
-def test_keyfile_is_generated_once_random_and_owned_by_mongodb(
+def test_keyfile_is_generated_once_random_and_owner_read_only(
     services: dict[str, Any], tmp_path: Path
 ) -> None:
     script = _keyfile_script(services)
-    assert _environment(services["keyfile"])["KEYFILE"] == "/keyfile/mongo.key"
-    # chown to uid 999 needs root; a stand-in records the call instead, so this runs as any user.
+    # In the volume, mounted where the image has a directory of uid 999's: a new volume takes that owner.
+    assert _environment(services["keyfile"])["KEYFILE"] == "/data/configdb/mongo.key"
+    assert services["keyfile"]["volumes"] == ["keyfile:/data/configdb"]
+    # The script changes no owner: it runs as the owner the key must have. A chown would fail without root.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "chown-calls"
-    (bin_dir / "chown").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n', encoding="utf-8")
+    (bin_dir / "chown").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit 1\n', encoding="utf-8")
     (bin_dir / "chown").chmod(0o755)
 
     first_install, second_install = tmp_path / "a" / "mongo.key", tmp_path / "b" / "mongo.key"
@@ -451,7 +455,7 @@ def test_keyfile_is_generated_once_random_and_owned_by_mongodb(
     key = first_install.read_text(encoding="ascii")
     assert re.fullmatch(r"[A-Za-z0-9+/]{1008}", key)
     assert stat.S_IMODE(first_install.stat().st_mode) == 0o400
-    assert calls.read_text(encoding="utf-8").split() == ["999:999", str(first_install)]
+    assert not calls.exists()
 
     again = _run_keyfile(script, first_install, bin_dir)
     assert again.returncode == 0, again.stderr
@@ -744,7 +748,10 @@ def test_docker_compose_refuses_a_file_that_breaks_the_specification(tmp_path: P
 def _tls_script(services: dict[str, Any]) -> str:
     service = services["tls"]
     assert service["entrypoint"] == ["/bin/sh", "-euc"]
-    assert service["user"] == "0:0"
+    # mongod's uid, with the caller's group to read their certificate folder.
+    assert service["user"] == "999:999"
+    assert service["group_add"] == ["${HAREL_BACKUPS_GID:-1000}"]
+    assert service["volumes"] == ["${HAREL_TLS_DIR:-./tls}:/tls-source:ro", "tls:/data/configdb"]
     # Compose turns `$$` into `$` before the shell sees it.
     return service["command"][0].replace("$$", "$")
 
@@ -752,18 +759,19 @@ def _tls_script(services: dict[str, Any]) -> str:
 def _run_tls(
     services: dict[str, Any], tmp_path: Path, mode: str, source: Path
 ) -> tuple[subprocess.CompletedProcess[str], Path, str]:
-    """The `tls` one-shot's script, for real, with /tls and /tls-source moved under tmp_path and chown recorded."""
+    """The `tls` one-shot's script, for real, with its volume and /tls-source moved under tmp_path and a chown that
+    fails (the script runs as mongod's uid and must change no owner) recorded."""
     target = tmp_path / "tls-volume"
     target.mkdir(exist_ok=True)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     calls = tmp_path / "chown-calls"
-    (bin_dir / "chown").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n', encoding="utf-8")
+    (bin_dir / "chown").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit 1\n', encoding="utf-8")
     (bin_dir / "chown").chmod(0o755)
     assert _environment(services["tls"]) == {
         "HAREL_TLS_MODE": "${HAREL_TLS_MODE:-disabled}",
         "TLS_SOURCE": "/tls-source",
-        "TLS_VOLUME": "/tls",
+        "TLS_VOLUME": "/data/configdb",
     }
     result = subprocess.run(
         ["/bin/sh", "-euc", _tls_script(services)],
@@ -811,7 +819,7 @@ def test_tls_step_writes_the_members_settings_and_certificate(
     pem = volume / "mongod.pem"
     assert pem.read_text() == "-----BEGIN tls.crt-----\n-----BEGIN tls.key-----\n"
     assert stat.S_IMODE(pem.stat().st_mode) == 0o400
-    assert chowned.split() == ["999:999", str(pem)]
+    assert chowned == ""
     assert (volume / "ca.crt").read_text() == "-----BEGIN ca.crt-----\n"
     assert stat.S_IMODE((volume / "ca.crt").stat().st_mode) == 0o644
     expected_options = (

@@ -334,8 +334,8 @@ SECRET_OWNERS = {
     ("grafana", "grafana_admin_password"): ("472", "0"),
     # user: HAREL_BACKUPS_UID:HAREL_BACKUPS_GID, .env.example's defaults here.
     ("backup", "backup_password"): ("1000", "1000"),
-    # user: 0:0, to read an archive whoever owns it.
-    ("restore", "mongo_root_password"): ("0", "0"),
+    # user: HAREL_BACKUPS_UID:HAREL_BACKUPS_GID like the backup, whose archives it reads.
+    ("restore", "mongo_root_password"): ("1000", "1000"),
 }
 
 
@@ -428,13 +428,10 @@ def test_each_secret_is_mounted_owner_read_only_for_the_user_its_service_runs_as
         (name, source): (uid, gid, "0400", f"/run/secrets/{source}")
         for (name, source), (uid, gid) in SECRET_OWNERS.items()
     }
-    users = {name: service["user"] for name, service in services.items() if "user" in service}
-    assert users == {
-        "keyfile": "0:0",
-        "tls": "0:0",
-        "mongo-ops-users": "999:999",
-        "backup": "1000:1000",
-        "restore": "0:0",
+    # Every service says whom it runs as, none root (tests/infra/test_compose_hardening.py): the secrets' owners.
+    users = {name: service["user"] for name, service in services.items()}
+    assert {name: users[name] for name, _ in SECRET_OWNERS} == {
+        name: ":".join(owner) for (name, _), owner in SECRET_OWNERS.items()
     }
     # Each secret is a variable of compose/.env, which compose copies into the container (never a file in the repo).
     assert {name: secret["environment"] for name, secret in rendered_compose["secrets"].items()} == {
@@ -447,7 +444,7 @@ def test_each_secret_is_mounted_owner_read_only_for_the_user_its_service_runs_as
     }
 
 
-def test_the_backup_runs_as_the_caller_harel_stack_names(tmp_path: Path) -> None:
+def test_the_backup_and_the_restore_run_as_the_caller_harel_stack_names(tmp_path: Path) -> None:
     """harel-stack's compose runner puts the caller's ids in compose's environment (test_stack_parts): they win over
     compose/.env, and the backup container and its password file follow them."""
     env = env_file(tmp_path, HAREL_BACKUPS_UID="2001", HAREL_BACKUPS_GID="2002")
@@ -460,6 +457,12 @@ def test_the_backup_runs_as_the_caller_harel_stack_names(tmp_path: Path) -> None
     assert backup["user"] == "4242:4343"
     assert [(s["source"], s["uid"], s["gid"], s["mode"]) for s in backup["secrets"]] == [
         ("backup_password", "4242", "4343", "0400")
+    ]
+    # The restore reads the archives the backup wrote, as the same caller.
+    restore = caller["services"]["restore"]
+    assert restore["user"] == "4242:4343"
+    assert [(s["source"], s["uid"], s["gid"]) for s in restore["secrets"]] == [
+        ("mongo_root_password", "4242", "4343")
     ]
 
 

@@ -21,7 +21,7 @@ commands (`cd playbooks`, `cp -r inventories/example inventories/prod`) make the
 - `docker compose`: `config` with the command's `-f`, `--env-file`, `-p` and `--profile`, by Docker Compose's own
   binary (no engine needed), and the services the command names must exist;
 - `make`: the target exists in the Makefile;
-- `sed`, `printf`, `openssl`, `cd`, `cp`: run for real in the scratch copy; compose/.env must still load and an
+- `sed`, `printf`, `openssl`, `cd`, `cp`, `chmod`: run for real in the scratch copy; compose/.env must still load and an
   inventory file must still be YAML afterwards.
 
 What cannot run here (a cluster, a Docker engine, a vault password, a live deployment) is listed in UNCHECKED with
@@ -91,6 +91,7 @@ UNCHECKED = {
     ("docker", "build"): "needs a Docker engine",
     ("docker", "push"): "needs a Docker engine and a registry",
     ("docker", "volume"): "needs a Docker engine",
+    ("docker", "run"): "needs a Docker engine",
     ("ansible-vault", "create"): "opens an editor and asks for the vault password",
     ("ansible-vault", "edit"): "opens an editor and asks for the vault password",
     ("mongosh", ""): "connects to a running deployment",
@@ -100,7 +101,7 @@ UNCHECKED = {
 KINDS = {"deployment": "Deployment", "cronjob": "CronJob", "job": "Job", "pod": "Pod"}
 COMPONENT = "app.kubernetes.io/component"
 # Programs run for real in the scratch copy.
-LOCAL = ("sed", "printf", "openssl", "cp", "cd", "rm")
+LOCAL = ("sed", "printf", "openssl", "cp", "cd", "rm", "chmod")
 SECRET_KEYS = {
     "tls.existingSecret": {"tls.crt", "tls.key", "ca.crt"},
     "externalMongodb.existingSecret": {"mongodb-url"},

@@ -106,7 +106,7 @@ def command_table() -> str:
 
 def test_the_readme_command_table_names_every_command_and_target() -> None:
     table = command_table()
-    named = set(re.findall(r"`((?:harel|make) [a-z]+(?: [a-z]+)?)`", table))
+    named = set(re.findall(r"`((?:harel|make) [a-z-]+(?: [a-z]+)?)`", table))
     commands = {
         f"harel {name} {sub}" if sub else f"harel {name}"
         for name, command in harel.commands.items()

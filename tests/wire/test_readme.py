@@ -427,8 +427,20 @@ HOSTS = "needs SSH hosts to provision (the roles are checked in tests/infra/test
 DAY_2_COMPOSE = DOCKER + " (test_readme_commands.py runs its edits and `docker compose config`)"
 DAY_2_CLUSTER = CLUSTER + " (test_readme_commands.py renders its helm commands and validates its manifests)"
 DAY_2_HOSTS = HOSTS + " (test_readme_commands.py runs its edits and syntax-checks its playbook commands)"
+# docs/worker-image.md: the user's image pipeline.
+REGISTRY = (
+    DOCKER + ", a registry and cosign's signing identity (the Dockerfile is linted, its lock regenerated)"
+)
 CANNOT_RUN: dict[str, str] = {
     "make test": "is this test suite: it would run itself",
+    "docker buildx imagetools inspect python:3.11.16-slim-bookworm --format '{{json .Manifest.Digest}}'": REGISTRY,
+    "docker buildx build -f compose/Dockerfile.worker --target worker --sbom=true --provenance=mode=max "
+    "-t registry.example.com/harel-stack/worker:0.1.0 --push --metadata-file build.json .": REGISTRY,
+    'syft "registry.example.com/harel-stack/worker@${digest}" -o spdx-json > worker.spdx.json': REGISTRY,
+    'cosign verify "registry.example.com/harel-stack/worker@${digest}" '
+    "--certificate-identity-regexp 'https://github.com/your-org/.*' "
+    "--certificate-oidc-issuer https://token.actions.githubusercontent.com": REGISTRY,
+    "docker run --rm -v harel_keyfile:/keyfile mongo:8.0.26 chown 999:999 /keyfile": DOCKER,
     "$ make up": DOCKER,
     "$ make status": DOCKER,
     'mongosh "mongodb://harel:<HAREL_APP_PASSWORD>@127.0.0.1:27017/harel?directConnection=true&authSource=admin"': DOCKER,

@@ -50,8 +50,9 @@ def run_quiet(command: Sequence[str]) -> int:
 
 
 def caller_variables() -> dict[str, str]:
-    """What compose reads from harel-stack's own environment (it wins over compose/.env): the backup container runs
-    as whoever runs harel-stack, so the archives it writes on the host, and its password file, are theirs."""
+    """What compose reads from harel-stack's own environment (it wins over compose/.env): the backup and restore
+    containers run as whoever runs harel-stack, so the archives on the host, and their password files, are theirs;
+    the `tls` one-shot reads the caller's certificate folder with the caller's group."""
     return {"HAREL_BACKUPS_UID": str(os.getuid()), "HAREL_BACKUPS_GID": str(os.getgid())}
 
 
