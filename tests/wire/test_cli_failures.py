@@ -142,7 +142,7 @@ CASES = [
         "oversized context",
         ("start", "ticket", "--charts", "{charts}", "--context", "@{huge}", *ON),
         USAGE,
-        "-byte limit; keep large payloads out of the execution context (store a reference instead)",
+        "over the 8388608-byte limit; keep large data outside the context and store a reference to it",
     ),
     # --- charts, executions and events that do not exist or cannot take more
     Case(
