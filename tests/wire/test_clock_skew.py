@@ -287,9 +287,14 @@ def _taken_over(
     action, its lease held; the stealer, continued, takes the lease over once it expired; then the holder
     goes on, and its late commit is refused. The stealer's lease, as the store held it."""
     stealer.process.send_signal(signal.SIGSTOP)
+    # the holder stopped too while both events are queued, so that the one claim it makes takes the start and
+    # `work` together: a holder on a change stream would otherwise claim the start alone, at once, and the
+    # lease seen first would not be the stalled step's
+    holder.process.send_signal(signal.SIGSTOP)
     try:
         start_execution(store, transport, chaos_app.app, chaos_app.STALL_CHART_ID, execution_id=execution_id)
         send_event(store, transport, chaos_app.app, execution_id, "work")
+        holder.process.send_signal(signal.SIGCONT)
         wait_until(lambda: watch.holder(execution_id) is not None, 20.0, f"{execution_id} to be claimed")
         holder.process.send_signal(signal.SIGSTOP)
     finally:
