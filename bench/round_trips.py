@@ -150,14 +150,8 @@ def _measure(
             report = run_smoke(store, transport, app, chart_id=chart_id, timeout=SMOKE_TIMEOUT)
     finally:
         worker.stop(drain_seconds=5.0)
-    commands: Counter[str] = Counter()
-    for row in accounting.rows():
-        found = category(row["phase"], row["collection"], row["command"])
-        if found is not None:
-            commands[found] += row["commands"]
+    commands = tallied(accounting, labelled_transport)
     empty_claims = labelled_transport.returned_none["claim"]
-    commands["claim"] -= empty_claims
-    commands["idle"] += empty_claims
     with accounting.phase(CLIENT):
         run = gather(store, report.root_id, SMOKE_TIMEOUT)
     checked = check(run)
@@ -334,6 +328,12 @@ def _measure_fork(
             completed = _wait_completed(store, root.id, FORK_TIMEOUT)
     finally:
         worker.stop(drain_seconds=5.0)
+    commands = tallied(accounting, labelled_transport)
+    return ForkCost(target.label, regions, completed, commands)
+
+
+def tallied(accounting: CommandAccounting, labelled_transport: Labelled) -> Counter[str]:
+    """The worker's commands by row, claims that found nothing counted as idle."""
     commands: Counter[str] = Counter()
     for row in accounting.rows():
         found = category(row["phase"], row["collection"], row["command"])
@@ -342,7 +342,7 @@ def _measure_fork(
     empty_claims = labelled_transport.returned_none["claim"]
     commands["claim"] -= empty_claims
     commands["idle"] += empty_claims
-    return ForkCost(target.label, regions, completed, commands)
+    return commands
 
 
 def _settled_on_its_change_stream(transport: MongoTransport) -> None:
