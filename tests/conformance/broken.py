@@ -6,7 +6,7 @@ check that fails on them fails because of that step.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from harel.commands import only
@@ -96,18 +96,11 @@ class CallerClockTransport(MongoTransport):
     instead of the server's `$$NOW`, so a worker whose clock runs ahead takes leases before they expire."""
 
     def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
-        owner = new_owner_token()
-        write = writes.claim_write(charts, owner, lease, bound)
-        caller_clock = {key: value for key, value in write.filter.items() if key != "$expr"}
-        fire, lease = write.update
-        found = self._executions.find_one_and_update(
-            caller_clock,
-            [fire, {"$set": {**lease["$set"], "lease": {**lease["$set"]["lease"], "at": bound}}}],
-            sort=list(write.sort),
-            projection=write.projection,
-            return_document=True,
-        )
-        return self._claimed(found, owner)
+        def stages(fire: dict[str, Any], leased: dict[str, Any]) -> list[dict[str, Any]]:
+            held = leased["$set"]
+            return [fire, {"$set": {**held, "lease": {**held["lease"], "at": bound}}}]
+
+        return _claimed_by_the_callers_clock(self, charts, lease, bound, stages)
 
 
 class CallerClockTimersTransport(MongoTransport):
@@ -116,18 +109,33 @@ class CallerClockTimersTransport(MongoTransport):
     fires timers early."""
 
     def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
-        owner = new_owner_token()
-        write = writes.claim_write(charts, owner, lease, bound)
-        caller_clock = {key: value for key, value in write.filter.items() if key != "$expr"}
-        fire, leased = write.update
-        found = self._executions.find_one_and_update(
-            caller_clock,
-            [_on_the_callers_clock(fire, bound), leased],
-            sort=list(write.sort),
-            projection=write.projection,
-            return_document=True,
-        )
-        return self._claimed(found, owner)
+        def stages(fire: dict[str, Any], leased: dict[str, Any]) -> list[dict[str, Any]]:
+            return [_on_the_callers_clock(fire, bound), leased]
+
+        return _claimed_by_the_callers_clock(self, charts, lease, bound, stages)
+
+
+def _claimed_by_the_callers_clock(
+    transport: MongoTransport,
+    charts: Sequence[str],
+    lease: float,
+    bound: float,
+    stages: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]],
+) -> Claim | None:
+    """The claim's write without its `$$NOW` test (what is due by `bound` is taken), its two stages (the
+    timers fired, the lease taken) as `stages` makes them."""
+    owner = new_owner_token()
+    write = writes.claim_write(charts, owner, lease, bound)
+    caller_clock = {key: value for key, value in write.filter.items() if key != "$expr"}
+    fire, leased = write.update
+    found = transport._executions.find_one_and_update(
+        caller_clock,
+        stages(fire, leased),
+        sort=list(write.sort),
+        projection=write.projection,
+        return_document=True,
+    )
+    return transport._claimed(found, owner)
 
 
 def _on_the_callers_clock(expression: Any, bound: float) -> Any:
