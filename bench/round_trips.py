@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,28 +112,47 @@ def category(phase: str, collection: str | None, command: str) -> str | None:
     return method
 
 
-def measure(target: Target) -> RoundTrips:
+@dataclass(frozen=True)
+class Scratch:
+    """A fresh database on the target, its store and transport, and the accounting of every command."""
+
+    accounting: CommandAccounting
+    client: MongoClient[dict[str, Any]]
+    db_name: str
+    store: MongoStore
+    transport: MongoTransport
+
+
+@contextmanager
+def scratch(target: Target) -> Iterator[Scratch]:
     accounting = CommandAccounting()
     with client_for(target.url, event_listeners=[accounting]) as client:
         db_name = fresh_db_name()
-        transport = MongoTransport(client, db_name)
+        store, transport = MongoStore(client, db_name), MongoTransport(client, db_name)
         try:
-            return _measure(target, accounting, client, db_name, transport)
+            store.ensure_indexes()
+            transport.ensure_indexes()
+            yield Scratch(accounting, client, db_name, store, transport)
         finally:
             client.drop_database(db_name)
             transport.close()  # its change-stream watcher stops before the client closes under it
 
 
-def _measure(
-    target: Target,
-    accounting: CommandAccounting,
-    client: MongoClient[dict[str, Any]],
-    db_name: str,
-    transport: MongoTransport,
-) -> RoundTrips:
-    store = MongoStore(client, db_name)
-    store.ensure_indexes()
-    transport.ensure_indexes()
+def start_counting(worker: Worker, run: Scratch, labelled_transport: Labelled) -> None:
+    """Start `worker`, let it settle on its change stream, then count from zero."""
+    worker.start()
+    _settled_on_its_change_stream(run.transport)
+    run.accounting.clear()
+    labelled_transport.returned_none.clear()
+
+
+def measure(target: Target) -> RoundTrips:
+    with scratch(target) as run:
+        return _measure(target, run)
+
+
+def _measure(target: Target, run: Scratch) -> RoundTrips:
+    accounting, store, transport = run.accounting, run.store, run.transport
     app, chart_id = smoke_workload.bench_app()
     labelled_transport = Labelled(transport, accounting)
     worker = Worker(
@@ -139,12 +160,9 @@ def _measure(
         labelled_transport,
         app,
         config=WorkerConfig(concurrency=1),
-        heartbeats=Labelled(MongoHeartbeats(client, db_name), accounting),
+        heartbeats=Labelled(MongoHeartbeats(run.client, run.db_name), accounting),
     )
-    worker.start()
-    _settled_on_its_change_stream(transport)
-    accounting.clear()
-    labelled_transport.returned_none.clear()
+    start_counting(worker, run, labelled_transport)
     try:
         with accounting.phase(CLIENT):
             report = run_smoke(store, transport, app, chart_id=chart_id, timeout=SMOKE_TIMEOUT)
@@ -298,30 +316,17 @@ def fork_chart(regions: int) -> dict[str, object]:
 
 def measure_fork(target: Target, regions: int) -> ForkCost:
     """One fork of `regions` regions run to its join by one worker: every worker command, by row."""
-    accounting = CommandAccounting()
-    with client_for(target.url, event_listeners=[accounting]) as client:
-        db_name = fresh_db_name()
-        transport = MongoTransport(client, db_name)
-        try:
-            return _measure_fork(target, regions, accounting, MongoStore(client, db_name), transport)
-        finally:
-            client.drop_database(db_name)
-            transport.close()  # its change-stream watcher stops before the client closes under it
+    with scratch(target) as run:
+        return _measure_fork(target, regions, run)
 
 
-def _measure_fork(
-    target: Target, regions: int, accounting: CommandAccounting, store: MongoStore, transport: MongoTransport
-) -> ForkCost:
-    store.ensure_indexes()
-    transport.ensure_indexes()
+def _measure_fork(target: Target, regions: int, run: Scratch) -> ForkCost:
+    accounting, store, transport = run.accounting, run.store, run.transport
     app = App("bench-fork")
     chart = app.chart(fork_chart(regions))
     labelled_transport = Labelled(transport, accounting)
     worker = Worker(Labelled(store, accounting), labelled_transport, app, config=WorkerConfig(concurrency=1))
-    worker.start()
-    _settled_on_its_change_stream(transport)
-    accounting.clear()
-    labelled_transport.returned_none.clear()
+    start_counting(worker, run, labelled_transport)
     try:
         with accounting.phase(CLIENT):
             root, _ = start_execution(store, transport, app, chart.id, execution_id=f"fork-{regions}")
