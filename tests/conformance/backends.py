@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from harel.aio_store import AsyncMongoStore
+from harel.executions.partitions import SINGLE, Partitions
 from harel.servertime import ServerClock
 from harel.store.mongo import MongoStore
 from harel.transport.aio_mongo import AsyncMongoTransport
@@ -186,6 +187,11 @@ class Harness:
     recorder: Recorder
     reopen: Callable[[StoreOptions], Harness]
     sender: Callable[[ServerClock], Any]
+    partitions: Partitions = SINGLE
+
+    def key_fields(self, execution_id: str) -> dict[str, Any]:
+        """The shard-key fields an execution's document holds besides `_id`: none on one partition."""
+        return {k: v for k, v in self.partitions.key(execution_id).items() if k != "_id"}
 
     def raw(self, execution_id: str) -> dict[str, Any] | None:
         """The stored document, read from the database past the store."""
@@ -220,6 +226,66 @@ def mongomock_backend(options: StoreOptions, reopen: Callable[[StoreOptions], Ha
         return transport_class(recording, watch=False, clock=clock)
 
     yield Harness("mongomock", store, transport, client["harel"], recorder, reopen, sender)
+
+
+# Sixteen partitions in one zone: every command on one execution carries its `p`, every claim, relay and
+# sweep looks in the zone's partitions (`p: {$in: [...]}`). One zone keeps one window, so the store's order
+# across executions (oldest first) is the order these tests pin; windows and zones in turn are
+# tests/unit/test_partitions.py's, and several shards' tests/wire/test_sharded_cluster.py's.
+PARTITIONED = Partitions(16)
+
+
+class _PartitionedExecutions:
+    """The raw `executions` collection of a partitioned deployment: a document a test stores past the store
+    gets its `p`, as every stored execution has one there."""
+
+    def __init__(self, collection: Any, partitions: Partitions) -> None:
+        self._collection = collection
+        self._partitions = partitions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._collection, name)
+
+    def _with_p(self, document: dict[str, Any]) -> dict[str, Any]:
+        return {"p": self._partitions.of(document["_id"]), **document}
+
+    def insert_one(self, document: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        return self._collection.insert_one(self._with_p(document), *args, **kwargs)
+
+    def insert_many(self, documents: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        return self._collection.insert_many([self._with_p(d) for d in documents], *args, **kwargs)
+
+
+class _PartitionedDatabase:
+    def __init__(self, database: Any, partitions: Partitions) -> None:
+        self._database = database
+        self._partitions = partitions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._database, name)
+
+    def __getitem__(self, name: str) -> Any:
+        collection = self._database[name]
+        return _PartitionedExecutions(collection, self._partitions) if name == "executions" else collection
+
+
+@contextmanager
+def mongomock_partitioned_backend(
+    options: StoreOptions, reopen: Callable[[StoreOptions], Harness]
+) -> Iterator[Harness]:
+    """The embedded client with P = 16, as a partitioned deployment runs the store and the transport."""
+    client = EmbeddedClient()
+    recorder = Recorder()
+    recording = RecordingClient(client, recorder)
+    store = (options.store_class or MongoStore)(recording, partitions=PARTITIONED, **options.kwargs())
+    transport_class = options.transport_class or MongoTransport
+    transport = transport_class(recording, watch=False, partitions=PARTITIONED)
+
+    def sender(clock: ServerClock) -> Any:
+        return transport_class(recording, watch=False, clock=clock, partitions=PARTITIONED)
+
+    database = _PartitionedDatabase(client["harel"], PARTITIONED)
+    yield Harness("mongomock-partitioned", store, transport, database, recorder, reopen, sender, PARTITIONED)
 
 
 @contextmanager
@@ -377,6 +443,7 @@ _real = (pytest.mark.real, _needs_real_mongo)
 BACKENDS: list[Backend] = [
     Backend("mongomock", mongomock_backend),
     Backend("mongomock-motor", mongomock_motor_backend),
+    Backend("mongomock-partitioned", mongomock_partitioned_backend),
     Backend("fake-rs", fake_rs_backend, marks=(pytest.mark.wire,)),
     Backend("fake-rs-async", fake_rs_async_backend, marks=(pytest.mark.wire,)),
     Backend("fake-rs-motor", fake_rs_motor_backend, marks=(pytest.mark.wire,)),

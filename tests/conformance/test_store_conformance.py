@@ -136,6 +136,7 @@ def test_create_writes_every_field(harness: Harness) -> None:
     document = harness.raw("exe-1")
     assert without_relay_time(document) == {
         "_id": "exe-1",
+        **harness.key_fields("exe-1"),
         "definition_id": "order",
         **promoted(exe),
         "version": 1,
@@ -169,6 +170,7 @@ def test_create_without_bookkeeping_seeds_empty_fields(harness: Harness) -> None
     exe = created(harness.store)
     assert harness.raw(exe.id) == {
         "_id": "exe-1",
+        **harness.key_fields("exe-1"),
         "definition_id": "order",
         **promoted(exe),
         "version": 1,
@@ -217,6 +219,7 @@ def test_advance_appends_to_every_array(harness: Harness) -> None:
     assert exe.version == 2
     assert without_relay_time(harness.raw("exe-1")) == {
         "_id": "exe-1",
+        **harness.key_fields("exe-1"),
         "definition_id": "order",
         **promoted(exe),
         "version": 2,
@@ -694,7 +697,8 @@ def test_every_commit_is_one_update(harness: Harness) -> None:
     exe = created(store)
     assert [(c.collection, c.method) for c in recorder.calls] == [("executions", "update_one")]
     assert recorder.calls[0].kwargs == {"upsert": True}
-    assert recorder.calls[0].args[0] == {"_id": "exe-1", "version": -1}, "an upsert that can only insert"
+    key = harness.partitions.key("exe-1")
+    assert recorder.calls[0].args[0] == {**key, "version": -1}, "an upsert that can only insert"
 
     recorder.clear()
     rich_commit(store, exe, "a")
@@ -704,7 +708,7 @@ def test_every_commit_is_one_update(harness: Harness) -> None:
     store.commit(exe, processed_event_id="in-2", trace={"step": 2})
     [call] = recorder.calls
     cas_filter, pipeline = call.args
-    assert cas_filter == {"_id": "exe-1", "version": 2}
+    assert cas_filter == {**key, "version": 2}
     [stage] = pipeline
     assert set(stage["$set"]) == {
         "definition_id",
@@ -763,7 +767,7 @@ def test_reads_fetch_only_what_they_use(harness: Harness) -> None:
     recorder.clear()
     assert store.load(exe.id) == exe
     [load] = recorder.calls
-    assert (load.method, load.args) == ("find_one", ({"_id": "exe-1"}, {"data": 1}))
+    assert (load.method, load.args) == ("find_one", (harness.partitions.key("exe-1"), {"data": 1}))
     assert set(load.result) <= {"_id", "data"}
 
     recorder.clear()
@@ -809,19 +813,34 @@ def test_ensure_indexes_is_idempotent(harness: Harness) -> None:
     harness.store.ensure_indexes()
     harness.transport.ensure_indexes()
     indexes = executions.index_information()
-    wanted = {
+    listings = {
         "created": [("created_at", -1), ("_id", 1)],
         "status_created": [("status", 1), ("created_at", -1), ("_id", 1)],
         "definition_created": [("definition_id", 1), ("created_at", -1), ("_id", 1)],
-        "next_fire_at_1": [("next_fire_at", 1)],
-        "relay_at": [("relay_at", 1)],
-        "wake": [("chart", 1), ("wake_at", 1)],
         "parked": [("parked.at", 1)],
     }
+    if harness.partitions.single:
+        wanted = {
+            **listings,
+            "next_fire_at_1": [("next_fire_at", 1)],
+            "relay_at": [("relay_at", 1)],
+            "wake": [("chart", 1), ("wake_at", 1)],
+        }
+        timers, claims = "next_fire_at_1", "wake"
+        assert indexes[timers].get("sparse") is True
+    else:  # the work-finding indexes lead with the partition; the shard key has its own
+        wanted = {
+            **listings,
+            "shard_key": [("p", 1), ("_id", 1)],
+            "p_next_fire_at": [("p", 1), ("next_fire_at", 1)],
+            "p_relay_at": [("p", 1), ("relay_at", 1)],
+            "p_wake": [("p", 1), ("chart", 1), ("wake_at", 1)],
+        }
+        timers, claims = "p_next_fire_at", "p_wake"
+        assert indexes[timers]["partialFilterExpression"] == {"next_fire_at": {"$gte": 0}}
     for name, keys in wanted.items():
         assert [tuple(k) for k in indexes[name]["key"]] == keys
-    assert indexes["next_fire_at_1"].get("sparse") is True
-    assert indexes["wake"]["partialFilterExpression"] == {"wake_at": {"$gte": 0}}
+    assert indexes[claims]["partialFilterExpression"] == {"wake_at": {"$gte": 0}}
     assert set(indexes) == {"_id_", *wanted}, "retired indexes are dropped"
 
 

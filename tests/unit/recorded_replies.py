@@ -43,6 +43,9 @@ def deployment_replies(
         feature_compatibility=replies["getParameter"],
         default_rw_concern=replies["getDefaultRWConcern"],
         list_collections=replies["listCollections"],
+        partitions=replies.get("find harel_meta", _PARTITION_READS["find harel_meta"]),
+        shard_key=replies.get("find collections", _PARTITION_READS["find collections"]),
+        shards=replies.get("listShards", _PARTITION_READS["listShards"]),
     )
 
 
@@ -51,9 +54,26 @@ def safe_client(url: str) -> pymongo.MongoClient[Any]:
     return pymongo.MongoClient(url, **client_arguments(url, "harel", {}))
 
 
+# The reads of the partitioning rules, by the collection they read; a scenario without one answers as a
+# replica set does: nothing stored, and `listShards` unknown.
+_NOTHING_STORED = {"cursor": {"firstBatch": [], "id": 0}, "ok": 1}
+_PARTITION_READS = {
+    "find harel_meta": _NOTHING_STORED,
+    "find collections": _NOTHING_STORED,
+    "listShards": {
+        "ok": 0,
+        "code": 59,
+        "codeName": "CommandNotFound",
+        "errmsg": "no such command: 'listShards'",
+    },
+}
+
+
 def _answer(replies: Mapping[str, Mapping[str, Any]], command: Mapping[str, Any]) -> Any:
     name = next(iter(command))
-    reply = replies[name]
+    if name == "find" and command["find"] in ("harel_meta", "collections"):
+        name = f"find {command['find']}"
+    reply = replies[name] if name in replies or name not in _PARTITION_READS else _PARTITION_READS[name]
     if not reply.get("ok"):
         raise OperationFailure(reply.get("errmsg", ""), reply.get("code"), dict(reply))
     return dict(reply)

@@ -131,7 +131,7 @@ def test_a_sound_deployment_passes_with_a_table(
     assert header.split() == ["check", "found", "required", "status"]
     for check_name in ("server version", "deployment", "write concern", "read concern", "read preference"):
         assert any(line.startswith(check_name) and line.endswith("ok") for line in lines), check_name
-    assert lines[-1] == "13 ok, 1 warning: passed."
+    assert lines[-1] == "14 ok, 1 warning: passed."
     assert "    fix: credentials and documents cross the network unencrypted" in out  # the warning's fix
     assert err == ""
     assert clients[0].closed
@@ -153,7 +153,7 @@ def test_a_weak_url_fails_listing_every_error_with_its_fix(
         row = next(i for i, line in enumerate(lines) if line.startswith(check_name))
         assert lines[row].endswith("ERROR")
         assert lines[row + 1].startswith("    fix: ")
-    assert lines[-1].startswith("9 ok, 1 warning, 4 errors: refused.")
+    assert lines[-1].startswith("10 ok, 1 warning, 4 errors: refused.")
     assert PASSWORD not in out + err + caplog.text
 
 
@@ -176,7 +176,7 @@ def test_json_is_one_machine_document(
         "findings",
     }
     assert document["passed"] is False
-    assert document["counts"] == {"ok": 9, "warning": 1, "error": 4, "relaxed": 0}
+    assert document["counts"] == {"ok": 10, "warning": 1, "error": 4, "relaxed": 0}
     write = next(f for f in document["findings"] if f["check"] == "write concern")
     assert write == {
         "check": "write concern",

@@ -108,11 +108,14 @@ def test_the_commands_that_exist_are_kept() -> None:
         "dev",
         "dead",
         "chart",
+        "partitions",
     }
     dead = harel.commands["dead"]
     assert isinstance(dead, click.Group) and set(dead.commands) == {"list", "retry", "drop"}
     chart = harel.commands["chart"]
     assert isinstance(chart, click.Group) and set(chart.commands) == {"show"}
+    partitions = harel.commands["partitions"]
+    assert isinstance(partitions, click.Group) and set(partitions.commands) == {"init", "show"}
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])

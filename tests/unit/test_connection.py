@@ -126,7 +126,7 @@ def everything_said(report: CheckReport) -> str:
         pytest.param(
             "standalone",
             STANDALONE_URL,
-            {"deployment": ERROR, "retryable writes": ERROR},
+            {"deployment": ERROR, "retryable writes": ERROR, "partitions": OK},
             [StandaloneDeploymentError, RetryableWritesDisabledError],
             id="standalone",
         ),
@@ -139,6 +139,7 @@ def everything_said(report: CheckReport) -> str:
                 "retryable writes": OK,
                 "cluster default": OK,
                 "fault tolerance": WARNING,
+                "partitions": OK,
             },
             [],
             id="one-member-set",
@@ -152,6 +153,7 @@ def everything_said(report: CheckReport) -> str:
                 "retryable writes": OK,
                 "cluster default": OK,
                 "fault tolerance": OK,
+                "partitions": OK,
             },
             [],
             id="three-member-set",
@@ -165,6 +167,7 @@ def everything_said(report: CheckReport) -> str:
                 "retryable writes": OK,
                 "cluster default": OK,
                 "fault tolerance": WARNING,
+                "partitions": OK,
             },
             [],
             id="two-data-one-arbiter",
@@ -177,6 +180,8 @@ def everything_said(report: CheckReport) -> str:
                 "deployment": OK,
                 "retryable writes": OK,
                 "cluster default": OK,
+                "sharding": OK,
+                "shards": OK,
             },
             [],
             id="mongos",
@@ -190,6 +195,7 @@ def everything_said(report: CheckReport) -> str:
                 "retryable writes": OK,
                 "cluster default": OK,
                 "fault tolerance": OK,
+                "partitions": OK,
             },
             [NotPrimaryError],
             id="direct-to-secondary",
@@ -556,7 +562,7 @@ def test_without_the_override_nothing_is_logged(caplog: pytest.LogCaptureFixture
 # --- check / check_async gather the same replies -------------------------------------------------------------
 
 
-def test_check_asks_five_commands_and_evaluates_their_replies() -> None:
+def test_check_asks_eight_commands_and_evaluates_their_replies() -> None:
     url = f"mongodb://harel:{PASSWORD}@mongo1,mongo2,mongo3/appdb?replicaSet=rs0&authSource=admin"
     client = RecordedClient.for_url(
         url, scenario("rs3", getDefaultRWConcern="unauthorized_getDefaultRWConcern")
@@ -569,9 +575,14 @@ def test_check_asks_five_commands_and_evaluates_their_replies() -> None:
         ("admin", "buildInfo"),
         ("admin", "getParameter"),
         ("admin", "getDefaultRWConcern"),
+        ("appdb", "find"),
+        ("config", "find"),
+        ("admin", "listShards"),
         ("appdb", "listCollections"),
     ]
     assert client.commands[2][1] == {"getParameter": 1, "featureCompatibilityVersion": 1}
+    assert client.commands[4][1] == {"find": "harel_meta", "filter": {"_id": "partitions"}, "limit": 1}
+    assert client.commands[5][1]["filter"] == {"_id": "appdb.executions"}
     assert client.commands[-1][1]["filter"] == {"name": {"$in": list(STORE_COLLECTIONS)}}
     expected = evaluate(deployment_replies(client.replies, "appdb"), client_settings(client._client))
     assert report.document() == expected.document()

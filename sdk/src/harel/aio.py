@@ -27,6 +27,7 @@ from harel.catalog import AsyncMongoCatalog
 from harel.chart import Chart
 from harel.connection import check_async, connect_async, embedded_backend, redact
 from harel.errors import InvalidURL
+from harel.executions.partitions import META, meta_find, parse_partitions
 from harel.model import Event, Execution
 from harel.transport.aio_mongo import AsyncMongoTransport
 
@@ -76,8 +77,10 @@ class Client:
             await mongo.close()
             raise
         # Clients only send: a change stream to wake consumers would be wasted on them.
-        transport = AsyncMongoTransport(mongo, db_name, watch=False)
-        return cls(AsyncMongoStore(mongo, db_name), transport, app, AsyncMongoCatalog(mongo, db_name))
+        partitions = parse_partitions(await meta_find().one(mongo[db_name][META]))
+        transport = AsyncMongoTransport(mongo, db_name, watch=False, partitions=partitions)
+        store = AsyncMongoStore(mongo, db_name, partitions=partitions)
+        return cls(store, transport, app, AsyncMongoCatalog(mongo, db_name))
 
     async def _chart(self, chart_id: str, version: int | None = None) -> Chart:
         chart = self.app.registered_chart(chart_id, version)

@@ -20,6 +20,7 @@ from pymongo import monitoring
 from harel.catalog import Catalog, MongoCatalog
 from harel.connection import CheckReport, check, connect, embedded_backend
 from harel.devdist import requires_harel_dev
+from harel.executions.partitions import META, meta_find, parse_partitions
 from harel.heartbeat import Heartbeats, MongoHeartbeats
 from harel.servertime import ServerClock
 from harel.store.base import ExecutionStore
@@ -80,11 +81,13 @@ def open_backend(
         client = connect(url, deadline=deadline, event_listeners=list(listeners))
         report = check(client, allow_standalone=allow_standalone)
         report.raise_for_errors()
+    # P and the zones of a partitioned deployment (`harel partitions init`); none: one partition
+    partitions = parse_partitions(meta_find().one(client[db_name][META]))
     heartbeats = MongoHeartbeats(client, db_name)
     backend = Backend(
         url,
-        MongoStore(client, db_name),
-        MongoTransport(client, db_name, clock=clock),
+        MongoStore(client, db_name, partitions=partitions),
+        MongoTransport(client, db_name, clock=clock, partitions=partitions),
         heartbeats,
         MongoCatalog(client, db_name),
         client,

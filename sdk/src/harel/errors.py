@@ -280,6 +280,30 @@ class StepLimitExceeded(HarelError):
         )
 
 
+# --- partitions ---------------------------------------------------------------------------------------------
+
+
+class PartitionsUnreadable(HarelError):
+    """The deployment's partition map (`harel_meta`, `_id: "partitions"`) cannot be used as stored."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"the partition map in harel_meta cannot be used: {problem}")
+
+
+class PartitionCountChanged(HarelError):
+    """`harel partitions init` with another P than the deployment was partitioned with: every execution's `p`
+    would change, and the stored ones could no longer be found by their shard key."""
+
+    def __init__(self, stored: int, requested: int) -> None:
+        self.stored = stored
+        self.requested = requested
+        super().__init__(
+            f"this deployment is partitioned with P = {stored}, not {requested}: P is fixed once executions "
+            f"carry it (changing it means resharding every document); run with --partitions {stored}"
+        )
+
+
 # --- deployment (start-up checks) --------------------------------------------------------------------
 
 
@@ -333,6 +357,13 @@ class FeatureCompatibilityError(DeploymentCheckError):
     """The binary is new enough, but its feature compatibility version keeps an older release's rules."""
 
     check = "feature compatibility"
+
+
+class ShardingError(DeploymentCheckError):
+    """A sharded cluster whose `executions` collection is not partitioned as the engine needs: claims and
+    single-execution commands would reach every shard, or be refused by the routers."""
+
+    check = "sharding"
 
 
 class DeploymentRefused(HarelError):

@@ -1,4 +1,4 @@
-"""Asking the deployment: `check` / `check_async` send five commands (six with a backup window: the backup status
+"""Asking the deployment: `check` / `check_async` send eight commands (nine with a backup window: the backup status
 documents) and hand the replies, with the client's own options, to the pure rules. The twins differ only in their
 awaits. With a `timeout` the commands together take no longer than that."""
 
@@ -20,6 +20,8 @@ from harel.connection.deployment import DeploymentReplies, client_settings
 from harel.connection.report import CheckReport, Status
 from harel.connection.rules import DEFAULT_DB_NAME, STORE_COLLECTIONS, evaluate
 from harel.driver_errors import mapped
+from harel.executions.fields import EXECUTIONS
+from harel.executions.partitions import META, PARTITIONS_ID
 
 logger = logging.getLogger("harel.connection")
 
@@ -41,6 +43,13 @@ def _probes(database: str, backup_window: float | None) -> Sequence[_Probe]:
         _Probe("build_info", "admin", {"buildInfo": 1}),
         _Probe("feature_compatibility", "admin", {"getParameter": 1, "featureCompatibilityVersion": 1}),
         _Probe("default_rw_concern", "admin", {"getDefaultRWConcern": 1}),
+        _Probe("partitions", database, {"find": META, "filter": {"_id": PARTITIONS_ID}, "limit": 1}),
+        _Probe(
+            "shard_key",
+            "config",
+            {"find": "collections", "filter": {"_id": f"{database}.{EXECUTIONS}"}, "limit": 1},
+        ),
+        _Probe("shards", "admin", {"listShards": 1}),
         _Probe(
             "list_collections",
             database,

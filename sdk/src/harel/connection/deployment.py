@@ -29,6 +29,10 @@ class DeploymentReplies:
     list_collections: Mapping[str, Any]
     # The `find` on the backup status documents; None when no backup window is configured (nothing asked).
     backups: Mapping[str, Any] | None = None
+    # The partition map (`harel_meta`), `executions` in `config.collections`, `listShards`: `connection.sharding`.
+    partitions: Mapping[str, Any] | None = None
+    shard_key: Mapping[str, Any] | None = None
+    shards: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

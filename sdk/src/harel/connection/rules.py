@@ -25,6 +25,7 @@ from harel.connection.deployment import (
     succeeded,
 )
 from harel.connection.report import CheckReport, Finding, ok, violation, warning
+from harel.connection.sharding import partitioning
 from harel.connection.urls import WRITE_CONCERN_TIMEOUT_MS
 from harel.errors import (
     CollationError,
@@ -62,6 +63,11 @@ def _version(build_info: Mapping[str, Any]) -> tuple[tuple[int, int], str] | Non
     numbers: Sequence[Any] = build_info.get("versionArray") or ()
     found = (int(numbers[0]), int(numbers[1])) if len(numbers) >= 2 else release(text)
     return (found, text) if found else None
+
+
+def _release(build_info: Mapping[str, Any]) -> tuple[int, int] | None:
+    version = _version(build_info)
+    return version[0] if version is not None else None
 
 
 def _server_version(build_info: Mapping[str, Any], hello: Mapping[str, Any]) -> Finding:
@@ -484,6 +490,9 @@ def evaluate(
         _authentication(settings),
         _tls(settings),
         *_backups(replies, backup_window),
+        *partitioning(
+            shape, replies.partitions, replies.shard_key, replies.shards, _release(replies.build_info)
+        ),
     )
     return CheckReport(
         target=",".join(settings.hosts) or "unknown",

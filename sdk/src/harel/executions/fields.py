@@ -46,6 +46,11 @@ Beyond the seed, for listings and relays:
                     (RELAY_GRACE_SECONDS for a commit outside a claim); a relay that
                     takes the work holds it for its own lease, and clears the field
                     once nothing is left. Indexed, so relays never scan.
+    p               the partition, on a partitioned deployment only (P > 1, recorded   create (from the
+                    in `harel_meta`): a fixed hash of the root execution id mod P, so   shard key of its
+                    a root and its regions share it. With `_id` the shard key           upsert's filter)
+                    {p: 1, _id: 1}; never changes (`executions.partitions`); absent
+                    with P = 1, and backfilled by `harel partitions init`.
 
 The mailbox:
 

@@ -60,7 +60,8 @@ from harel.executions.fields import (
     RELAY_GRACE_SECONDS,
     trace_counter,
 )
-from harel.executions.indexes import RETIRED_INDEXES, STORE_INDEXES
+from harel.executions.indexes import retired_indexes, store_indexes
+from harel.executions.partitions import META, WINDOW_LIMIT, meta_find, parse_partitions
 from harel.executions.records import Claim, Delivered, Emit, Failure, Pending, RelayWork, Spawn, StepRecord
 from harel.model import (
     DueTimer,
@@ -97,21 +98,22 @@ class MongoStore(MongoCollections):
         from harel.connection import connect
 
         client = connect(url, **options)
-        return cls(client, db_name, trace_max=trace_max, dedupe_window=dedupe_window)
+        partitions = parse_partitions(meta_find().one(client[db_name][META]))
+        return cls(client, db_name, trace_max=trace_max, dedupe_window=dedupe_window, partitions=partitions)
 
     # --- the write path ----------------------------------------------------------------------------
 
     def _write(self, commit: Commit, owner: str | None = None) -> None:
         with committing(commit.execution_id, commit.size):
             try:
-                result = commit.write.send(self._executions)
+                result = self.partitions.keyed(commit.write).send(self._executions)
             except DuplicateKeyError:
                 self._raise_conflict(commit, owner)
             if not commit.creates and not matched(result):
                 self._raise_conflict(commit, owner)
 
     def _raise_conflict(self, commit: Commit, owner: str | None) -> NoReturn:
-        found = queries.outcome_find(commit.execution_id).one(self._executions)
+        found = self.partitions.keyed(queries.outcome_find(commit.execution_id)).one(self._executions)
         raise replies.conflict_for(commit.execution_id, commit.expected, found, owner)
 
     def commit(
@@ -154,24 +156,29 @@ class MongoStore(MongoCollections):
         return parts
 
     def commit_outcome(self, execution_id: str) -> tuple[int | None, str | None]:
-        found = queries.outcome_find(execution_id).one(self._executions)
+        found = self.partitions.keyed(queries.outcome_find(execution_id)).one(self._executions)
         return replies.parse_commit_outcome(found)
 
     # --- reads -------------------------------------------------------------------------------------
 
     def load(self, execution_id: str) -> Execution | None:
-        return replies.parse_execution(queries.load_find(execution_id).one(self._executions))
+        found = self.partitions.keyed(queries.load_find(execution_id)).one(self._executions)
+        return replies.parse_execution(found)
 
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
-        found = list(self._executions.aggregate(queries.load_for_event(execution_id, event_id)))
+        pipeline = self.partitions.keyed_pipeline(queries.load_for_event(execution_id, event_id))
+        found = list(self._executions.aggregate(pipeline))
         return replies.parse_load_for_event(found)
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
-        return queries.processed_find(execution_id, event_id).one(self._executions) is not None
+        processed = self.partitions.keyed(queries.processed_find(execution_id, event_id))
+        return processed.one(self._executions) is not None
 
     def document(self, execution_id: str) -> dict[str, Any] | None:
         """The stored document as it is (for `harel status --document` and inspection)."""
-        found: dict[str, Any] | None = queries.document_find(execution_id).one(self._executions)
+        found: dict[str, Any] | None = self.partitions.keyed(queries.document_find(execution_id)).one(
+            self._executions
+        )
         return found
 
     def list_executions(
@@ -208,7 +215,8 @@ class MongoStore(MongoCollections):
             return []
         created = [commits.child_creation(entry, now) for entry in entries]
         try:
-            self._executions.bulk_write([c.write.request() for c in created], ordered=False)
+            requests = [self.partitions.keyed(c.write).request() for c in created]
+            self._executions.bulk_write(requests, ordered=False)
         except BulkWriteError as exc:
             existed = replies.existing_children(exc.details or {}, [c.execution_id for c in created])
             if existed is None:
@@ -217,30 +225,43 @@ class MongoStore(MongoCollections):
         return []
 
     def take_relay_work(self, lease: float, bound: float) -> RelayWork | None:
-        found = writes.relay_take_write(lease, bound).send(self._executions)
-        return replies.parse_relay_work(found) if found is not None else None
+        for window in self.partitions.windows(WINDOW_LIMIT):
+            found = self.partitions.within(writes.relay_take_write(lease, bound), window).send(
+                self._executions
+            )
+            if found is not None:
+                return replies.parse_relay_work(found)
+        return None
 
     def ack_relay(
         self, execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], *, retry_in: float
     ) -> None:
-        writes.relay_ack_write(execution_id, outbox_seqs, spawn_seqs, retry_in).send(self._executions)
+        ack = writes.relay_ack_write(execution_id, outbox_seqs, spawn_seqs, retry_in)
+        self.partitions.keyed(ack).send(self._executions)
 
     def ack_delivered(self, delivered: Sequence[Delivered], *, retry_in: float) -> None:
         """Acknowledge the relay work of several executions, each delivered in full, in one command."""
         if delivered:
             acks = [writes.relay_ack_write(d.execution_id, d.outbox, d.spawns, retry_in) for d in delivered]
-            self._executions.bulk_write([ack.request() for ack in acks], ordered=False)
+            requests = [self.partitions.keyed(ack).request() for ack in acks]
+            self._executions.bulk_write(requests, ordered=False)
 
     def park_unreadable(self, unreadable: UnreadableExecution) -> bool:
-        return matched(writes.park_unleased_write(unreadable).send(self._executions))
+        return matched(self.partitions.keyed(writes.park_unleased_write(unreadable)).send(self._executions))
 
     # --- timers ------------------------------------------------------------------------------------
 
     def due_timers(self, bound: float, limit: int = 100) -> list[DueTimer | UnreadableExecution]:
-        return replies.parse_due(list(queries.due_find(bound, limit).open(self._executions)))
+        found: list[DueTimer | UnreadableExecution] = []
+        for window in self.partitions.windows(WINDOW_LIMIT):
+            due = self.partitions.within(queries.due_find(bound, limit - len(found)), window)
+            found += replies.parse_due(list(due.open(self._executions)))
+            if len(found) >= limit:
+                break
+        return found
 
     def fire_timer(self, due: DueTimer, *, now: float) -> bool:
-        return matched(writes.fire_write(due, now).send(self._executions))
+        return matched(self.partitions.keyed(writes.fire_write(due, now)).send(self._executions))
 
     # --- trace -------------------------------------------------------------------------------------
 
@@ -257,18 +278,20 @@ class MongoStore(MongoCollections):
         """Append outside a commit. Upserts: an id with no execution yet gets a trace-only document,
         which loads as absent; creating that execution afterwards raises StoreConflict."""
         step = writes.trace_step(entry, self._index_of(execution_id, entry))
-        writes.trace_write(execution_id, step, self.trace_max).send(self._executions)
+        self.partitions.keyed(writes.trace_write(execution_id, step, self.trace_max)).send(self._executions)
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return replies.parse_trace(queries.trace_find(execution_id).one(self._executions))
+        return replies.parse_trace(
+            self.partitions.keyed(queries.trace_find(execution_id)).one(self._executions)
+        )
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
     def ensure_indexes(self) -> None:
         """Create the indexes listings, the sweep and the relays use, and drop retired ones. Idempotent."""
-        for index in STORE_INDEXES:
+        for index in store_indexes(not self.partitions.single):
             index.create_on(self._executions)
-        for name in RETIRED_INDEXES:
+        for name in retired_indexes(not self.partitions.single):
             with contextlib.suppress(OperationFailure):
                 self._executions.drop_index(name)
 

@@ -29,12 +29,14 @@ from harel.driver_errors import translating
 from harel.errors import UnreadableExecution
 from harel.executions import queries, replies, writes
 from harel.executions.fields import DEFAULT_DEDUPE_WINDOW, EXECUTIONS
-from harel.executions.indexes import MAILBOX_INDEXES
+from harel.executions.indexes import mailbox_indexes
+from harel.executions.partitions import META, SINGLE, WINDOW_LIMIT, Partitions, meta_find, parse_partitions
 from harel.executions.records import Claim, Failure, Parked, SendOutcome
 from harel.model import Event
 from harel.servertime import ServerClock
 from harel.transport.base import DEFAULT_MAX_ATTEMPTS
-from harel.transport.wakeups import TaskWakeups, WakePlan
+from harel.transport.rotation import Rotation
+from harel.transport.wakeups import TaskWakeups, WakePlan, watch_pipeline
 
 
 def new_owner_token() -> str:
@@ -54,19 +56,27 @@ class AsyncMongoTransport:
         dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
         clock: ServerClock | None = None,
         watch: bool = True,
+        partitions: Partitions = SINGLE,
+        zones: Sequence[str] = (),
     ) -> None:
         self._client = client
         self._executions = client[db_name][EXECUTIONS]
         self.max_attempts = max_attempts
         self.dedupe_window = dedupe_window
         self.clock = clock or ServerClock()
-        self._wakeups = TaskWakeups(self._executions, watch, WakePlan(self.clock.now))
+        self.partitions = partitions
+        self.zones = partitions.served(zones)
+        self._rotations: dict[int, Rotation] = {}
+        plan = WakePlan(self.clock.now, partitions)
+        self._wakeups = TaskWakeups(self._executions, watch, plan, watch_pipeline(partitions, self.zones))
 
     @classmethod
     async def from_url(cls, url: str, db_name: str = "harel", **options: Any) -> AsyncMongoTransport:
         from harel.connection import connect_async
 
-        return cls(await connect_async(url), db_name, **options)
+        client = await connect_async(url)
+        partitions = parse_partitions(await meta_find().one(client[db_name][META]))
+        return cls(client, db_name, partitions=partitions, **options)
 
     def _claimed(self, found: dict[str, Any] | None, owner: str) -> Claim | None:
         if found is None:
@@ -76,44 +86,65 @@ class AsyncMongoTransport:
         return claim
 
     async def send(self, target_id: str, event: Event, *, source: str | None = None) -> SendOutcome:
-        write = writes.send_write(target_id, writes.entry(event, source, self.clock.now()))
+        write = self.partitions.keyed(
+            writes.send_write(target_id, writes.entry(event, source, self.clock.now()))
+        )
         if matched(await write.send(self._executions)):
             self._wakeups.plan.made_claimable([target_id])
             self._wakeups.set()  # consumers sharing this transport need no change stream to hear of it
             return SendOutcome.QUEUED
-        found = await drained(self._executions.aggregate(queries.send_diagnosis(target_id, event.id)))
+        diagnosis = self.partitions.keyed_pipeline(queries.send_diagnosis(target_id, event.id))
+        found = await drained(self._executions.aggregate(diagnosis))
         return replies.parse_send_diagnosis(found)
 
     async def claim(self, charts: Sequence[str], lease: float, bound: float) -> Claim | None:
         self._wakeups.clear()  # this claim sees whatever a wake so far announced: only later ones cut a wait short
         owner = new_owner_token()
-        found = await writes.claim_write(charts, owner, lease, bound).send(self._executions)
-        return self._claimed(found, owner)
+        claim = writes.claim_write(charts, owner, lease, bound)
+        if self.partitions.single:
+            return self._claimed(await claim.send(self._executions), owner)
+        rotation = self._rotation(len(charts))
+        for window in rotation.order():
+            found = await self.partitions.within(claim, window).send(self._executions)
+            if found is not None:
+                rotation.found(window)
+                return self._claimed(found, owner)
+            rotation.empty(window)
+        return None
+
+    def _rotation(self, charts: int) -> Rotation:
+        """The windows a claim of `charts` chart versions looks in: narrow enough that the claim's sort is
+        served by merging at most WINDOW_LIMIT index ranges (one per partition and chart)."""
+        if charts not in self._rotations:
+            windows = self.partitions.windows(WINDOW_LIMIT // max(1, charts), self.zones)
+            self._rotations[charts] = self._wakeups.plan.rotate(Rotation(windows))
+        return self._rotations[charts]
 
     async def extend(self, claim: Claim, lease: float) -> Claim | None:
-        until = replies.parse_lease_until(await writes.extend_write(claim, lease).send(self._executions))
+        extended = await self.partitions.keyed(writes.extend_write(claim, lease)).send(self._executions)
+        until = replies.parse_lease_until(extended)
         return dataclasses.replace(claim, lease_until=until) if until is not None else None
 
     async def release(self, claim: Claim, delay: float = 0.0) -> bool:
-        return matched(await writes.release_write(claim, delay).send(self._executions))
+        return matched(await self.partitions.keyed(writes.release_write(claim, delay)).send(self._executions))
 
     async def fail(self, claim: Claim, failure: Failure) -> bool:
-        return matched(await writes.fail_write(claim, failure).send(self._executions))
+        return matched(await self.partitions.keyed(writes.fail_write(claim, failure)).send(self._executions))
 
     async def park_unreadable(self, unreadable: UnreadableExecution) -> bool:
-        return matched(await writes.park_unreadable_write(unreadable).send(self._executions))
+        park = self.partitions.keyed(writes.park_unreadable_write(unreadable))
+        return matched(await park.send(self._executions))
 
     async def parked(self, limit: int = 100) -> list[Parked]:
         found = await drained(queries.parked_find(limit).open(self._executions))
         return [replies.parse_parked(d) for d in found]
 
     async def retry(self, execution_id: str) -> bool:
-        return matched(await writes.retry_write(execution_id).send(self._executions))
+        return matched(await self.partitions.keyed(writes.retry_write(execution_id)).send(self._executions))
 
     async def drop(self, execution_id: str, event_id: str) -> bool:
-        return matched(
-            await writes.drop_write(execution_id, event_id, self.dedupe_window).send(self._executions)
-        )
+        drop = self.partitions.keyed(writes.drop_write(execution_id, event_id, self.dedupe_window))
+        return matched(await drop.send(self._executions))
 
     async def pending_count(self) -> int:
         return replies.parse_count(await drained(self._executions.aggregate(queries.PENDING_COUNT)))
@@ -127,15 +158,18 @@ class AsyncMongoTransport:
 
     async def plan_next_wake(self, charts: Sequence[str]) -> None:
         """Look up the earliest `wake_at` of `charts` (due or not) and plan a wake-up for it."""
-        found = await drained(queries.next_wake_find(list(charts)).open(self._executions))
-        self._wakeups.plan.plan(replies.parse_wake(found), looked=True)
+        earliest = []
+        for window in self.partitions.windows(WINDOW_LIMIT // max(1, len(charts)), self.zones):
+            found = self.partitions.within(queries.next_wake_find(list(charts)), window)
+            earliest.append(replies.parse_wake(await drained(found.open(self._executions))))
+        self._wakeups.plan.plan(min((at for at in earliest if at is not None), default=None), looked=True)
 
     def wake(self, made_claimable: Sequence[str] = ()) -> None:
         self._wakeups.plan.made_claimable(made_claimable)
         self._wakeups.set()
 
     async def ensure_indexes(self) -> None:
-        for index in MAILBOX_INDEXES:
+        for index in mailbox_indexes(not self.partitions.single):
             await index.create_on(self._executions)
         await writes.stamp_wake_write().send(self._executions)
 

@@ -17,14 +17,16 @@ import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pymongo.errors import OperationFailure, PyMongoError
 
 from harel.commands import resolved
+from harel.executions.partitions import Partitions, Zone
 from harel.executions.queries import WATCH_PIPELINE
 from harel.sent import WATCH, sending
+from harel.transport.rotation import Rotation
 
 log = logging.getLogger("harel.transport")
 
@@ -52,6 +54,21 @@ GATHER_SECONDS = 0.025
 # A planned wake-up whose time passed but that the last claim did not see due yet (the estimate of the
 # server's clock runs a little ahead) is looked for again after this pause.
 PLANNED_FLOOR = 0.005
+# A change stream through a router holds a cursor on every shard, and every shard scans its oplog for each
+# one (change streams use no index): past this many shards the consumers poll, each window of partitions
+# backing off while it stays empty (`harel.transport.rotation`).
+WATCH_MAX_SHARDS = 16
+
+
+def watch_pipeline(partitions: Partitions, zones: Sequence[Zone]) -> list[dict[str, Any]] | None:
+    """What the change stream of a transport serving `zones` matches; None: no change stream (too many
+    shards to tail)."""
+    if len(partitions.zones) > WATCH_MAX_SHARDS:
+        return None
+    if tuple(zones) == partitions.zones:
+        return WATCH_PIPELINE
+    served = [p for zone in zones for p in range(zone.start, zone.stop)]
+    return [{"$match": {"documentKey.p": {"$in": served}}}, *WATCH_PIPELINE]
 
 
 def _unsupported(error: PyMongoError) -> bool:
@@ -81,8 +98,10 @@ class WakePlan:
     the server's clock: `now` is the transport's estimate of it), and whether it knows the earliest one at
     all — not until it has looked (`known`) since its change stream opened (`watching`)."""
 
-    def __init__(self, now: Callable[[], float]) -> None:
+    def __init__(self, now: Callable[[], float], partitions: Partitions | None = None) -> None:
         self._now = now
+        self._partitions = partitions
+        self._rotations: list[Rotation] = []
         self._lock = threading.Lock()
         self._times: list[float] = []
         self.watching = False
@@ -90,6 +109,15 @@ class WakePlan:
         self.due = False  # something is claimable now: a waiter returns
         # executions this process made claimable: the echoes still expected, and when the last was made
         self._own: dict[str, tuple[int, float]] = {}
+
+    def rotate(self, rotation: Rotation) -> Rotation:
+        """`rotation` hears, from now on, of the partitions where work may be waiting."""
+        self._rotations.append(rotation)
+        return rotation
+
+    def _woken(self, partition: object) -> None:
+        for rotation in self._rotations:
+            rotation.woken(partition)
 
     def opened(self) -> None:
         with self._lock:
@@ -110,6 +138,10 @@ class WakePlan:
 
     def made_claimable(self, execution_ids: Iterable[str]) -> None:
         """This process made these executions claimable (a send, a child created) and woke its waiters."""
+        execution_ids = list(execution_ids)
+        if self._partitions is not None and self._rotations:
+            for execution_id in execution_ids:
+                self._woken(self._partitions.of(execution_id))
         now = time.monotonic()
         with self._lock:
             for execution_id in [e for e, (_, at) in self._own.items() if at < now - OWN_ECHO_SECONDS]:
@@ -142,6 +174,7 @@ class WakePlan:
         if isinstance(at, int | float) and at > self._now():
             self.plan(float(at))
             return False
+        self._woken((change.get("documentKey") or {}).get("p"))
         return True
 
     def pause(self, longest: float, floor: float = PLANNED_FLOOR) -> float:
@@ -162,9 +195,16 @@ class WakePlan:
 class ThreadWakeups:
     """MongoTransport's: a threading.Event, set by this process's sends and by a watcher thread."""
 
-    def __init__(self, executions: Any, watch: bool, plan: WakePlan) -> None:
+    def __init__(
+        self,
+        executions: Any,
+        watch: bool,
+        plan: WakePlan,
+        pipeline: list[dict[str, Any]] | None = WATCH_PIPELINE,
+    ) -> None:
         self._executions = executions
-        self._watch_enabled = watch
+        self._watch_enabled = watch and pipeline is not None
+        self._pipeline = pipeline or []
         self._wake = threading.Event()
         self._watcher: threading.Thread | None = None
         self._closed = threading.Event()
@@ -198,7 +238,7 @@ class ThreadWakeups:
         while not self._closed.is_set():
             try:
                 with sending(WATCH):
-                    stream = self._executions.watch(WATCH_PIPELINE, max_await_time_ms=WATCH_AWAIT_MS)
+                    stream = self._executions.watch(self._pipeline, max_await_time_ms=WATCH_AWAIT_MS)
                 with stream:
                     pause = WATCH_RETRY_FIRST
                     self.plan.opened()
@@ -245,9 +285,16 @@ class ThreadWakeups:
 class TaskWakeups:
     """AsyncMongoTransport's: an asyncio.Event, set by this process's sends and by a watcher task."""
 
-    def __init__(self, executions: Any, watch: bool, plan: WakePlan) -> None:
+    def __init__(
+        self,
+        executions: Any,
+        watch: bool,
+        plan: WakePlan,
+        pipeline: list[dict[str, Any]] | None = WATCH_PIPELINE,
+    ) -> None:
         self._executions = executions
-        self._watch_enabled = watch
+        self._watch_enabled = watch and pipeline is not None
+        self._pipeline = pipeline or []
         self._wake = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None
         self.plan = plan
@@ -282,7 +329,7 @@ class TaskWakeups:
         while True:
             try:
                 stream = await resolved(
-                    self._executions.watch(WATCH_PIPELINE, max_await_time_ms=WATCH_AWAIT_MS)
+                    self._executions.watch(self._pipeline, max_await_time_ms=WATCH_AWAIT_MS)
                 )
                 async with stream as changes:
                     pause = WATCH_RETRY_FIRST
