@@ -41,7 +41,9 @@ class Rotation:
         with self._lock:
             turn = [(self._next + k) % len(self.windows) for k in range(len(self.windows))]
             ready = [i for i in turn if self._skip_until[i] <= now]
-            waiting = sorted((i for i in turn if self._skip_until[i] > now), key=lambda i: self._skip_until[i])
+            waiting = sorted(
+                (i for i in turn if self._skip_until[i] > now), key=lambda i: self._skip_until[i]
+            )
             return [self.windows[i] for i in ready + waiting]
 
     def found(self, window: Window) -> None:
