@@ -18,6 +18,7 @@ from harel.backup_check import configured_window
 from harel.backups import BACKUPS_COLLECTION
 from harel.connection.deployment import DeploymentReplies, client_settings
 from harel.connection.report import CheckReport, Status
+from harel.connection.router_clocks import heard_routers
 from harel.connection.rules import DEFAULT_DB_NAME, STORE_COLLECTIONS, evaluate
 from harel.driver_errors import mapped
 from harel.executions.fields import EXECUTIONS
@@ -82,7 +83,7 @@ def _conclude(
     backup_window: float | None,
 ) -> CheckReport:
     report = evaluate(
-        DeploymentReplies(database=database, **replies),
+        DeploymentReplies(database=database, router_clocks=heard_routers(client), **replies),
         client_settings(client),
         allow_standalone=allow_standalone,
         backup_window=backup_window,

@@ -22,6 +22,7 @@ from pymongo.errors import ConnectionFailure, PyMongoError
 from harel.connection.attempts import DriverTimeouts, attempt_timeout
 from harel.connection.deployment import client_settings
 from harel.connection.rejection import rejection
+from harel.connection.router_clocks import RouterClocks, listen
 from harel.connection.urls import client_arguments, redact, scrub
 from harel.errors import ConnectionFailed, HarelError, InvalidArgument, InvalidURL
 
@@ -40,10 +41,14 @@ AnyClient = pymongo.MongoClient[Any] | pymongo.AsyncMongoClient[Any]
 
 
 def _new_client(factory: type[Client], url: str, arguments: Mapping[str, Any]) -> Client:
+    clocks = RouterClocks()
+    listeners = [*arguments.get("event_listeners", ()), clocks]
     try:
-        return factory(url, **arguments)
+        client = factory(url, **{**arguments, "event_listeners": listeners})
     except (PyMongoError, ValueError, TypeError) as error:
         raise InvalidURL(redact(url), scrub(str(error), url)) from None
+    listen(client, clocks)
+    return client
 
 
 def driver_timeouts(client: AnyClient) -> DriverTimeouts:

@@ -33,6 +33,8 @@ class DeploymentReplies:
     partitions: Mapping[str, Any] | None = None
     shard_key: Mapping[str, Any] | None = None
     shards: Mapping[str, Any] | None = None
+    # Each router's clock offset from this machine's, as the client's monitor heard them (None: not heard).
+    router_clocks: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -491,7 +491,12 @@ def evaluate(
         _tls(settings),
         *_backups(replies, backup_window),
         *partitioning(
-            shape, replies.partitions, replies.shard_key, replies.shards, _release(replies.build_info)
+            shape,
+            replies.partitions,
+            replies.shard_key,
+            replies.shards,
+            _release(replies.build_info),
+            replies.router_clocks,
         ),
     )
     return CheckReport(

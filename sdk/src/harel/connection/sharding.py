@@ -18,6 +18,10 @@ from harel.executions.indexes import SHARD_KEY
 from harel.executions.partitions import parse_partitions
 
 PARTITIONS_CHECK = "partitions"
+CLOCKS_CHECK = "router clocks"
+# `$$NOW` is the clock of the router that runs a command: a lease taken through one router and judged
+# through another is off by their skew, and so is a timer. Leases last 30 s by default.
+ROUTER_SKEW_BOUND = 1.0
 SHARDS_CHECK = "shards"
 WANTED_KEY = dict(SHARD_KEY)
 HASHED_ID = {"_id": "hashed"}
@@ -41,6 +45,7 @@ def partitioning(
     shard_key: Mapping[str, Any] | None,
     shards: Mapping[str, Any] | None,
     version: tuple[int, int] | None,
+    router_clocks: Mapping[str, float] | None = None,
 ) -> Sequence[Finding]:
     stored = first_batch(partitions)
     try:
@@ -52,7 +57,8 @@ def partitioning(
         return (ok(PARTITIONS_CHECK, found, "any P on a replica set"),)
     entries = first_batch(shard_key)
     key = dict(entries[0].get("key") or {}) if entries else None
-    return (_partition_finding(count, key, version), _shards_finding(shards))
+    clocks = () if router_clocks is None else (_clocks_finding(router_clocks),)
+    return (_partition_finding(count, key, version), _shards_finding(shards), *clocks)
 
 
 def _partition_finding(count: int, key: dict[str, Any] | None, version: tuple[int, int] | None) -> Finding:
@@ -92,4 +98,22 @@ def _shards_finding(shards: Mapping[str, Any] | None) -> Finding:
         "listed",
         "listing them takes the clusterMonitor role, which the app user needs for nothing else; an "
         "administrator can run: db.adminCommand({listShards: 1})",
+    )
+
+
+def _clocks_finding(offsets: Mapping[str, float]) -> Finding:
+    required = f"routers' clocks within {ROUTER_SKEW_BOUND:g} s of each other"
+    if len(offsets) < 2:
+        return ok(CLOCKS_CHECK, f"{len(offsets)} router heard: nothing to compare", required)
+    ahead = max(offsets, key=lambda host: offsets[host])
+    behind = min(offsets, key=lambda host: offsets[host])
+    skew = offsets[ahead] - offsets[behind]
+    if skew <= ROUTER_SKEW_BOUND:
+        return ok(CLOCKS_CHECK, f"{len(offsets)} routers within {skew:.3f} s", required)
+    return warning(
+        CLOCKS_CHECK,
+        f"{ahead} is {skew:.1f} s ahead of {behind}",
+        required,
+        "synchronise the routers' clocks (NTP, chrony): each command's $$NOW is its router's clock, so a lease "
+        "or a timer set through one router and judged through another is off by the skew",
     )
