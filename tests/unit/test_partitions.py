@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harel.commands import Find, Write
-from harel.errors import PartitionsUnreadable
+from harel.errors import PartitionsUnreadable, UnknownZone
 from harel.executions import queries, writes
 from harel.executions.partitions import (
     SINGLE,
@@ -69,7 +69,7 @@ def test_work_is_looked_for_in_windows_each_inside_one_zone() -> None:
     assert partitions.windows(200, partitions.served(["b"])) == [(4, 5, 6, 7, 8, 9)]
     claim = partitions.within(writes.claim_write(["c@1"], "o", 30.0, 1e10), (4, 5))
     assert claim.filter["p"] == {"$in": [4, 5]} and claim.sort == writes.CLAIM_SORT
-    with pytest.raises(PartitionsUnreadable, match="no zone z"):
+    with pytest.raises(UnknownZone, match="no zone z"):
         partitions.served(["z"])
 
 

@@ -64,11 +64,14 @@ def open_backend(
     allow_standalone: bool = False,
     deadline: float | None = 60.0,
     listeners: Sequence[monitoring.CommandListener] = (),
+    zones: Sequence[str] = (),
 ) -> Backend:
     """Connect, run the start-up checks (refusing with DeploymentRefused on errors), create the indexes and
-    build the seams. A URL that names no backend raises InvalidURL (from `connect`), `mongomock://` without
-    harel-dev DevServerNotInstalled; `deadline` None waits for the deployment indefinitely. `listeners` watch
-    every command of a real deployment's client (the embedded backend has no command monitoring)."""
+        build the seams. A URL that names no backend raises InvalidURL (from `connect`), `mongomock://` without
+        harel-dev DevServerNotInstalled; `deadline` None waits for the deployment indefinitely. `listeners` watch
+        every command of a real deployment's client (the embedded backend has no command monitoring). `zones`
+    (names from the partition map; empty: all) are where the transport looks for work on a partitioned
+    deployment; a name the map does not have raises UnknownZone."""
     kind = embedded_backend(url)
     report = None
     clock = ServerClock()
@@ -87,7 +90,7 @@ def open_backend(
     backend = Backend(
         url,
         MongoStore(client, db_name, partitions=partitions),
-        MongoTransport(client, db_name, clock=clock, partitions=partitions),
+        MongoTransport(client, db_name, clock=clock, partitions=partitions, zones=zones),
         heartbeats,
         MongoCatalog(client, db_name),
         client,

@@ -291,6 +291,18 @@ class PartitionsUnreadable(HarelError):
         super().__init__(f"the partition map in harel_meta cannot be used: {problem}")
 
 
+class UnknownZone(HarelError):
+    """A worker asked to look for work in a zone the deployment's partition map does not have."""
+
+    def __init__(self, missing: list[str], known: list[str]) -> None:
+        self.missing = missing
+        self.known = known
+        super().__init__(
+            f"no zone {', '.join(missing)} in this deployment's partition map; its zones: {', '.join(known)} "
+            "(`harel partitions show` lists them)"
+        )
+
+
 class PartitionCountChanged(HarelError):
     """`harel partitions init` with another P than the deployment was partitioned with: every execution's `p`
     would change, and the stored ones could no longer be found by their shard key."""

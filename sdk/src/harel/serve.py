@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -116,8 +117,10 @@ def serve(
     http_host: str = "0.0.0.0",
     allow_standalone: bool = False,
     deadline: float | None = 60.0,
+    zones: Sequence[str] = (),
 ) -> int:
-    """Run one worker until SIGTERM or SIGINT, then drain within `config.drain_seconds`.
+    """Run one worker until SIGTERM or SIGINT, then drain within `config.drain_seconds`; on a partitioned
+    deployment it looks for work in `zones` only (all of them when empty).
 
     Raises ConnectionFailed when the deployment does not answer before `deadline` (None: wait for it
     indefinitely, /readyz saying not ready meanwhile) and DeploymentRefused when the start-up checks find
@@ -135,7 +138,11 @@ def serve(
     try:
         try:
             backend = open_backend(
-                url, allow_standalone=allow_standalone, deadline=deadline, listeners=[CommandCounter(metrics)]
+                url,
+                allow_standalone=allow_standalone,
+                deadline=deadline,
+                listeners=[CommandCounter(metrics)],
+                zones=zones,
             )
         except StoppedStarting:
             return 0

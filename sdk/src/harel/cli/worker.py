@@ -84,6 +84,15 @@ log = logging.getLogger("harel.cli")
 )
 @async_timeout_option
 @op_timeout_option
+@click.option(
+    "--zones",
+    default="",
+    metavar="NAME,...",
+    envvar="HAREL_ZONES",
+    show_envvar=True,
+    help="on a partitioned deployment, the zones (of `harel partitions show`) to look for work in, for "
+    "example one worker group per shard; default: all",
+)
 @click.option("--no-trace", is_flag=True, help="do not record execution traces (the smoke check needs them)")
 @connection_options
 @json_option(help="log JSON lines (HAREL_LOG_FORMAT=json)")
@@ -97,6 +106,7 @@ def worker(
     max_step_seconds: float,
     async_timeout: float | None,
     op_timeout: float | None,
+    zones: str,
     no_trace: bool,
     connection: Connection,
     out: Output,
@@ -139,6 +149,7 @@ def worker(
         http_host=http_host,
         allow_standalone=connection.dev,
         deadline=connection.deadline,
+        zones=[name.strip() for name in zones.split(",") if name.strip()],
     )
 
 

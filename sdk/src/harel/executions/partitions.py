@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from harel.commands import Find, Write
-from harel.errors import PartitionsUnreadable
+from harel.errors import PartitionsUnreadable, UnknownZone
 from harel.ids import is_child_id
 
 META = "harel_meta"  # unsharded: the partition count and the zone map
@@ -131,16 +131,14 @@ class Partitions:
         return dataclasses.replace(command, filter={"p": {"$in": list(window)}, **command.filter})
 
     def served(self, names: Sequence[str]) -> tuple[Zone, ...]:
-        """The zones called `names` (all of them when `names` is empty); PartitionsUnreadable names one that
-        the zone map does not have."""
+        """The zones called `names` (all of them when `names` is empty); UnknownZone names those the zone
+        map does not have."""
         if not names:
             return self.zones
         known = {zone.name: zone for zone in self.zones}
         missing = [name for name in names if name not in known]
         if missing:
-            raise PartitionsUnreadable(
-                f"no zone {', '.join(missing)} in the zone map (zones: {', '.join(known)})"
-            )
+            raise UnknownZone(missing, list(known))
         return tuple(known[name] for name in names)
 
 
