@@ -197,7 +197,8 @@ class ChangeLog:
             event["fullDocument"] = fields["fullDocument"]
         event["ns"] = {"db": database, "coll": collection}
         key_fields = self._key_fields.get(namespace, ())
-        event["documentKey"] = {name: document[name] for name in key_fields if name in document} | {"_id": key}
+        shard_key = {name: document[name] for name in key_fields if name in document}
+        event["documentKey"] = shard_key | {"_id": key}
         if "updateDescription" in fields:
             event["updateDescription"] = fields["updateDescription"]
         change = Change(self._latest, namespace, key, operation, bson.encode(event))
