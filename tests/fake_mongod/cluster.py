@@ -53,6 +53,7 @@ class FakeCluster:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
+        self._initial_mode = mode
         self.lock = threading.Lock()
         self.changes = ChangeLog(self.lock, time.time)
         self.shards: dict[str, Engine] = {
@@ -80,9 +81,18 @@ class FakeCluster:
             for metrics in self.router_metrics:
                 metrics.reset()
 
-    def reset(self) -> None:
-        """Empty every shard and forget the sharding state, zones, metrics, retry records; balancer on."""
+    def set_mode(self, mode: str) -> None:
+        """Follow another version's rules from now on ("7.0" or "8.0"; `reset` restores the constructor's)."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         with self.lock:
+            self.mode = mode
+
+    def reset(self) -> None:
+        """Empty every shard and forget the sharding state, zones, metrics, retry records; balancer on, the
+        constructor's mode."""
+        with self.lock:
+            self.mode = self._initial_mode
             for engine in self.shards.values():
                 engine.reset()
             self._config.reset()

@@ -21,6 +21,8 @@ merged in the order the writes happened, `documentKey` with the shard key's fiel
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bson import Int64
@@ -48,24 +50,25 @@ _CURSOR_COMMANDS = frozenset({"find", "aggregate", "listIndexes", "listCollectio
 _CURSOR_OPTIONS = ("batchSize", "singleBatch")
 
 
+@dataclass
 class RouterTopology(RoleTopology):
-    """A mongos of the cluster's version, which serves change streams."""
+    """A mongos of the cluster's version (`mode()`), which serves change streams."""
 
-    version: str = VERSIONS["8.0"][0]
-    max_wire_version: int = VERSIONS["8.0"][1]
+    mode: Callable[[], str] = lambda: "8.0"
 
     def _admit_change_stream(self) -> None:
         """A router serves change streams on any collection."""
 
     def hello(self, command: dict[str, Any], connection_id: int) -> dict[str, Any]:
-        return super().hello(command, connection_id) | {"maxWireVersion": self.max_wire_version}
+        return super().hello(command, connection_id) | {"maxWireVersion": VERSIONS[self.mode()][1]}
 
     def build_info(self) -> dict[str, Any]:
-        major, minor, patch = (int(part) for part in self.version.split("."))
-        return super().build_info() | {"version": self.version, "versionArray": [major, minor, patch, 0]}
+        version = VERSIONS[self.mode()][0]
+        major, minor, patch = (int(part) for part in version.split("."))
+        return super().build_info() | {"version": version, "versionArray": [major, minor, patch, 0]}
 
     def server_status(self, connections: int) -> dict[str, Any]:
-        return super().server_status(connections) | {"version": self.version}
+        return super().server_status(connections) | {"version": VERSIONS[self.mode()][0]}
 
 
 class Router(FakeMongod):
@@ -83,13 +86,11 @@ class Router(FakeMongod):
         self._cursors = CursorRegistry()
         self._streams = ChangeStreams(cluster.changes, self._cursors.new_id, self._lookup)
         self._gateway = ShardGateway(cluster, self.metrics)
-        self._writes = ShardedWrites(self._gateway, cluster.mode)
+        self._writes = ShardedWrites(self._gateway)
         cluster.router_metrics.append(self.metrics)
 
     def _new_topology(self, set_name: str, clock: Clock) -> RoleTopology:
-        topology = RouterTopology(set_name, me="", clock=clock, role=Role.MONGOS)
-        topology.version, topology.max_wire_version = VERSIONS[self.cluster.mode]
-        return topology
+        return RouterTopology(set_name, me="", clock=clock, role=Role.MONGOS, mode=lambda: self.cluster.mode)
 
     def reset(self) -> None:
         """The router's own state (cursors, fail points, clock offset); `FakeCluster.reset` does the data."""

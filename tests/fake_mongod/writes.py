@@ -73,10 +73,9 @@ _Plan = _OnShard | _Refused | _Alone
 
 
 class ShardedWrites:
-    def __init__(self, gateway: ShardGateway, mode: str) -> None:
+    def __init__(self, gateway: ShardGateway) -> None:
         self._gateway = gateway
         self._metrics = gateway.metrics
-        self._mode = mode
         self._scratch: mongomock.Collection[dict[str, Any]] = mongomock.MongoClient()["scratch"]["documents"]
 
     # --- batch commands ------------------------------------------------------------------------------
@@ -177,7 +176,7 @@ class ShardedWrites:
         if with_id and "sort" not in statement:
             self._metrics.count("updateOneNonTargetedShardedCount")
             return _Alone(lambda: self._update_each(db, command, statement, collection, shards, checked))
-        if self._mode == "7.0":
+        if self._gateway.cluster.mode == "7.0":
             return _Refused(
                 {
                     "index": 0,
@@ -204,7 +203,7 @@ class ShardedWrites:
         if exact_value(query, "_id")[0]:
             self._metrics.count("deleteOneNonTargetedShardedCount")
             return _Alone(lambda: self._summed("delete", db, command, statement, shards))
-        if self._mode == "7.0":
+        if self._gateway.cluster.mode == "7.0":
             return _Refused({"index": 0, "code": INVALID_OPTIONS, "errmsg": DELETE_WITHOUT_KEY})
         self._metrics.count("deleteOneNonTargetedShardedCount")
 
@@ -311,7 +310,7 @@ class ShardedWrites:
             self._metrics.count("findAndModifyTargetedShardedCount")
             shard, pinned = shards[0], command
         else:
-            if self._mode == "7.0":
+            if self._gateway.cluster.mode == "7.0":
                 raise CommandError(SHARD_KEY_NOT_FOUND, FIND_AND_MODIFY_WITHOUT_KEY)
             self._metrics.count("findAndModifyNonTargetedShardedCount")
             found = self._first_match(db, name, query, command.get("sort"), shards)
