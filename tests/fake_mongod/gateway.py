@@ -29,6 +29,12 @@ class ShardGateway:
         """Every document a cursor-returning command gives on `shard`, with the cursor's namespace."""
         return drain(self.cluster.engine(shard), db, self.send(shard, name, db, command))
 
+    def peek(self, shard: str, db: str, find: dict[str, Any]) -> list[dict[str, Any]]:
+        """A `find` the fake runs for its own checks (what an update would match), not counted: a real
+        router sends no such request."""
+        engine = self.cluster.engine(shard)
+        return drain(engine, db, engine.execute("find", db, find))[1]
+
 
 def drain(engine: Engine, db: str, reply: Reply) -> tuple[str, list[dict[str, Any]]]:
     """The cursor's namespace and every document of the cursor in `reply` (from `engine`), read to its end."""

@@ -54,7 +54,11 @@ _LISTS = {"insert": "documents", "update": "updates", "delete": "deletes"}
 
 @dataclass
 class _OnShard:
+    """A statement sent in a sub-batch to `shard`; `check` (if any), called just before the sub-batch is
+    sent, gives the ImmutableField error that refuses it instead."""
+
     shard: str
+    check: Callable[[], dict[str, Any] | None] | None = None
 
 
 @dataclass
@@ -97,25 +101,38 @@ class ShardedWrites:
             index = 0
             while index < len(plans):
                 plan = plans[index]
-                if isinstance(plan, _OnShard):
-                    end = index
-                    while end < len(plans) and isinstance(plans[end], _OnShard) and plans[end] == plan:
-                        end += 1
+                if not isinstance(plan, _OnShard):
+                    reply = plan.run() if isinstance(plan, _Alone) else {"n": 0, "writeErrors": [plan.error]}
+                    merged.add(reply, [index])
+                    if reply.get("writeErrors"):
+                        break
+                    index += 1
+                    continue
+                end, refused = index, None
+                while end < len(plans) and _bound_for(plans[end], plan.shard):
+                    refused = _checked(plans[end])
+                    if refused is not None:
+                        break
+                    end += 1
+                if end > index:
                     indexes = list(range(index, end))
                     reply = self._sub_batch(name, db, command, plan.shard, [statements[i] for i in indexes])
-                    index = end
-                else:
-                    indexes = [index]
-                    reply = plan.run() if isinstance(plan, _Alone) else {"n": 0, "writeErrors": [plan.error]}
-                    index += 1
-                merged.add(reply, indexes)
-                if reply.get("writeErrors"):
+                    merged.add(reply, indexes)
+                    if reply.get("writeErrors"):
+                        break
+                if refused is not None:
+                    merged.add({"n": 0, "writeErrors": [refused]}, [end])
                     break
+                index = end
             return merged.reply()
         by_shard: dict[str, list[int]] = {}
         for index, plan in enumerate(plans):
             if isinstance(plan, _OnShard):
-                by_shard.setdefault(plan.shard, []).append(index)
+                refused = _checked(plan)
+                if refused is None:
+                    by_shard.setdefault(plan.shard, []).append(index)
+                else:
+                    merged.add({"n": 0, "writeErrors": [refused]}, [index])
             elif isinstance(plan, _Alone):
                 merged.add(plan.run(), [index])
             else:
@@ -159,16 +176,16 @@ class ShardedWrites:
             return _Refused({"index": 0, "code": SHARD_KEY_NOT_FOUND, "errmsg": UPSERT_WITHOUT_KEY})
         shards = target(query, collection)
         checked = _may_change_key(statement["u"], collection)
-        if multi:
-            if len(shards) > 1:
-                self._metrics.count("scatterGatherWrites")
-            if len(shards) == 1 and not checked:
-                return _OnShard(shards[0])
-            return _Alone(lambda: self._update_each(db, command, statement, collection, shards, checked))
+
+        def check() -> dict[str, Any] | None:
+            return self._key_change(db, _name(command), statement, collection, shards)
+
         if len(shards) == 1:
-            self._metrics.count("updateOneTargetedShardedCount")
-            if not checked:
-                return _OnShard(shards[0])
+            if not multi:
+                self._metrics.count("updateOneTargetedShardedCount")
+            return _OnShard(shards[0], check if checked else None)
+        if multi:
+            self._metrics.count("scatterGatherWrites")
             return _Alone(lambda: self._update_each(db, command, statement, collection, shards, checked))
         with_id = exact_value(query, "_id")[0]
         if with_id:
@@ -345,7 +362,7 @@ class ShardedWrites:
                 find["limit"] = 1
                 if statement.get("sort"):
                     find["sort"] = statement["sort"]
-            matched += self._gateway.read(shard, "find", db, find)[1]
+            matched += self._gateway.peek(shard, db, find)
         array_filters = statement.get("arrayFilters")
         if not matched and statement.get("upsert"):
             self._scratch.delete_many({})
@@ -367,6 +384,14 @@ class ShardedWrites:
             if PARTITION not in after or after[PARTITION] != document.get(PARTITION):
                 return _immutable(collection, document)
         return None
+
+
+def _bound_for(plan: _Plan, shard: str) -> bool:
+    return isinstance(plan, _OnShard) and plan.shard == shard
+
+
+def _checked(plan: _OnShard) -> dict[str, Any] | None:
+    return plan.check() if plan.check is not None else None
 
 
 class _Merged:

@@ -470,6 +470,31 @@ def test_bulk_write_errors_are_mapped_back_to_the_client_statement_indexes(
     assert executions.find_one({"_id": "f"}) is None
 
 
+def test_pipeline_updates_for_one_shard_go_in_one_request_and_a_p_change_fails_at_its_index(
+    fake_cluster: ClusterDeployment, client: MongoClient[dict[str, Any]]
+) -> None:
+    shard_executions(client)
+    insert_executions(client)
+    fake_cluster.cluster.reset_metrics()
+    stamp = [{"$set": {"t": "$$NOW"}}]
+
+    with pytest.raises(BulkWriteError) as refused:
+        client.harel.executions.bulk_write(
+            [
+                UpdateOne({"_id": "e04", "p": 4}, stamp),
+                UpdateOne({"_id": "e05", "p": 5}, stamp),
+                UpdateOne({"_id": "e06", "p": 6}, [{"$set": {"p": 1}}]),
+                UpdateOne({"_id": "e07", "p": 7}, stamp),
+            ]
+        )
+
+    assert [(e["index"], e["code"]) for e in refused.value.details["writeErrors"]] == [(2, 66)]
+    assert refused.value.details["nModified"] == 2
+    assert fake_cluster.cluster.metrics()["shardRequestsByShard"] == {"shard1": 1}
+    stamped = {d["_id"] for d in client.harel.executions.find({"t": {"$exists": True}})}
+    assert stamped == {"e04", "e05"}
+
+
 # --- chunk moves while writes run ------------------------------------------------------------------------
 
 
