@@ -85,7 +85,7 @@ class ShardedCollection:
         """The number the chunk map places `document` by; None when the document lacks it."""
         if self.hashed:
             return float(pinned_hash(document["_id"])) if "_id" in document else None
-        value = document.get(PARTITION)
+        value: Any = document.get(PARTITION)
         return float(value) if is_number(value) else None
 
     def owner(self, value: float) -> str:

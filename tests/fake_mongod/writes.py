@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import mongomock
 from bson import json_util
@@ -109,8 +109,11 @@ class ShardedWrites:
                     index += 1
                     continue
                 end, refused = index, None
-                while end < len(plans) and _bound_for(plans[end], plan.shard):
-                    refused = _checked(plans[end])
+                while end < len(plans):
+                    following = plans[end]
+                    if not _bound_for(following, plan.shard):
+                        break
+                    refused = _checked(following)
                     if refused is not None:
                         break
                     end += 1
@@ -386,7 +389,7 @@ class ShardedWrites:
         return None
 
 
-def _bound_for(plan: _Plan, shard: str) -> bool:
+def _bound_for(plan: _Plan, shard: str) -> TypeGuard[_OnShard]:
     return isinstance(plan, _OnShard) and plan.shard == shard
 
 
