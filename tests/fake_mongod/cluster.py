@@ -8,7 +8,7 @@ events of every shard land in one log in the order they happened, so a change st
 the shards' streams already merged. Unsharded collections live on the primary shard, `shard0`.
 
 The config server's collections (`config.shards`, `config.collections`, `config.chunks`, `config.tags`,
-`config.databases`, `config.settings`) are written from this state into a separate engine before each read,
+`config.databases`, `config.settings`, `config.version`) are written from this state into a separate engine before each read,
 so a real mongosh or PyMongo admin script can inspect them.
 
 Placement happens at once: `moveRange` and `move_range` move documents when called, and with the balancer
@@ -25,13 +25,14 @@ import threading
 import time
 from typing import Any
 
-from bson import Timestamp
+from bson import ObjectId, Timestamp
 
 from harel_dev.changes import ChangeLog
 from harel_dev.engine import Engine
 from harel_dev.errors import CommandError
 from harel_dev.retryable import RetryRecords
 
+from . import bson_order
 from .chunks import COMPOUND_KEY, PARTITION, ShardedCollection, ZoneRange, initial_chunks
 from .metrics import RouterMetrics, query_metrics
 
@@ -52,6 +53,7 @@ class FakeCluster:
             raise ValueError(f"a cluster needs at least one shard, got {shard_count}")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        bson_order.install()
         self.mode = mode
         self._initial_mode = mode
         self.lock = threading.Lock()
@@ -68,6 +70,7 @@ class FakeCluster:
         self.balancer_rounds = 0
         self.router_metrics: list[RouterMetrics] = []
         self._config = Engine()
+        self._cluster_id = ObjectId()
 
     # --- test API ------------------------------------------------------------------------------------
 
@@ -285,6 +288,9 @@ class FakeCluster:
                         "tag": zone_range.zone,
                     }
                 )
+        self._config.collection("config", "version").insert_one(
+            {"_id": 1, "minCompatibleVersion": 5, "currentVersion": 6, "clusterId": self._cluster_id}
+        )
         self._config.collection("config", "settings").insert_one(
             {
                 "_id": "balancer",

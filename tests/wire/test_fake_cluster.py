@@ -9,6 +9,7 @@ Marked `fake_server`: these tests prove the test double, not harel.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 import time
@@ -22,9 +23,12 @@ from bson import Binary, Int64, MaxKey, MinKey
 from pymongo import AsyncMongoClient, InsertOne, MongoClient, ReturnDocument, UpdateOne
 from pymongo.errors import BulkWriteError, OperationFailure, WriteError
 
+from harel.smoke import run_smoke
 from tests.fake_mongod.deployment import ClusterDeployment
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, FakeProcess
 from tests.fake_mongod.raw_client import RawConnection
+from tests.wire.in_process import SMOKE_TIMEOUT, open_seam, running, smoke_app
+from tests.wire.test_mongosh import mongosh
 
 pytestmark = [pytest.mark.wire, pytest.mark.fake_server]
 
@@ -627,6 +631,56 @@ def test_async_client_through_the_router(fake_cluster: ClusterDeployment) -> Non
     assert claimed == {"_id": 7, "p": 7}
     assert [d["_id"] for d in fake_cluster.cluster.documents("shard2", NS)] == [6, 7, 8, 9]
     assert fake_cluster.cluster.metrics()["findAndModifyTargetedShardedCount"] == 1
+
+
+def test_mongosh_shard_helpers_and_status_on_the_cluster(
+    fake_cluster: ClusterDeployment, client: MongoClient[dict[str, Any]]
+) -> None:
+    client.admin.command("shardCollection", NS, key=KEY)
+    insert_executions(client)
+    script = (
+        "sh.addShardToZone('shard2', 'z2');"
+        "sh.updateZoneKeyRange('harel.executions', {p: 8, _id: MinKey}, {p: MaxKey, _id: MinKey}, 'z2');"
+        "const status = sh.status();"
+        "const chunks = db.getSiblingDB('config').chunks.find({shard: 'shard2'}).toArray();"
+        "print(JSON.stringify({chunks: chunks.length, text: JSON.stringify(status)}));"
+    )
+
+    result = mongosh(fake_cluster.url, script)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    printed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert printed["chunks"] == 1
+    assert "harel.executions" in printed["text"] and "shard2" in printed["text"]
+    assert {d["p"] for d in fake_cluster.cluster.documents("shard2", NS)} == {8, 9, 10, 11}
+
+
+def test_the_smoke_workflow_runs_through_the_routers_on_hashed_executions(
+    fake_cluster: ClusterDeployment,
+) -> None:
+    """Today's engine, unchanged, through both routers: every command it sends is served, with the
+    executions spread over the shards by the hashed `_id` and claims run as two-phase findAndModify."""
+    with MongoClient(fake_cluster.url, **CLIENT_OPTIONS) as admin:
+        admin.admin.command("shardCollection", "harel_smoke.executions", key={"_id": "hashed"})
+    app, chart_id = smoke_app()
+    seams = [open_seam(fake_cluster.url, "harel_smoke", f"cluster-{n}") for n in range(2)]
+    try:
+        with running([seam.worker(app) for seam in seams]):
+            report = run_smoke(
+                seams[0].store, seams[0].transport, app, chart_id=chart_id, timeout=SMOKE_TIMEOUT
+            )
+    finally:
+        for seam in seams:
+            seam.close()
+
+    metrics = fake_cluster.cluster.metrics()
+    holders = [
+        s for s in fake_cluster.cluster.shards if fake_cluster.cluster.documents(s, "harel_smoke.executions")
+    ]
+    assert report.passed, report.failures
+    assert len(holders) > 1
+    assert metrics["findAndModifyNonTargetedShardedCount"] > 0
+    assert metrics["updateOneTargetedShardedCount"] > 0
 
 
 # --- the process -----------------------------------------------------------------------------------------
