@@ -10,9 +10,12 @@ asks for them:
   mongo_rs         the replica set under test: every test asking for it runs on the fake primary (`fake-rs`)
                    and, as a second variant (`real-rs`, marker `real`), on the deployment given by
                    HAREL_TEST_MONGO_URL, reported as skipped when that variable is unset
+  fake_cluster     a fake sharded cluster (cluster.py, router.py): 3 shards behind 2 routers, reset before each
+                   test (shards emptied, sharding state, zones, metrics, balancer, mode, clock offsets)
 Processes (for CLI and worker-process tests):
   fake_mongod_process  a factory: `fake_mongod_process("--standalone")` starts `python -m tests.fake_mongod`
   fake_rs_process      a primary in its own process, killed after the test
+  fake_cluster_process a factory: `fake_cluster_process("--shards", "3")` starts a cluster in its own process
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pymongo import MongoClient
 
 from tests.conftest import REAL_MONGO_URL, requires_real_mongo
 
+from .deployment import ClusterDeployment, start_cluster
 from .server import FakeMongod
 from .topology import Role
 
@@ -50,6 +54,8 @@ CLIENT_OPTIONS: dict[str, object] = {
 }
 REAL_MONGO_URL_VARIABLE = "HAREL_TEST_MONGO_URL"
 PROCESS_START_TIMEOUT = 20.0
+CLUSTER_SHARDS = 3
+CLUSTER_ROUTERS = 2
 
 
 @dataclass
@@ -207,6 +213,22 @@ def fake_mongos(_fake_servers: _Servers) -> FakeDeployment:
     return FakeDeployment(_fake_servers.fresh(Role.MONGOS))
 
 
+@pytest.fixture(scope="session")
+def _fake_cluster_deployment() -> Iterator[ClusterDeployment]:
+    deployment = start_cluster(CLUSTER_SHARDS, routers=CLUSTER_ROUTERS)
+    yield deployment
+    deployment.stop()
+
+
+@pytest.fixture
+def fake_cluster(_fake_cluster_deployment: ClusterDeployment) -> ClusterDeployment:
+    """The fake cluster, reset: `.url` (both routers), `.cluster` (`FakeCluster`: `metrics()`,
+    `reset_metrics()`, `move_range(...)`, `shard_of(ns, p)`, `documents(shard, ns)`, `set_mode("7.0")`),
+    `.routers` (each a `Router`, a `FakeMongod`: `.url`, `set_clock_offset(seconds)`, fail points)."""
+    _fake_cluster_deployment.reset()
+    return _fake_cluster_deployment
+
+
 @pytest.fixture
 def fake_rs_auth() -> Iterator[AuthenticatedFake]:
     fake = start_authenticated_fake()
@@ -233,8 +255,7 @@ def mongo_rs(request: pytest.FixtureRequest) -> Iterator[Deployment]:
     deployment.reset()
 
 
-@pytest.fixture
-def fake_mongod_process() -> Iterator[Callable[..., FakeProcess]]:
+def _process_factory() -> Iterator[Callable[..., FakeProcess]]:
     started: list[FakeProcess] = []
 
     def start(*arguments: str) -> FakeProcess:
@@ -248,8 +269,19 @@ def fake_mongod_process() -> Iterator[Callable[..., FakeProcess]]:
 
 
 @pytest.fixture
+def fake_mongod_process() -> Iterator[Callable[..., FakeProcess]]:
+    yield from _process_factory()
+
+
+@pytest.fixture
 def fake_rs_process(fake_mongod_process: Callable[..., FakeProcess]) -> FakeProcess:
     return fake_mongod_process()
+
+
+@pytest.fixture
+def fake_cluster_process() -> Iterator[Callable[..., FakeProcess]]:
+    """A factory: `fake_cluster_process("--shards", "3", "--routers", "2")`; `.url` lists every router."""
+    yield from _process_factory()
 
 
 def start_fake_mongod_process(*arguments: str) -> FakeProcess:
@@ -261,13 +293,23 @@ def start_fake_mongod_process(*arguments: str) -> FakeProcess:
         stderr=None,
         text=True,
     )
+    routers = int(arguments[arguments.index("--routers") + 1]) if "--routers" in arguments else 1
+    assert process.stdout is not None
     try:
-        port = _read_port(process)
-        _wait_accepting(port)
+        # A cluster prints its further routers' lines at once after the first (perhaps already buffered).
+        ports = [_read_port(process)]
+        ports += [
+            _port_of(process.stdout.readline()) for _ in range(routers - 1 if "--shards" in arguments else 0)
+        ]
+        for port in ports:
+            _wait_accepting(port)
     except BaseException:
         process.kill()
         process.wait(timeout=5)
         raise
+    port = ports[0]
+    if "--shards" in arguments:
+        return FakeProcess(process, port, "mongodb://" + ",".join(f"127.0.0.1:{p}" for p in ports) + "/")
     role_flags = {"--standalone", "--mongos", "--secondary"} & set(arguments)
     host_port = f"127.0.0.1:{port}"
     if "--secondary" in role_flags or "--uninitialized" in arguments:
@@ -286,6 +328,12 @@ def _read_port(process: subprocess.Popen[str]) -> int:
     line = process.stdout.readline() if ready else ""
     if not line.startswith("listening "):
         raise RuntimeError(f"fake mongod process did not start (exit code {process.poll()}, said {line!r})")
+    return _port_of(line)
+
+
+def _port_of(line: str) -> int:
+    if not line.startswith("listening "):
+        raise RuntimeError(f"fake mongod process did not announce a router: said {line!r}")
     return int(line.rsplit(":", 1)[1])
 
 

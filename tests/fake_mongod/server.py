@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from harel_dev.engine import Engine
 from harel_dev.errors import CommandError, error_labels
 from harel_dev.now import Clock
 from harel_dev.server import (
@@ -37,7 +38,8 @@ class FakeMongod(LocalServer):
     `latency_ms` delays every command by that much before it runs, outside the execution lock, so concurrent
     commands overlap as they would over a network. `clock_offset` (seconds) puts the server's clock ahead
     (positive) or behind (negative) real time: `$$NOW`, `hello.localTime` and the server's other times.
-    `auth` requires authentication, as the harel-dev server's (`harel_dev.access`).
+    `auth` requires authentication, as the harel-dev server's (`harel_dev.access`). `engine` is one shared
+    with other servers (a fake cluster's routers, `router.py`).
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class FakeMongod(LocalServer):
         latency_ms: float = 0.0,
         clock_offset: float = 0.0,
         auth: bool = False,
+        engine: Engine | None = None,
     ) -> None:
         if latency_ms < 0:
             raise ValueError(f"latency_ms must not be negative, got {latency_ms}")
@@ -60,7 +63,7 @@ class FakeMongod(LocalServer):
         self._after_apply = AfterApplyFaults()
         self._write_concern = WriteConcernGate()
         self._denied: set[str] = set()
-        super().__init__(port=port, set_name=set_name, clock=self._clock, auth=auth)
+        super().__init__(port=port, set_name=set_name, clock=self._clock, auth=auth, engine=engine)
 
     def _new_topology(self, set_name: str, clock: Clock) -> RoleTopology:
         return RoleTopology(set_name, me="", clock=clock, role=self.role)

@@ -167,6 +167,7 @@ class RoleTopology(Topology):
         status = super().server_status(connections)
         if self.role is Role.MONGOS:
             status["process"] = "mongos"
-        if not (self.is_replica_set and self.initialized):
-            del status["repl"]
         return status
+
+    def repl_status(self) -> dict[str, Any] | None:
+        return super().repl_status() if self.is_replica_set and self.initialized else None

@@ -17,6 +17,10 @@ pipeline update whose difference lies inside one), and may report `truncatedArra
 is named instead, and `truncatedArrays` is always empty. Values compare as Python values, as the engine's
 `nModified` does, so a change of numeric type alone (1 to 1.0) or of field order is not an update here.
 
+An event's `documentKey` is `{_id}`; a namespace given shard key fields (`set_document_key`, for a test
+double's sharded collection) gets those fields first, as a sharded cluster's events carry them
+(`{p: ..., _id: ...}`).
+
 Callers hold the lock given at construction (the server's execution lock); `wait` releases it while it waits.
 """
 
@@ -60,6 +64,7 @@ class ChangeLog:
         self._floor = 0  # every event after this sequence number is still held
         self._latest = 0
         self._watched: dict[str, int] = {}  # namespace -> the sequence number its recording began after
+        self._key_fields: dict[str, tuple[str, ...]] = {}  # namespace -> shard key fields before _id
         self._last_time = (0, 0)
         self._waiting = 0
         self.interrupted = False
@@ -72,6 +77,18 @@ class ChangeLog:
 
     def watched(self, namespace: str) -> bool:
         return namespace in self._watched
+
+    def set_document_key(self, namespace: str, fields: tuple[str, ...]) -> None:
+        """Events of `namespace` carry these fields (a shard key's, `_id` excepted) in `documentKey` before
+        `_id`; none (the default) gives `{_id}`."""
+        if fields:
+            self._key_fields[namespace] = fields
+        else:
+            self._key_fields.pop(namespace, None)
+
+    def key_projection(self, namespace: str) -> dict[str, int]:
+        """The projection that reads what a delete event's `documentKey` needs."""
+        return {"_id": 1} | dict.fromkeys(self._key_fields.get(namespace, ()), 1)
 
     @property
     def latest(self) -> int:
@@ -136,17 +153,19 @@ class ChangeLog:
         self._appended.notify_all()
 
     def clear(self) -> None:
-        """Forget every event (the data was dropped); a stream may resume only from the latest position."""
+        """Forget every event (the data was dropped) and every document key's fields; a stream may resume
+        only from the latest position."""
         self._events, self._start, self._bytes, self._floor = [], 0, 0, self._latest
+        self._key_fields.clear()
         self.notify()
 
     # --- writes --------------------------------------------------------------------------------------
 
     def inserted(self, namespace: str, document: dict[str, Any]) -> None:
-        self._append(namespace, "insert", document["_id"], {"fullDocument": document})
+        self._append(namespace, "insert", document, {"fullDocument": document})
 
     def replaced(self, namespace: str, document: dict[str, Any]) -> None:
-        self._append(namespace, "replace", document["_id"], {"fullDocument": document})
+        self._append(namespace, "replace", document, {"fullDocument": document})
 
     def updated(self, namespace: str, before: dict[str, Any], after: dict[str, Any]) -> None:
         changed = {
@@ -155,12 +174,16 @@ class ChangeLog:
         removed = [name for name in before if name not in after]
         if changed or removed:
             description = {"updatedFields": changed, "removedFields": removed, "truncatedArrays": []}
-            self._append(namespace, "update", after["_id"], {"updateDescription": description})
+            self._append(namespace, "update", after, {"updateDescription": description})
 
-    def deleted(self, namespace: str, key: Any) -> None:
-        self._append(namespace, "delete", key, {})
+    def deleted(self, namespace: str, document: dict[str, Any]) -> None:
+        """`document` holds at least what `key_projection(namespace)` reads."""
+        self._append(namespace, "delete", document, {})
 
-    def _append(self, namespace: str, operation: str, key: Any, fields: dict[str, Any]) -> None:
+    def _append(
+        self, namespace: str, operation: str, document: dict[str, Any], fields: dict[str, Any]
+    ) -> None:
+        key = document["_id"]
         self._latest += 1
         now = self._clock()
         database, collection = namespace.split(".", 1)
@@ -173,7 +196,9 @@ class ChangeLog:
         if "fullDocument" in fields:
             event["fullDocument"] = fields["fullDocument"]
         event["ns"] = {"db": database, "coll": collection}
-        event["documentKey"] = {"_id": key}
+        key_fields = self._key_fields.get(namespace, ())
+        shard_key = {name: document[name] for name in key_fields if name in document}
+        event["documentKey"] = shard_key | {"_id": key}
         if "updateDescription" in fields:
             event["updateDescription"] = fields["updateDescription"]
         change = Change(self._latest, namespace, key, operation, bson.encode(event))

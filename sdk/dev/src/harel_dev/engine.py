@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import mongomock
@@ -70,6 +70,9 @@ class CollectionDump:
 
 @dataclass
 class Engine:
+    """`change_log`: a change log shared with other engines under the same `lock` (a test double's shards,
+    whose router serves one merged change stream); by default the engine keeps its own."""
+
     clock: Clock = time.time
     lock: threading.Lock = field(default_factory=threading.Lock)
     _client: mongomock.MongoClient[dict[str, Any]] = field(default_factory=mongomock.MongoClient)
@@ -79,10 +82,11 @@ class Engine:
     changes: ChangeLog = field(init=False)
     streams: ChangeStreams = field(init=False)
     _handlers: dict[str, Callable[[str, dict[str, Any]], Reply]] = field(init=False)
+    change_log: InitVar[ChangeLog | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, change_log: ChangeLog | None) -> None:
         mongomock_patches.install()
-        self.changes = ChangeLog(self.lock, self.clock)
+        self.changes = ChangeLog(self.lock, self.clock) if change_log is None else change_log
         self.streams = ChangeStreams(self.changes, self.cursors.new_id, self._stored)
         self._handlers = {
             "insert": self.insert,
@@ -225,9 +229,8 @@ class Engine:
             _refuse_collation(statement)
             query = statement.get("q") or {}
             single = statement.get("limit") == 1
-            keys = (
-                [d["_id"] for d in coll.find(query, {"_id": 1}, limit=1 if single else 0)] if watched else []
-            )
+            projection = self.changes.key_projection(_namespace(coll))
+            keys = list(coll.find(query, projection, limit=1 if single else 0)) if watched else []
             result = coll.delete_one(query) if single else coll.delete_many(query)
             removed += result.deleted_count
             for key in keys:
@@ -240,14 +243,16 @@ class Engine:
         if "arrayFilters" in cmd:
             raise not_modelled("arrayFilters")
         query, fields = cmd.get("query") or {}, cmd.get("fields") or None
-        # The match's _id alone: mongomock copies every document a find returns, and a claim matches many.
-        existing = coll.find_one(query, {"_id": 1}, sort=_sort(cmd.get("sort")))
+        # The match's key alone (its _id, and a shard key's fields for a delete event): mongomock copies every
+        # document a find returns, and a claim matches many.
+        key_projection = self.changes.key_projection(_namespace(coll))
+        existing = coll.find_one(query, key_projection, sort=_sort(cmd.get("sort")))
         if cmd.get("remove"):
             value = coll.find_one({"_id": existing["_id"]}, fields) if existing else None
             if existing:
                 coll.delete_one({"_id": existing["_id"]})
                 if self._watched(coll):
-                    self.changes.deleted(_namespace(coll), existing["_id"])
+                    self.changes.deleted(_namespace(coll), existing)
             return {"lastErrorObject": {"n": int(existing is not None)}, "value": value, "ok": 1.0}
         update = cmd.get("update")
         if update is None:

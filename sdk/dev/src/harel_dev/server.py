@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from bson.errors import BSONError
 from pymongo.errors import OperationFailure
@@ -103,6 +103,8 @@ class LocalServer:
     kept in across restarts (None: memory only). `clock` (epoch seconds) is what `$$NOW`, `hello.localTime`
     and the server's other times read; tests give one that differs from the workers' clocks. `auth` turns
     on authentication and authorisation (see `harel_dev.access`); off, every client may do everything.
+    `engine` is one shared with other servers in this process (a test double's routers in front of the
+    same shards): its lock is then this server's execution lock; by default the server has its own.
     """
 
     def __init__(
@@ -114,6 +116,7 @@ class LocalServer:
         data: Path | str | None = None,
         clock: Clock = time.time,
         auth: bool = False,
+        engine: Engine | None = None,
     ) -> None:
         self.host = host
         self.set_name = set_name
@@ -124,8 +127,8 @@ class LocalServer:
         self._listener: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
         self._topology = self._new_topology(set_name, clock)
-        self._execution_lock = threading.Lock()
-        self._engine = Engine(clock, self._execution_lock)
+        self._engine = Engine(clock, threading.Lock()) if engine is None else engine
+        self._execution_lock = self._engine.lock
         self._users = UserStore(lambda: self._engine.collection(USERS_DB, USERS_COLLECTION))
         self._access = Access(self._users, enabled=auth)
         self._retries = RetryRecords()
@@ -547,8 +550,13 @@ def _announce(server: LocalServer) -> None:
         )
 
 
-def serve_until_signalled(server: LocalServer, announce: Callable[[], None]) -> int:
-    """Run a started server until SIGTERM or SIGINT, after `announce()`; stop it cleanly. The exit code."""
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+def serve_until_signalled(server: Stoppable, announce: Callable[[], None]) -> int:
+    """Run a started server (or several, behind one `stop()`) until SIGTERM or SIGINT, after `announce()`;
+    stop it cleanly. The exit code."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -11,8 +11,8 @@ reports (`localTime`, `lastWrite`) come from the server's clock.
 
 The hooks a subclass overrides to answer as another role or another set (a test double's secondary,
 standalone, mongos, or a configured set of several members): `writable`, `role_fields`, `member_state`,
-`config`, `term`, `primary_host`, `peer_state`, `admit`, `repl_set_initiate`, `repl_set_reconfig`,
-`repl_set_step_down`.
+`config`, `term`, `primary_host`, `peer_state`, `admit`, `repl_status`, `repl_set_initiate`,
+`repl_set_reconfig`, `repl_set_step_down`.
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ class Topology:
 
     def server_status(self, connections: int) -> dict[str, Any]:
         uptime = time.monotonic() - self.started
-        return {
+        status: dict[str, Any] = {
             "host": self.me,
             "version": SERVER_VERSION,
             "process": "mongod",
@@ -301,12 +301,19 @@ class Topology:
             "uptimeMillis": Int64(int(uptime * 1000)),
             "localTime": self.now(),
             "connections": {"current": connections},
-            "repl": {
-                "setName": self.set_name,
-                "isWritablePrimary": self.writable,
-                "secondary": not self.writable,
-                "hosts": self.role_fields(self.now())["hosts"],
-                "me": self.me,
-            },
-            "ok": 1.0,
+        }
+        repl = self.repl_status()
+        if repl is not None:
+            status["repl"] = repl
+        status["ok"] = 1.0
+        return status
+
+    def repl_status(self) -> dict[str, Any] | None:
+        """`serverStatus.repl`: the replica-set member's view (None for a server that is no member)."""
+        return {
+            "setName": self.set_name,
+            "isWritablePrimary": self.writable,
+            "secondary": not self.writable,
+            "hosts": self.role_fields(self.now())["hosts"],
+            "me": self.me,
         }
