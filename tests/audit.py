@@ -59,8 +59,12 @@ class Audit:
 
 def audit(documents: Iterable[Mapping[str, Any]], *, running: Collection[str] = ()) -> Audit:
     """Audit every execution document given; `running` names executions that are meant to stay running."""
+    documents = list(documents)
     by_id = {d["_id"]: d for d in documents}
     result = Audit()
+    # `_id` is unique per shard only: a document stored twice is on two shards, its `p` computed two ways
+    stored = Counter(d["_id"] for d in documents)
+    result.failures += [f"{i}: stored {n} times (on {n} shards?)" for i, n in sorted(stored.items()) if n > 1]
     parents: Counter[str] = Counter(d.get("parent_id") for d in by_id.values() if d.get("parent_id"))
     for execution_id, document in sorted(by_id.items()):
         result.executions += 1

@@ -38,6 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--seed", type=int, default=DEFAULTS.seed, help="seed of the faults' times and victims"
     )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=DEFAULTS.shards,
+        help="run on a fake sharded cluster of this many shards, partitioned (0: the fake replica set)",
+    )
     arguments = parser.parse_args(argv)
     config = ChaosConfig(
         workers=arguments.workers,
@@ -48,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         lease_seconds=arguments.lease_seconds,
         start_rate=arguments.start_rate,
         seed=arguments.seed,
+        shards=arguments.shards,
     )
     report = run(config, progress=lambda line: print(line, flush=True))
     print(report.render(), flush=True)

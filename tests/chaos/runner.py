@@ -31,7 +31,9 @@ from typing import Any
 from pymongo import MongoClient
 
 from harel.client import start_execution
+from harel.executions.partitions import DEFAULT_SHARDED_COUNT
 from harel.model import DONE_EVENT, ExecutionStatus
+from harel.partitioning import init, stored_partitions
 from harel.smoke import check, gather
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
@@ -56,6 +58,7 @@ class ChaosConfig:
     start_rate: float = 2.0  # executions started per second
     finish_timeout: float = 300.0
     seed: int = 1
+    shards: int = 0  # 0: a replica set; else a sharded cluster of that many shards, partitioned
 
 
 @dataclass
@@ -175,12 +178,24 @@ class _Fleet:
 
 
 @contextlib.contextmanager
-def _replica_set() -> Iterator[str]:
-    fake = start_fake_mongod_process()
+def _deployment(shards: int) -> Iterator[str]:
+    """The fake replica set, or a fake cluster of `shards` shards partitioned as `harel partitions init`
+    leaves one, in its own process."""
+    fake = start_fake_mongod_process("--shards", str(shards)) if shards else start_fake_mongod_process()
     try:
+        if shards:
+            with MongoClient(fake.url, **CLIENT_OPTIONS) as admin:
+                init(admin, "harel", DEFAULT_SHARDED_COUNT)
         yield fake.url
     finally:
         fake.stop()
+
+
+def _seams(admin: MongoClient[Any]) -> tuple[MongoStore, MongoTransport]:
+    partitions = stored_partitions(admin.harel)
+    return MongoStore(admin, "harel", partitions=partitions), MongoTransport(
+        admin, "harel", watch=False, partitions=partitions
+    )
 
 
 def _plan(config: ChaosConfig, rng: random.Random, duration: float) -> list[tuple[float, str]]:
@@ -196,7 +211,7 @@ def run(
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="harel-chaos-"))
     rng = random.Random(config.seed)
     began = time.monotonic()
-    with _replica_set() as url, MongoClient(url, **CLIENT_OPTIONS) as admin:
+    with _deployment(config.shards) as url, MongoClient(url, **CLIENT_OPTIONS) as admin:
         fleet = _Fleet(url, log_dir, config, admin)
         try:
             for _ in range(config.workers):
@@ -226,7 +241,7 @@ def _load_and_strike(
 ) -> tuple[ChaosReport, dict[str, list[str]]]:
     """Start the executions at the configured rate while the faults strike, then wait for them to finish.
     The report so far, and the roots started, by chart."""
-    store, transport = MongoStore(admin, "harel"), MongoTransport(admin, "harel", watch=False)
+    store, transport = _seams(admin)
     charts = (chaos_app.SMOKE_CHART_ID, chaos_app.APPROVAL_CHART_ID)
     roots: dict[str, list[str]] = {chart: [] for chart in charts}
     duration = config.executions / config.start_rate
@@ -289,8 +304,7 @@ def _count(roots: dict[str, list[str]]) -> int:
 
 def _verify(admin: MongoClient[Any], roots: dict[str, list[str]]) -> list[str]:
     """What the audit cannot know: each chart's own promise."""
-    store = MongoStore(admin, "harel")
-    transport = MongoTransport(admin, "harel", watch=False)
+    store, transport = _seams(admin)
     failures = []
     for root in roots[chaos_app.SMOKE_CHART_ID]:
         report = check(gather(store, root, 600.0))

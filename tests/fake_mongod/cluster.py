@@ -42,6 +42,9 @@ ILLEGAL_OPERATION = 20
 SHARD_NOT_FOUND = 70
 _SYSTEM_DATABASES = frozenset({"admin", "config", "local"})
 
+# The options an index keeps on every shard, as `createIndexes` takes them.
+INDEX_OPTIONS = ("unique", "sparse", "partialFilterExpression", "expireAfterSeconds")
+
 
 class FakeCluster:
     """N shards behind any number of routers (`router.Router`), all in this process. `mode` is the
@@ -152,7 +155,7 @@ class FakeCluster:
         primary = self.primary.collection(db, name)
         indexes = [
             {"name": index_name, "key": dict(info["key"])}
-            | {option: info[option] for option in ("unique", "sparse") if option in info}
+            | {option: info[option] for option in INDEX_OPTIONS if option in info}
             for index_name, info in primary.index_information().items()
             if index_name != "_id_"
         ]

@@ -5,6 +5,7 @@ execution completes, nothing lost, doubled, early or left behind, as read from t
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,19 @@ BOUNDED = ChaosConfig(
 )
 
 
-def test_chaos_bounded(tmp_path: Path) -> None:
-    report = run(BOUNDED, tmp_path)
+@pytest.mark.parametrize(
+    "config",
+    [
+        pytest.param(BOUNDED, id="replica-set"),
+        # the fake cluster's three shards behind one router, partitioned: P = 256, one zone per shard
+        pytest.param(dataclasses.replace(BOUNDED, shards=3), id="sharded"),
+    ],
+)
+def test_chaos_bounded(tmp_path: Path, config: ChaosConfig) -> None:
+    report = run(config, tmp_path)
     print(report.render())
     assert report.passed, report.render()
     assert (report.kills, report.sigterms, report.stalls) == (4, 1, 1), "every fault was dealt"
-    assert report.roots == BOUNDED.executions
-    assert report.audit.executions == 4 * BOUNDED.executions, "each root with its three children"
-    assert report.audit.timers == 4 * BOUNDED.executions, "four timers a run, each fired once"
+    assert report.roots == config.executions
+    assert report.audit.executions == 4 * config.executions, "each root with its three children"
+    assert report.audit.timers == 4 * config.executions, "four timers a run, each fired once"

@@ -17,6 +17,7 @@ from pymongo import MongoClient
 from harel.app import App
 from harel.client import send_event, start_execution
 from harel.model import ExecutionStatus
+from harel.partitioning import stored_partitions
 from harel.smoke import REGIONS, check, gather, register_smoke
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
@@ -33,8 +34,12 @@ CREATED_VERSION = 1  # an execution is created at version 1; each step adds one
 
 
 def seams(admin: MongoClient[Any]) -> tuple[MongoStore, MongoTransport]:
-    """The store and mailboxes the worker processes use (database `harel`), read through the admin client."""
-    return MongoStore(admin, "harel"), MongoTransport(admin, "harel", watch=False)
+    """The store and mailboxes the worker processes use (database `harel`, partitioned as its deployment
+    records), read through the admin client."""
+    partitions = stored_partitions(admin.harel)
+    return MongoStore(admin, "harel", partitions=partitions), MongoTransport(
+        admin, "harel", watch=False, partitions=partitions
+    )
 
 
 def workers(

@@ -20,8 +20,8 @@ from pymongo import monitoring
 from harel.catalog import Catalog, MongoCatalog
 from harel.connection import CheckReport, check, connect, embedded_backend
 from harel.devdist import requires_harel_dev
-from harel.executions.partitions import META, meta_find, parse_partitions
 from harel.heartbeat import Heartbeats, MongoHeartbeats
+from harel.partitioning import stored_partitions
 from harel.servertime import ServerClock
 from harel.store.base import ExecutionStore
 from harel.store.mongo import MongoStore
@@ -85,7 +85,7 @@ def open_backend(
         report = check(client, allow_standalone=allow_standalone)
         report.raise_for_errors()
     # P and the zones of a partitioned deployment (`harel partitions init`); none: one partition
-    partitions = parse_partitions(meta_find().one(client[db_name][META]))
+    partitions = stored_partitions(client[db_name])
     heartbeats = MongoHeartbeats(client, db_name)
     backend = Backend(
         url,

@@ -64,6 +64,11 @@ class InitReport:
         }
 
 
+def stored_partitions(database: Any) -> Partitions:
+    """The partitions `database`'s deployment records (P = 1 without a partition map)."""
+    return parse_partitions(meta_find().one(database[META]))
+
+
 def is_router(client: Any) -> bool:
     return bool(client.admin.command("hello").get("msg") == "isdbgrid")
 
