@@ -1,4 +1,4 @@
-"""All six benchmarks, in order, against every target; progress on stderr."""
+"""All seven benchmarks, in order, against every target; progress on stderr."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from bench import commit_bytes, context_size, end_to_end, interpreter_speed, round_trips, sweep_cost
+from bench import commit_bytes, context_size, end_to_end, interpreter_speed, round_trips, sharded, sweep_cost
 from bench.deployments import (
     LATENCY_LABEL,
     LATENCY_MS,
@@ -36,6 +36,7 @@ class Results:
     interpreter: interpreter_speed.InterpreterSpeed
     end_to_end: list[end_to_end.EndToEnd]
     context_size: list[context_size.ContextSize]
+    sharded: sharded.ShardedCost
 
     def rows(self) -> list[Row]:
         listed: list[Row] = []
@@ -49,6 +50,7 @@ class Results:
         listed += end_to_end.rows(self.end_to_end)
         for costs in self.context_size:
             listed += context_size.rows(costs)
+        listed += sharded.rows(self.sharded)
         return listed
 
 
@@ -67,11 +69,11 @@ def run(sizes: Sizes) -> Results:
         fake_target(SLOW_LATENCY_LABEL, "--latency-ms", str(SLOW_LATENCY_MS)) as slow,
     ):
         counted = [
-            timed(f"1/6 round trips on the {t.label}", lambda t=t: round_trips.measure(t)) for t in targets
+            timed(f"1/7 round trips on the {t.label}", lambda t=t: round_trips.measure(t)) for t in targets
         ]
         forks = [
             timed(
-                f"1/6 a fork of {regions} regions on the {t.label}",
+                f"1/7 a fork of {regions} regions on the {t.label}",
                 lambda t=t, regions=regions: round_trips.measure_fork(t, regions),
             )
             for t in targets
@@ -79,23 +81,23 @@ def run(sizes: Sizes) -> Results:
         ]
         sent = [
             timed(
-                f"2/6 bytes per commit on the {t.label}",
+                f"2/7 bytes per commit on the {t.label}",
                 lambda t=t: commit_bytes.measure(t, sizes.history_checkpoints),
             )
             for t in targets
         ]
         sweep = timed(
-            f"3/6 sweep cost over {sizes.sweep_executions:,} executions",
+            f"3/7 sweep cost over {sizes.sweep_executions:,} executions",
             lambda: sweep_cost.measure(sizes.sweep_executions, sizes.sweep_due, real_url()),
         )
         interpreter = timed(
-            f"4/6 interpreter speed, {sizes.interpreter_runs:,} runs each",
+            f"4/7 interpreter speed, {sizes.interpreter_runs:,} runs each",
             lambda: interpreter_speed.measure(sizes.interpreter_runs),
         )
         setups = end_to_end_setups(latency, slow, targets)
         flows = [
             timed(
-                f"5/6 end to end on the {setup.label}, {workers} worker(s)",
+                f"5/7 end to end on the {setup.label}, {workers} worker(s)",
                 lambda setup=setup, workers=workers: end_to_end.measure(
                     setup,
                     workers,
@@ -109,13 +111,14 @@ def run(sizes: Sizes) -> Results:
         ]
         contexts = [
             timed(
-                f"6/6 context size on the {t.label}",
+                f"6/7 context size on the {t.label}",
                 lambda t=t: context_size.measure(t, sizes.context_events),
             )
             for t in targets
         ]
+        cluster = timed(f"7/7 shard requests per event on {sharded.SHARDS} shards", sharded.measure)
         labels = [t.label for t in targets] + [latency.label, slow.label, end_to_end.EMBEDDED_LABEL]
-    return Results(sizes, labels, counted, forks, sent, sweep, interpreter, flows, contexts)
+    return Results(sizes, labels, counted, forks, sent, sweep, interpreter, flows, contexts, cluster)
 
 
 def end_to_end_setups(latency: Target, slow: Target, targets: list[Target]) -> list[end_to_end.Setup]:

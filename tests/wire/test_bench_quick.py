@@ -199,12 +199,22 @@ def test_a_flow_that_stops_progressing_fails_after_the_stall_time_not_a_deadline
     assert seen == [5]
 
 
+def test_every_worker_command_on_a_sharded_cluster_reaches_one_shard(results: Results) -> None:
+    cost = results.sharded
+    assert cost.passed and cost.processed == 14, "the smoke workflow's 14 events"
+    assert cost.non_targeted == dict.fromkeys(cost.non_targeted, 0)
+    assert cost.scatter_reads == 0
+    assert cost.shard_requests == sum(cost.by_command.values()) > 2 * cost.processed, (
+        "claims and commits at least"
+    )
+
+
 def test_the_table_names_machine_versions_and_every_benchmark(results: Results) -> None:
     table = render(results.rows(), mode=QUICK.name, targets=results.targets)
     for header in ("- date: ", "- machine: ", "cores", "python ", "pymongo ", "mongomock ", "harel "):
         assert header in table
     rows = table.splitlines()[table.splitlines().index("| # | figure | harel | baseline | note |") + 2 :]
-    assert {row.split("|")[1].strip() for row in rows} == {"1", "2", "3", "4", "5", "6"}
+    assert {row.split("|")[1].strip() for row in rows} == {"1", "2", "3", "4", "5", "6", "7"}
     assert len(rows) == len(results.rows())
     assert "n/a (no server)" in table or REAL_MONGO_URL
 
