@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from harel.app import ActionContext, ActionResult, App, Cancel, Send
@@ -35,12 +35,14 @@ ESCALATE_AFTER = 0.6
 SHORTENED = {"follow-up": {"delay: 3d": f"delay: {REMIND_AFTER}", "delay: 7d": f"delay: {ESCALATE_AFTER}"}}
 
 
-def docs_chart(chart_id: str) -> Chart:
-    """The YAML example of docs/charts.md whose `id` is `chart_id`, with its delays `SHORTENED`."""
+def docs_chart(chart_id: str, shortened: Mapping[str, str] | None = None) -> Chart:
+    """The YAML example of docs/charts.md whose `id` is `chart_id`, with its delays `shortened` (by default
+    as `SHORTENED` says): each written text replaced by its short one."""
+    replacements = SHORTENED.get(chart_id, {}) if shortened is None else shortened
     for example in re.findall(r"```yaml\n(.*?)```", CHARTS_MD.read_text(encoding="utf-8"), flags=re.DOTALL):
         if re.match(rf"id: {re.escape(chart_id)}\n", example):
             text = example
-            for written, short in SHORTENED.get(chart_id, {}).items():
+            for written, short in replacements.items():
                 assert written in text, f"docs/charts.md: {chart_id} no longer says {written!r}"
                 text = text.replace(written, short)
             return load_chart(text)
