@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from harel.app import ActionContext, ActionResult, App, Send
+from harel.app import ActionContext, ActionResult, App, Cancel, Send
 from harel.chart import Chart, load_chart
 from harel.client import send_event, start_execution
 from harel.model import Execution, ExecutionStatus
@@ -31,11 +31,21 @@ REMIND_AFTER = 0.3
 ESCALATE_AFTER = 0.6
 
 
-def docs_chart(chart_id: str) -> Chart:
-    """The YAML example of docs/charts.md whose `id` is `chart_id`."""
+# The delays of the docs' charts that write them, shortened ("3 days" and "7 days" to 0.3 s and 0.6 s)
+SHORTENED = {"follow-up": {"delay: 3d": f"delay: {REMIND_AFTER}", "delay: 7d": f"delay: {ESCALATE_AFTER}"}}
+
+
+def docs_chart(chart_id: str, shortened: Mapping[str, str] | None = None) -> Chart:
+    """The YAML example of docs/charts.md whose `id` is `chart_id`, with its delays `shortened` (by default
+    as `SHORTENED` says): each written text replaced by its short one."""
+    replacements = SHORTENED.get(chart_id, {}) if shortened is None else shortened
     for example in re.findall(r"```yaml\n(.*?)```", CHARTS_MD.read_text(encoding="utf-8"), flags=re.DOTALL):
         if re.match(rf"id: {re.escape(chart_id)}\n", example):
-            return load_chart(example)
+            text = example
+            for written, short in replacements.items():
+                assert written in text, f"docs/charts.md: {chart_id} no longer says {written!r}"
+                text = text.replace(written, short)
+            return load_chart(text)
     raise AssertionError(f"docs/charts.md has no example chart {chart_id!r}")
 
 
@@ -67,7 +77,7 @@ def schedule_reminders(ctx: ActionContext) -> ActionResult:
 
 
 def call_off_escalation(ctx: ActionContext) -> ActionResult:
-    return ActionResult(context=logging_action("call_off_escalation")(ctx).context, cancel=["escalate"])
+    return ActionResult(context=logging_action("call_off_escalation")(ctx).context, send=[Cancel("escalate")])
 
 
 SPECIAL_ACTIONS: dict[str, Callable[[ActionContext], ActionResult]] = {
@@ -251,6 +261,29 @@ def reminder(run: ChartRun) -> None:
     assert run.leaf == "answered"
 
 
+def follow_up(run: ChartRun) -> None:
+    """The reminder with its sends and its cancel written in the chart: the same held sends, timers and
+    outcome as the reminder's Python actions."""
+    started = run.execution().created_at
+    assert set(run.execution().timers) == {"send:remind", "send:escalate"}
+    assert run.execution().delayed["escalate"].event.data == {"level": 2}
+    run.replace_worker()  # between arming and firing
+    run.wait_until(lambda: run.log == ["send_reminder@remind"], "the delayed remind")
+    run.send("acknowledge")
+    assert set(run.execution().timers) == set() and run.execution().delayed == {}
+    run.replace_worker()
+    time.sleep(ESCALATE_AFTER + 0.2)  # past the escalation's due time: it was called off
+    run.settle()
+    assert run.leaf == "waiting"
+    assert run.log == ["send_reminder@remind"], "remind once, escalate never"
+    steps = run.store.read_trace(run.execution_id)
+    assert [step["actions"] for step in steps if step["event"] == "acknowledge"] == [["cancel:escalate"]]
+    fired = [step["at"] for step in steps if step["event"] == "harel.timer"]
+    assert len(fired) == 1 and fired[0] >= started + REMIND_AFTER, "delivered once, not early"
+    run.send("reply")
+    assert run.leaf == "answered"
+
+
 def turns(run: ChartRun) -> None:
     run.send("go", "other")
     assert run.log == [
@@ -272,6 +305,7 @@ SCENARIOS: dict[str, tuple[str, Callable[[ChartRun], None]]] = {
     "shipment": ("shipment", shipment),
     "shipment-declined": ("shipment", shipment_declined),
     "reminder": ("reminder", reminder),
+    "follow-up": ("follow-up", follow_up),
     "turns": ("turns", turns),
     "typing": ("typing", typing),
 }

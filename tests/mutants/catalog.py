@@ -528,7 +528,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "cancelled-send-still-held",
         "cancelling a delayed send disarms its timer but keeps the event held",
-        (Edit(INTERPRETER, "                    del self._own_delayed()[send_id]\n", ""),),
+        (Edit(INTERPRETER, "                del self._own_delayed()[sent.id]\n", ""),),
         _on(
             LANGUAGE_CHECKS,
             "test_a_cancelled_delayed_send_never_fires_and_a_send_with_a_pending_id_replaces_it",

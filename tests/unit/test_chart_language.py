@@ -1,6 +1,7 @@
 """The chart language's richer constructs, one rule at a time, in the pure step and at load: event
 descriptors and patterns, transitions that do or do not re-enter their source, state guards, history
-states, one region's done, and events to self through the mailbox.
+states, one region's done, events to self through the mailbox, delayed sends, and the chart's own `send:`
+and `cancel:` actions.
 
 Each test names the statements of docs/semantics.md it backs (`@pytest.mark.semantics`)."""
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harel.app import ActionContext, ActionResult, Registry, Send
+from harel.app import ActionContext, ActionResult, App, Cancel, Registry, Send
 from harel.calls import user_event
 from harel.chart import Chart, descriptor_matches, load_chart
 from harel.errors import ChartError, InvalidSend, UnknownEvent
@@ -907,6 +908,241 @@ def test_a_delayed_send_that_cannot_be_held_fails_the_step(send: Send, reason: s
         begin(REMINDER, reminder_registry(send))
 
 
+# --- Cancel(id), and the chart's own send: and cancel: -----------------------------------------------------
+
+
+def held(exe: Execution) -> dict[str, tuple[str, str, float]]:
+    """The pending delayed sends: id -> (target, event, due)."""
+    return {i: (d.to, d.event.name, exe.timers[f"send:{i}"]) for i, d in exe.delayed.items()}
+
+
+@pytest.mark.semantics("sem-delayed-cancel")
+@pytest.mark.parametrize(
+    ("result", "pending"),
+    [
+        (ActionResult(send=[Send("x", to="self", delay=5, id="a"), Cancel("a")]), {}),
+        (ActionResult(send=[Cancel("a"), Send("x", to="self", delay=5, id="a")]), {"a": ("e1", "x", 5.0)}),
+        (ActionResult(send=[Send("x", to="self", delay=5, id="a")], cancel=["a"]), {}),
+        (ActionResult(send=[Cancel("nothing pending")]), {}),
+    ],
+    ids=["send-then-cancel", "cancel-then-send", "cancel-shorthand-after-sends", "unknown-id"],
+)
+def test_cancels_and_sends_take_effect_in_the_order_an_action_gives_them(
+    result: ActionResult, pending: dict[str, tuple[str, str, float]]
+) -> None:
+    registry = reminder_registry()
+    registry.actions["schedule"] = lambda ctx: result
+    assert held(begin(REMINDER, registry)) == pending
+
+
+def test_an_action_that_sends_neither_a_send_nor_a_cancel_fails_the_step() -> None:
+    registry = reminder_registry()
+    registry.actions["schedule"] = lambda ctx: ActionResult(send=["escalate"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="action 'schedule' sent str; send a Send or a Cancel"):
+        begin(REMINDER, registry)
+
+
+CHART_REMINDER = chart(
+    {
+        "waiting": {
+            "entry": [
+                {"send": {"event": "remind", "delay": "2s", "id": "nudge"}},
+                {"send": {"event": {"name": "escalate", "data": {"level": 2}}, "delay": 5, "id": "esc"}},
+            ],
+            "on": {
+                "remind": {"actions": ["reminded"]},
+                "escalate": "escalated",
+                "ack": {"actions": [{"cancel": "esc"}, {"cancel": "unknown"}]},
+            },
+        },
+        "escalated": {"final": True},
+    }
+)
+
+
+@pytest.mark.semantics("sem-chart-send", "sem-delayed-send")
+def test_a_charts_delayed_send_is_the_send_an_action_returns() -> None:
+    """The chart's `send:` and an action's `Send(..., to="self", queue="external")` with the same fields
+    make equal executions: the same held events, ids and timers, fired the same way."""
+    registry = Registry()
+    registry.actions["reminded"] = lambda ctx: None
+    written = begin(CHART_REMINDER, registry)
+    returned = begin(
+        REMINDER,
+        reminder_registry(
+            Send("remind", to="self", delay="2s", id="nudge", queue="external"),
+            Send("escalate", to="self", data={"level": 2}, delay=5, id="esc", queue="external"),
+        ),
+    )
+    assert written.delayed == returned.delayed
+    assert written.timers == returned.timers == {"send:nudge": 2.0, "send:esc": 5.0}
+    assert written.delayed["esc"].event.data == {"level": 2}
+    started = step(
+        CHART_REMINDER,
+        Execution(id="e1", definition_id="lang", definition_version=1),
+        Event(id="s", name=START_EVENT),
+        0.0,
+        registry=registry,
+    )
+    assert started.trace["actions"] == ["send:remind", "send:escalate"]
+    fired = fire(CHART_REMINDER, written, "send:nudge", registry, now=2.0)
+    assert fired.trace["internal"] == [{"event": "remind", "id": "e1@0#0", "disposition": "handled"}]
+    assert fired.trace["actions"] == ["reminded"]
+
+
+@pytest.mark.semantics("sem-chart-send", "sem-delayed-cancel")
+def test_a_charts_cancel_calls_off_a_pending_send_and_ignores_an_id_with_nothing_pending() -> None:
+    registry = Registry()
+    registry.actions["reminded"] = lambda ctx: None
+    acked = feed(CHART_REMINDER, begin(CHART_REMINDER, registry), "ack", registry, now=1.0)
+    assert acked.trace["actions"] == ["cancel:esc", "cancel:unknown"]
+    assert acked.timers == [TimerOp("cancel", "send:esc")]
+    assert held(acked.execution) == {"nudge": ("e1", "remind", 2.0)}
+
+
+@pytest.mark.semantics("sem-chart-send")
+def test_a_charts_send_goes_to_self_through_the_mailbox_unless_it_says_internal() -> None:
+    subject = chart(
+        {
+            "idle": {
+                "on": {
+                    "go": {
+                        "actions": [
+                            {"send": {"event": "later"}},
+                            {"send": {"event": {"name": "now", "data": {"n": 1}}, "queue": "internal"}},
+                            {"send": {"event": "ping", "to": "other"}},
+                        ]
+                    },
+                    "now later": {"actions": ["seen"]},
+                }
+            }
+        }
+    )
+    calls = Calls(subject)
+    went = feed(subject, begin(subject, calls.registry), "go", calls.registry)
+    assert calls.log == [("seen", "idle", "now")], "only the internal one is processed within the step"
+    assert [(target, e.name, e.data) for target, e in went.emits] == [
+        ("e1", "later", {}),
+        ("other", "ping", {}),
+    ]
+
+
+@pytest.mark.semantics("sem-chart-send")
+def test_a_charts_sends_in_a_region_reach_its_parent_and_its_siblings() -> None:
+    subject = chart(
+        {
+            "both": {
+                "parallel": {
+                    "left": {
+                        "initial": "a",
+                        "states": {
+                            "a": {
+                                "entry": [
+                                    {"send": {"event": "up", "to": "parent"}},
+                                    {"send": {"event": "over", "to": "sibling:right", "delay": "1s"}},
+                                ]
+                            }
+                        },
+                    },
+                    "right": {"initial": "b", "states": {"b": {"on": {"over": "c"}}, "c": {}}},
+                },
+                "on": {"up": {"actions": []}},
+            }
+        }
+    )
+    parent = begin(subject, Registry())
+    children = {ref.root_path: child for child, ref in parent.children.items()}
+    left = Execution(
+        id=children["both.left"],
+        definition_id="lang",
+        definition_version=1,
+        parent_id="e1",
+        root_path="both.left",
+        siblings={"left": children["both.left"], "right": children["both.right"]},
+    )
+    started = feed(subject, left, START_EVENT, Registry(), now=0.0)
+    assert [(target, e.name) for target, e in started.emits] == [("e1", "up")]
+    assert held(started.execution) == {f"{left.id}@0#1": (children["both.right"], "over", 1.0)}
+
+
+def test_a_charts_sends_and_cancels_are_not_registered_actions() -> None:
+    assert CHART_REMINDER.references() == [("action", "reminded")]
+    app = App("lang")
+    app.chart(CHART_REMINDER)
+    app.registry.actions["reminded"] = lambda ctx: None
+    app.validate()
+
+
+@pytest.mark.semantics("sem-chart-send")
+@pytest.mark.parametrize(
+    ("action", "problem"),
+    [
+        ({"send": {"event": "x", "delay": "soon"}}, ".send.delay: invalid duration 'soon'"),
+        ({"send": {"event": "x", "delay": -1}}, ".send.delay: delay -1.0 is not a duration"),
+        (
+            {"send": {"event": "x", "delay": True}},
+            ".send.delay: a delay is a duration ('3d', '90s') or seconds",
+        ),
+        (
+            {"send": {"event": "x", "to": "parent"}},
+            ".send.to: 'a' is in no region of a parallel state: it runs in",
+        ),
+        (
+            {"send": {"event": "x", "to": "sibling:b"}},
+            ".send.to: 'a' is in no region of a parallel state: it has",
+        ),
+        (
+            {"send": {"event": "x", "to": ""}},
+            ".send.to: an address is 'self', 'parent', 'sibling:<region>' or an",
+        ),
+        (
+            {"send": {"event": "x", "delay": "1s", "id": ""}},
+            ".send.id: send id '' must be a non-empty string",
+        ),
+        (
+            {"send": {"event": "x", "id": "y"}},
+            ".send.id: an id names a delayed send for a cancel; give a delay",
+        ),
+        (
+            {"send": {"event": "x", "delay": 1, "queue": "internal"}},
+            ".send.queue: a delayed event is external",
+        ),
+        (
+            {"send": {"event": "x", "to": "o", "queue": "internal"}},
+            ".send.queue: only an event to self can be",
+        ),
+        (
+            {"send": {"event": "harel.done"}},
+            ".send.event: event names starting with 'harel.' are the engine's",
+        ),
+        ({"send": {"event": ""}}, ".send.event: an event name cannot be empty"),
+        (
+            {"send": {"event": {"name": "x", "data": {"f": float("nan")}}}},
+            ".send.event.data.f: nan is not a JSON",
+        ),
+        ({"send": {"event": "x", "after": "1s"}}, ".send.after: unknown key"),
+        ({"send": {"event": 3}}, ".send.event: Input should be a valid string"),
+        ({"cancel": ""}, ".cancel: send id '' must be a non-empty string"),
+        ({"raise": "x"}, ": an action is a registered action's name, {send: {...}} or {cancel: <id>}"),
+    ],
+)
+def test_a_charts_send_or_cancel_that_a_step_would_refuse_is_refused_at_load(
+    action: dict[str, Any], problem: str
+) -> None:
+    [found] = refusal({"a": {"entry": [action]}})
+    assert found.startswith(f"states.a.entry.0{problem}"), found
+
+
+@pytest.mark.semantics("sem-chart-send")
+def test_two_sends_with_one_id_in_one_list_are_refused_and_in_two_lists_are_not() -> None:
+    twice = {"send": {"event": "x", "delay": "1s", "id": "r"}}
+    assert refusal({"a": {"on": {"go": {"actions": [twice, {"cancel": "r"}, twice]}}}}) == [
+        "states.a.on.go.actions.2.send.id: the send at states.a.on.go.actions.0 has the id 'r' too; a send "
+        "replaces a pending one with its id, so the first would never be delivered"
+    ]
+    chart({"a": {"entry": [twice], "on": {"go": {"actions": [twice]}}}})
+
+
 def test_diagrams_draw_history_states_state_guards_and_one_regions_done() -> None:
     from harel.diagram import render_dot, render_mermaid
 
@@ -917,3 +1153,4 @@ def test_diagrams_draw_history_states_state_guards_and_one_regions_done() -> Non
     assert '[label="close [in open.approved]"' in render_dot(DOCUMENT)
     assert ": done payment / email_receipt" in render_mermaid(SHIPMENT)
     assert ": after 300ms / show_paused" in render_mermaid(TYPING)
+    assert "ack / cancel:esc, cancel:unknown" in render_mermaid(CHART_REMINDER)

@@ -29,6 +29,7 @@ def backend() -> Iterator[Backend]:
     "sem-rtc-external-self",
     "sem-delayed-durable",
     "sem-delayed-cancel",
+    "sem-chart-send",
 )
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_each_example_runs_on_the_embedded_store(backend: Backend, name: str) -> None:

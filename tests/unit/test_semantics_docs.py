@@ -4,8 +4,8 @@ docs/semantics.md: every statement's anchor (`<a id="sem-…">`) is named by at 
 (`@pytest.mark.semantics("sem-…")`), and every anchor a test names exists. The test files are read as
 source (not collected), so the check holds whichever tests a run selects.
 
-docs/charts.md: every key of the chart format has its section, and every YAML example is a chart that
-loads.
+docs/charts.md: every key of the chart format (the chart's own `send` and `cancel` actions included) has
+its section, and every YAML example is a chart that loads.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harel.chart import Chart, Region, State, Transition, load_chart
+from harel.chart import CancelAction, Chart, Region, SendAction, State, Transition, load_chart
 
 ROOT = Path(__file__).parents[2]
 SEMANTICS = ROOT / "docs" / "semantics.md"
@@ -89,6 +89,13 @@ def test_every_yaml_example_in_charts_md_is_a_chart_that_loads(example: str) -> 
 def test_every_key_of_the_format_has_a_section_in_charts_md() -> None:
     text = CHARTS.read_text(encoding="utf-8")
     headings = set(re.findall(r"^### `([a-z_]+)`", text, flags=re.MULTILINE))
-    keys = {*Chart.model_fields, *State.model_fields, *Region.model_fields, *Transition.model_fields}
+    keys = {
+        *Chart.model_fields,
+        *State.model_fields,
+        *Region.model_fields,
+        *Transition.model_fields,
+        *SendAction.model_fields,
+        *CancelAction.model_fields,
+    }
     assert keys - headings == set()
     assert len(chart_examples()) >= 10

@@ -13,7 +13,11 @@ pytestmark = pytest.mark.wire
 
 
 @pytest.mark.semantics(
-    "sem-history-durable", "sem-rtc-external-self", "sem-region-done-each", "sem-delayed-durable"
+    "sem-history-durable",
+    "sem-rtc-external-self",
+    "sem-region-done-each",
+    "sem-delayed-durable",
+    "sem-chart-send",
 )
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_each_example_runs_over_the_wire(seams: Seams, name: str) -> None:

@@ -1,14 +1,14 @@
 """harel: durable Harel statecharts on MongoDB.
 
 What an application writes against: an `App` with its charts, actions and guards (`ActionContext` in,
-`ActionResult` and `Send` out), a `Worker` that runs it, the clients that start executions and send them
+`ActionResult`, `Send` and `Cancel` out), a `Worker` that runs it, the clients that start executions and send them
 events (`Client`, and `AsyncClient` for asyncio), the seed's stores, and the errors they raise. Everything
 else in the package is its implementation; docs/architecture.md gives the layout.
 """
 
 from harel.aio import Client as AsyncClient
 from harel.aio_store.mongo import AsyncMongoStore
-from harel.app import ActionContext, ActionResult, App, Send, load_app
+from harel.app import ActionContext, ActionResult, App, load_app
 from harel.backend import Backend, open_backend
 from harel.chart import Chart, load_chart
 from harel.client import Client
@@ -73,6 +73,7 @@ from harel.errors import (
     WeakWriteConcernError,
 )
 from harel.model import Event, Execution, ExecutionStatus
+from harel.sends import Cancel, Send
 from harel.store.mongo import MongoStore
 from harel.transport.aio_mongo import AsyncMongoTransport
 from harel.transport.mongo import MongoTransport
@@ -91,6 +92,7 @@ __all__ = [
     "AsyncUnavailable",
     "AuthenticationFailed",
     "Backend",
+    "Cancel",
     "Chart",
     "ChartError",
     "Client",

@@ -31,7 +31,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from harel.errors import (
     AsyncUnavailable,
@@ -42,32 +42,15 @@ from harel.errors import (
     UnknownChart,
 )
 from harel.model import Event
+from harel.sends import Cancel, Send
 
 if TYPE_CHECKING:
     from harel.catalog import Catalog
     from harel.chart import Chart
     from harel.eventloop import EventLoopThread
 
-
-@dataclass(frozen=True)
-class Send:
-    """An event an action sends. `to`: "parent", "self", "sibling:<region>", or any execution id.
-
-    `queue` is for events to self: "internal" (the default; processed within the same step, before any
-    other event: SCXML's `<raise>`) or "external" (through the execution's own mailbox, behind the events
-    already queued there: SCXML's `<send>` to its own session). Events to other executions always go
-    through their mailbox; "internal" for one of them is refused with InvalidSend.
-
-    `delay` (a duration, `"3d"`, `"90s"`, or seconds) holds the event back: it is a durable timer of the
-    sender, and is delivered (an external event) once it is due. `id` names it for `ActionResult(cancel=...)`;
-    a send with the id of one still pending replaces it. Without `id`, the event's own id names it."""
-
-    event: str
-    to: str = "parent"
-    data: Mapping[str, Any] = field(default_factory=dict)
-    queue: Literal["internal", "external"] | None = None
-    delay: str | float | None = None
-    id: str | None = None
+# Send and Cancel live in harel.sends (the chart builds them too); actions import them from here as well
+__all__ = ["ActionContext", "ActionResult", "App", "Cancel", "Registry", "Send", "is_async", "load_app"]
 
 
 @dataclass(frozen=True)
@@ -83,11 +66,11 @@ class ActionContext:
 
 @dataclass(frozen=True)
 class ActionResult:
-    """Shallow updates to the execution's context, events to send after the step commits, and the ids of
-    delayed sends to cancel (after this result's own sends; an id with nothing pending is ignored)."""
+    """Shallow updates to the execution's context, and what to send: `Send`s and `Cancel`s, taking effect in
+    the order given. `cancel=["id", ...]` is shorthand for a `Cancel("id")` each after everything in `send`."""
 
     context: Mapping[str, Any] = field(default_factory=dict)
-    send: tuple[Send, ...] | list[Send] = ()
+    send: tuple[Send | Cancel, ...] | list[Send | Cancel] = ()
     cancel: tuple[str, ...] | list[str] = ()
 
 

@@ -23,10 +23,11 @@ docs/semantics.md says what a step does with them.
 State kinds: atomic; compound (`initial` + `states`); parallel (`parallel: {region: {initial, states}}`);
 final (`final: true`, with `status: failed` to end the execution as failed rather than completed, and an
 optional JSON `result`); history (`history: shallow | deep` and an optional default `target`, a
-pseudo-state inside a compound state). A state may carry `entry` and `exit` action lists, `on` transitions
-(keyed by event descriptors: names, `prefix.*`, `*`, several separated by spaces), `after` timers,
-`always` (eventless) transitions and, when it is compound or parallel, `on_done`; a parallel state also
-`on_region_done` per region. A transition is a target name, or `{target, guard, actions, reenter}`, or a
+pseudo-state inside a compound state). A state may carry `entry` and `exit` action lists (registered
+actions' names, and the chart's own `{send: {event, to, delay, id, queue}}` and `{cancel: <id>}`, which load
+as the `Send` and `Cancel` an action could return), `on` transitions (keyed by event descriptors: names,
+`prefix.*`, `*`, several separated by spaces), `after` timers, `always` (eventless) transitions and, when
+it is compound or parallel, `on_done`; a parallel state also `on_region_done` per region. A transition is a target name, or `{target, guard, actions, reenter}`, or a
 list of those (alternatives tried in document order); its guard is a registered name or `{in: <state>}`;
 without a target it is internal (it runs its actions and leaves the configuration alone). Durations are
 `250ms`, `2s`, `1.5s`, `5m`, `1h`, `3d`, or a plain number of seconds.
@@ -58,6 +59,7 @@ Loading also precomputes what the interpreter needs on every step (`Node.chain`,
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -69,16 +71,20 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     PrivateAttr,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from harel.errors import ChartError, InvalidContext, InvalidDuration
 from harel.ids import check_json
 from harel.model import RESERVED_EVENT_PREFIX, ExecutionStatus
+from harel.sends import SIBLING_PREFIX, Cancel, Send
 
 CHART_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -114,6 +120,84 @@ def _alternatives(value: Any) -> Any:
     return (one(value),)
 
 
+class SentEvent(BaseModel):
+    """`event: {name, data}` in a chart's `send:` action: an event with data (`event: <name>` has none)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+def _event_kind(value: Any) -> str:
+    return "<event>" if isinstance(value, Mapping | SentEvent) else "<name>"
+
+
+class SendSpec(BaseModel):
+    """The value of a chart's `send:` action: `Send`'s fields, to self and through the mailbox by default
+    (SCXML's `<send>`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    event: Annotated[
+        Annotated[str, Tag("<name>")] | Annotated[SentEvent, Tag("<event>")], Discriminator(_event_kind)
+    ]
+    to: str = "self"
+    delay: str | float | None = None
+    id: str | None = None
+    queue: Literal["internal", "external"] = "external"
+
+    @field_validator("delay", mode="before")
+    @classmethod
+    def _no_boolean_delay(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # a float field would take true as 1 second
+            raise PydanticCustomError(
+                "delay", "a delay is a duration ('3d', '90s') or seconds, not a boolean"
+            )
+        return value
+
+
+class SendAction(BaseModel):
+    """`{send: {event, to, delay, id, queue}}` in an action list."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    send: SendSpec
+
+
+class CancelAction(BaseModel):
+    """`{cancel: <id>}` in an action list: calls off the delayed send with that id."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cancel: str
+
+
+def _action_kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "<registered>"
+    if isinstance(value, SendAction) or (isinstance(value, Mapping) and "send" in value):
+        return "<send>"
+    if isinstance(value, CancelAction) or (isinstance(value, Mapping) and "cancel" in value):
+        return "<cancel>"
+    return None
+
+
+# An action in an `entry`, `exit` or `actions` list: a registered action's name, or one of the chart's own
+ActionSpec = Annotated[
+    Annotated[str, Tag("<registered>")]
+    | Annotated[SendAction, Tag("<send>")]
+    | Annotated[CancelAction, Tag("<cancel>")],
+    Discriminator(
+        _action_kind,
+        custom_error_type="action",
+        custom_error_message="an action is a registered action's name, {send: {...}} or {cancel: <id>}",
+    ),
+]
+# The tags above name the branch pydantic validated in an error's location; the author never wrote them
+_UNION_TAGS = frozenset({"<name>", "<event>", "<registered>", "<send>", "<cancel>"})
+
+
 class StateGuard(BaseModel):
     """`guard: {in: <state>}`: enabled while the state is active in the execution's own configuration."""
 
@@ -130,7 +214,7 @@ class Transition(BaseModel):
 
     target: str | None = None
     guard: str | StateGuard | None = None
-    actions: tuple[str, ...] = ()
+    actions: tuple[ActionSpec, ...] = ()
     reenter: bool = False
 
 
@@ -140,8 +224,8 @@ Alternatives = Annotated[tuple[Transition, ...], BeforeValidator(_alternatives)]
 class State(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    entry: tuple[str, ...] = ()
-    exit: tuple[str, ...] = ()
+    entry: tuple[ActionSpec, ...] = ()
+    exit: tuple[ActionSpec, ...] = ()
     on: dict[str, Alternatives] = Field(default_factory=dict)
     after: dict[str, Alternatives] = Field(default_factory=dict)
     always: Alternatives = ()
@@ -181,6 +265,26 @@ class Region(BaseModel):
 
 NodeKind = Literal["atomic", "compound", "parallel", "final", "region", "history"]
 HistoryKind = Literal["shallow", "deep"]
+
+# What an action list holds once loaded: a registered action's name, or a chart's own `send:` or `cancel:`
+ChartAction = str | Send | Cancel
+
+
+def action_label(action: ChartAction) -> str:
+    """How traces and diagrams name an action: its registered name, `send:<event>` or `cancel:<id>`."""
+    if isinstance(action, str):
+        return action
+    if isinstance(action, Send):
+        return f"send:{action.event}"
+    return f"cancel:{action.id}"
+
+
+def send_id_problem(send_id: object) -> str | None:
+    """Why `send_id` cannot name a delayed send (its timer is `send:<id>`, a MongoDB key), or None."""
+    if not isinstance(send_id, str) or not send_id or "\x00" in send_id or "\uff0e" in send_id:
+        return f"send id {send_id!r} must be a non-empty string without NUL or U+FF0E"
+    return None
+
 
 WILDCARD = "*"
 # The key of a delayed send's timer in an execution's `timers` is `send:<send id>`; no state's timer key
@@ -235,7 +339,7 @@ class Edge:
     source: str
     target: str | None
     guard: str | None = None
-    actions: tuple[str, ...] = ()
+    actions: tuple[ChartAction, ...] = ()
     in_state: str | None = None
     reenter: bool = False
     enter: tuple[str, ...] = field(default=(), compare=False, repr=False)
@@ -285,8 +389,8 @@ class Node:
     scope: str | None
     children: tuple[str, ...] = ()
     initial: str | None = None
-    entry: tuple[str, ...] = ()
-    exit: tuple[str, ...] = ()
+    entry: tuple[ChartAction, ...] = ()
+    exit: tuple[ChartAction, ...] = ()
     on: Mapping[str, tuple[Edge, ...]] = field(default_factory=dict)
     after: tuple[After, ...] = ()
     always: tuple[Edge, ...] = ()
@@ -427,15 +531,15 @@ class Chart(BaseModel):
 
 
 def _node_references(node: Node) -> Iterator[tuple[Literal["action", "guard"], str]]:
-    for name in node.entry:
-        yield "action", name
-    for name in node.exit:
-        yield "action", name
+    for action in (*node.entry, *node.exit):
+        if isinstance(action, str):
+            yield "action", action
     for _, edge in node.edges():
         if edge.guard is not None:
             yield "guard", edge.guard
-        for name in edge.actions:
-            yield "action", name
+        for action in edge.actions:
+            if isinstance(action, str):
+                yield "action", action
 
 
 def _prefixes(path: str) -> list[str]:
@@ -726,8 +830,8 @@ class _TreeBuilder:
             scope=draft.scope,
             children=children,
             initial=f"{draft.path}.{spec.initial}" if draft.kind == "compound" else None,
-            entry=spec.entry,
-            exit=spec.exit,
+            entry=self._actions(draft, spec.entry, f"{draft.location}.entry"),
+            exit=self._actions(draft, spec.exit, f"{draft.location}.exit"),
             on=on,
             after=tuple(after),
             always=self._edges(draft, spec.always, f"{draft.location}.always"),
@@ -752,6 +856,7 @@ class _TreeBuilder:
         return tuple(edges)
 
     def _edge(self, source: _Draft, transition: Transition, location: str) -> Edge | None:
+        actions = self._actions(source, transition.actions, f"{location}.actions")
         guard = transition.guard
         name = guard if isinstance(guard, str) else None
         in_state = None
@@ -762,7 +867,7 @@ class _TreeBuilder:
         if transition.target is None:
             if transition.reenter:
                 self._problem(f"{location}.reenter", "a transition without a target enters nothing again")
-            return Edge(source.path, None, name, transition.actions, in_state)
+            return Edge(source.path, None, name, actions, in_state)
         target = self._resolve(source, transition.target)
         if target is None:
             what = "state at path" if "." in transition.target else "state named"
@@ -789,13 +894,119 @@ class _TreeBuilder:
             source.path,
             target.path,
             name,
-            transition.actions,
+            actions,
             in_state,
             transition.reenter,
             enter=enter,
             exit_depth=depth,
             history=history,
         )
+
+    def _actions(
+        self, source: _Draft, specs: tuple[str | SendAction | CancelAction, ...], location: str
+    ) -> tuple[ChartAction, ...]:
+        """An action list with the chart's own `send:` and `cancel:` checked and made `Send`s and `Cancel`s;
+        two sends with one id in a list are refused (the second would replace the first at once)."""
+        actions: list[ChartAction] = []
+        ids: dict[str, int] = {}
+        for index, spec in enumerate(specs):
+            here = f"{location}.{index}"
+            if isinstance(spec, str):
+                actions.append(spec)
+            elif isinstance(spec, CancelAction):
+                problem = send_id_problem(spec.cancel)
+                if problem is not None:
+                    self._problem(f"{here}.cancel", problem)
+                else:
+                    actions.append(Cancel(spec.cancel))
+            else:
+                send = self._send(source, spec.send, f"{here}.send")
+                if send is None:
+                    continue
+                if send.id is not None:
+                    if send.id in ids:
+                        self._problem(
+                            f"{here}.send.id",
+                            f"the send at {location}.{ids[send.id]} has the id {send.id!r} too; a send "
+                            "replaces a pending one with its id, so the first would never be delivered",
+                        )
+                    ids.setdefault(send.id, index)
+                actions.append(send)
+        return tuple(actions)
+
+    def _send(self, source: _Draft, spec: SendSpec, location: str) -> Send | None:
+        """The `Send` a chart's `send:` action makes, refused (None, the problems recorded) where a step
+        would refuse it with InvalidSend, and where the event could never be handled or stored."""
+        before = len(self.problems)
+        name, data = (spec.event, {}) if isinstance(spec.event, str) else (spec.event.name, spec.event.data)
+        if not name:
+            self._problem(f"{location}.event", "an event name cannot be empty")
+        elif name.startswith(RESERVED_EVENT_PREFIX):
+            self._problem(
+                f"{location}.event", f"event names starting with {RESERVED_EVENT_PREFIX!r} are the engine's"
+            )
+        if data:
+            try:
+                check_json(data, "data")
+            except InvalidContext as exc:
+                self._problem(
+                    f"{location}.event.data" + (f".{exc.key_path}" if exc.key_path else ""), exc.reason
+                )
+        problem = self._address_problem(source, spec.to)
+        if problem is not None:
+            self._problem(f"{location}.to", problem)
+        seconds: float | None = None
+        if isinstance(spec.delay, str):
+            try:
+                seconds = parse_duration(spec.delay)
+            except InvalidDuration as exc:
+                self._problem(f"{location}.delay", str(exc))
+        elif spec.delay is not None:
+            if spec.delay < 0 or not math.isfinite(spec.delay):
+                self._problem(f"{location}.delay", f"delay {spec.delay!r} is not a duration")
+            else:
+                seconds = spec.delay
+        if spec.queue == "internal":
+            if spec.delay is not None:
+                self._problem(f"{location}.queue", "a delayed event is external: it cannot be internal")
+            elif spec.to != "self":
+                self._problem(
+                    f"{location}.queue",
+                    "only an event to self can be internal; other executions get theirs by mailbox",
+                )
+        if spec.id is not None:
+            if spec.delay is None:
+                self._problem(
+                    f"{location}.id",
+                    "an id names a delayed send for a cancel; give a delay, or remove the id",
+                )
+            elif (problem := send_id_problem(spec.id)) is not None:
+                self._problem(f"{location}.id", problem)
+        if len(self.problems) > before:
+            return None
+        return Send(name, to=spec.to, data=data, queue=spec.queue, delay=seconds, id=spec.id)
+
+    def _address_problem(self, source: _Draft, to: str) -> str | None:
+        """Why the state `source` can never send to `to`, or None: what a step would find at once."""
+        if not to:
+            return "an address is 'self', 'parent', 'sibling:<region>' or an execution id, not empty"
+        if to == "parent" and source.scope is None:
+            return (
+                f"{source.path!r} is in no region of a parallel state: it runs in the root execution, "
+                "which has no parent"
+            )
+        if not to.startswith(SIBLING_PREFIX):
+            return None
+        region = to.removeprefix(SIBLING_PREFIX)
+        if source.scope is None:
+            return f"{source.path!r} is in no region of a parallel state: it has no sibling regions"
+        parallel = self.drafts[source.scope].parent
+        assert parallel is not None
+        spec = self.drafts[parallel].spec
+        siblings = list(spec.parallel or {}) if isinstance(spec, State) else []
+        if region not in siblings:
+            return f"no sibling region {region!r} (siblings: {', '.join(siblings)})"
+        return None
 
     def _state_guard(self, source: _Draft, name: str, location: str) -> str | None:
         """The path a `guard: {in: name}` tests; None (a problem recorded) when the execution running the
@@ -1103,6 +1314,8 @@ def _source_location(loc: tuple[Any, ...], data: Any) -> str:
     here = data
     for part in loc:
         if isinstance(part, int) and not isinstance(here, list | tuple):
+            continue
+        if part in _UNION_TAGS and not (isinstance(here, Mapping) and part in here):
             continue
         parts.append(str(part))
         if isinstance(here, Mapping):

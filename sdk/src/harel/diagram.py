@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from harel.chart import Chart, Edge, Node, parse_duration
+from harel.chart import Chart, Edge, Node, action_label, parse_duration
 from harel.model import Execution
 
 ACTIVE_FILL = "#ffd966"
@@ -67,7 +67,7 @@ def transition_label(slot: str, edge: Edge) -> str:
     elif edge.in_state is not None:
         parts.append(f"[in {edge.in_state}]")
     if edge.actions:
-        parts.append("/ " + ", ".join(edge.actions))
+        parts.append("/ " + ", ".join(map(action_label, edge.actions)))
     return " ".join(parts)
 
 

@@ -39,8 +39,18 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from harel.app import EMPTY_REGISTRY, ActionContext, ActionResult, Registry, Send
-from harel.chart import SEND_TIMER_PREFIX, Chart, Edge, Node, descriptor_matches, parse_duration
+from harel.app import EMPTY_REGISTRY, ActionContext, ActionResult, Registry
+from harel.chart import (
+    SEND_TIMER_PREFIX,
+    Chart,
+    ChartAction,
+    Edge,
+    Node,
+    action_label,
+    descriptor_matches,
+    parse_duration,
+    send_id_problem,
+)
 from harel.errors import InvalidDuration, InvalidSend, StepLimitExceeded
 from harel.ids import REGIONS_KEY, check_context, check_json, child_id
 from harel.model import (
@@ -56,8 +66,8 @@ from harel.model import (
     ExecutionStatus,
     TimerOp,
 )
+from harel.sends import SIBLING_PREFIX, Cancel, Send
 
-SIBLING_PREFIX = "sibling:"
 _RUNNING = ExecutionStatus.RUNNING  # compared on every step: a module constant, not an enum lookup
 # Each status as the plain str a record stores: `str(status)` builds a new string on every call
 _STATUS_TEXT = {status: str(status) for status in ExecutionStatus}
@@ -684,30 +694,47 @@ class _Run:
                 return edge
         return None
 
-    def _run_actions(self, names: tuple[str, ...], state: str) -> None:
-        for name in names:
-            action = self.registry.get_action(name)
-            self.actions.append(name)
-            result = action(self._context(state))
-            if result is None:
-                continue
-            if not isinstance(result, ActionResult):
-                raise TypeError(
-                    f"action {name!r} returned {type(result).__name__}; return an ActionResult or None"
-                )
-            if result.context:
-                check_context(result.context, f"action {name!r} returned a context")
-                self._write_context(result.context)
-            for send in result.send:
-                check_json(dict(send.data), f"action {name!r} sent {send.event!r} with data")
-                if send.delay is None:
-                    self._send(send.to, send.event, dict(send.data), send.queue)
-                else:
-                    self._send_later(send, dict(send.data))
-            for send_id in result.cancel:
-                if send_id in self.delayed:
-                    del self._own_delayed()[send_id]
-                    self._disarm(SEND_TIMER_PREFIX + send_id)
+    def _run_actions(self, actions: tuple[ChartAction, ...], state: str) -> None:
+        for action in actions:
+            if isinstance(action, str):
+                self._call(action, state)
+            else:  # the chart's own send or cancel, checked at load
+                label = action_label(action)
+                self.actions.append(label)
+                self._apply(action, f"the chart's {label}")
+
+    def _call(self, name: str, state: str) -> None:
+        action = self.registry.get_action(name)
+        self.actions.append(name)
+        result = action(self._context(state))
+        if result is None:
+            return
+        if not isinstance(result, ActionResult):
+            raise TypeError(
+                f"action {name!r} returned {type(result).__name__}; return an ActionResult or None"
+            )
+        if result.context:
+            check_context(result.context, f"action {name!r} returned a context")
+            self._write_context(result.context)
+        for sent in result.send:
+            if not isinstance(sent, Send | Cancel):
+                raise TypeError(f"action {name!r} sent {type(sent).__name__}; send a Send or a Cancel")
+            self._apply(sent, f"action {name!r}")
+        for send_id in result.cancel:  # shorthand for a Cancel each after the sends
+            self._apply(Cancel(send_id), f"action {name!r}")
+
+    def _apply(self, sent: Send | Cancel, origin: str) -> None:
+        """A send takes effect (now, or held until due) or a delayed send is called off."""
+        if isinstance(sent, Cancel):
+            if sent.id in self.delayed:
+                del self._own_delayed()[sent.id]
+                self._disarm(SEND_TIMER_PREFIX + sent.id)
+            return
+        check_json(dict(sent.data), f"{origin} sent {sent.event!r} with data")
+        if sent.delay is None:
+            self._send(sent.to, sent.event, dict(sent.data), sent.queue)
+        else:
+            self._send_later(sent, dict(sent.data))
 
     def _send_later(self, send: Send, data: dict[str, Any]) -> None:
         """A delayed send: the event is minted now and held, with a timer of this execution, until due."""
@@ -724,10 +751,8 @@ class _Run:
         order = (self.exe.version, self.minted)
         event = self._mint(send.event, data)
         send_id = event.id if send.id is None else send.id
-        if not isinstance(send_id, str) or not send_id or "\x00" in send_id or "\uff0e" in send_id:
-            raise InvalidSend(
-                self.exe.id, to, f"send id {send_id!r} must be a non-empty string without NUL or U+FF0E"
-            )
+        if (problem := send_id_problem(send_id)) is not None:
+            raise InvalidSend(self.exe.id, to, problem)
         delayed = self._own_delayed()
         delayed[send_id] = _construct(DelayedSend, {"to": target, "event": event, "order": order})
         key = SEND_TIMER_PREFIX + send_id
