@@ -72,6 +72,8 @@ MONGO_STORE = "store/mongo.py"
 INTERPRETER = "interpreter.py"
 CHART = "chart.py"
 RULES = "connection/rules.py"
+PARTITIONS = "executions/partitions.py"
+SHARDING_RULES = "connection/sharding.py"
 
 STORE_CHECKS = "tests/conformance/test_store_conformance.py"
 MAILBOX_CHECKS = "tests/conformance/test_mailbox_conformance.py"
@@ -84,6 +86,8 @@ REGION_CHECKS = "tests/unit/test_regions.py"
 ORDERING = "tests/wire/test_ordering.py"
 RTC_CHECKS = "tests/unit/test_run_to_completion.py"
 LANGUAGE_CHECKS = "tests/unit/test_chart_language.py"
+SHARDED = "tests/wire/test_sharded_cluster.py"
+PARTITION_CHECKS = "tests/unit/test_partitions.py"
 
 
 def _on(module: str, *tests: str, ids: tuple[str, ...] = ("",)) -> tuple[str, ...]:
@@ -551,6 +555,52 @@ MUTANTS: tuple[Mutant, ...] = (
         + _on(
             "tests/wire/test_check_over_wire.py",
             "test_a_majority_write_concern_without_the_journal_is_refused_at_start_up",
+        ),
+    ),
+    Mutant(
+        "command-without-its-partition",
+        "a command on one execution carries `_id` alone, not its full shard key `{p, _id}`",
+        (Edit(PARTITIONS, 'return {"p": self.of(execution_id), **filter_}', "return dict(filter_)"),),
+        _on(SHARDED, "test_the_smoke_workflow_runs_with_every_hot_command_on_one_shard")
+        + _on(STORE_CHECKS, "test_every_commit_is_one_update", ids=("mongomock-partitioned",)),
+    ),
+    Mutant(
+        "partition-of-the-region-not-the-root",
+        "`p` is hashed from the execution's own id, so a region lands in another partition than its root",
+        (Edit(PARTITIONS, "blake2b(root_id(execution_id).encode()", "blake2b(execution_id.encode()"),),
+        _on(PARTITION_CHECKS, "test_a_region_and_its_regions_regions_share_their_roots_partition"),
+    ),
+    Mutant(
+        "claims-across-zones",
+        "a window of partitions spans every zone, so each claim reaches every shard",
+        (
+            Edit(
+                PARTITIONS,
+                "for zone in zones if zones is not None else self.zones:",
+                'for zone in (Zone("all", 0, self.count),):',
+            ),
+        ),
+        _on(SHARDED, "test_the_smoke_workflow_runs_with_every_hot_command_on_one_shard")
+        + _on(PARTITION_CHECKS, "test_work_is_looked_for_in_windows_each_inside_one_zone"),
+    ),
+    Mutant(
+        "check-accepts-an-unpartitioned-cluster",
+        "`harel check` accepts a sharded cluster whose `executions` is not partitioned",
+        (
+            Edit(
+                SHARDING_RULES,
+                "    return violation(ShardingError, found, required, _INIT)\n\n\ndef _shards_finding",
+                "    return ok(ShardingError.check, found, required)\n\n\ndef _shards_finding",
+            ),
+        ),
+        _on(
+            "tests/unit/test_sharding_rules.py",
+            "test_executions_not_partitioned_as_the_engine_needs_are_refused_by_name",
+            ids=("unsharded",),
+        )
+        + _on(
+            "tests/wire/test_partitions_cli.py",
+            "test_check_refuses_an_unpartitioned_cluster_by_name_and_passes_it_once_partitioned",
         ),
     ),
 )
