@@ -225,6 +225,8 @@ def run(
         finally:
             fleet.kill_all()
         report.audit = audit(admin.harel.executions.find({}))
+        if config.shards:
+            report.failures += _untargeted_writes(admin)
         report.failures += _verify(admin, roots)
         report.steals, report.conflicts = fleet.logged(STEALS), fleet.logged(CONFLICTS)
         report.worker_logs = [worker.log_path for worker in fleet.all]
@@ -296,6 +298,21 @@ def _load_and_strike(
         report.failures.append(str(exc))
     progress(f"+{time.monotonic() - t0:5.1f}s finished; verifying")
     return report, roots
+
+
+# What a router counts of single-document writes that lacked their shard key (MongoDB's own names).
+UNTARGETED = (
+    "updateOneNonTargetedShardedCount",
+    "findAndModifyNonTargetedShardedCount",
+    "deleteOneNonTargetedShardedCount",
+    "updateOneWithoutShardKeyWithIdCount",
+)
+
+
+def _untargeted_writes(admin: MongoClient[Any]) -> list[str]:
+    """On a sharded cluster: the router's counters of writes that reached every shard, each a failure."""
+    counted = admin.admin.command("serverStatus")["metrics"]["query"]
+    return [f"the router counted {counted[name]} {name}" for name in UNTARGETED if counted[name]]
 
 
 def _count(roots: dict[str, list[str]]) -> int:
