@@ -514,7 +514,9 @@ def test_pipeline_updates_for_one_shard_go_in_one_request_and_a_p_change_fails_a
 
     assert [(e["index"], e["code"]) for e in refused.value.details["writeErrors"]] == [(2, 66)]
     assert refused.value.details["nModified"] == 2
-    assert fake_cluster.cluster.metrics()["shardRequestsByShard"] == {"shard1": 1}
+    metrics = fake_cluster.cluster.metrics()
+    assert metrics["shardRequestsByShard"] == {"shard1": 1}
+    assert metrics["updateOneTargetedShardedCount"] == 2  # counted when sent: not the refused, not the last
     stamped = {d["_id"] for d in client.harel.executions.find({"t": {"$exists": True}})}
     assert stamped == {"e04", "e05"}
 
