@@ -164,6 +164,26 @@ def test_shard_collection_rules(client: MongoClient[dict[str, Any]]) -> None:
     assert {"p_1__id_1", "_id_"} <= set(client.harel.empty.index_information())
 
 
+def test_shard_collection_gives_every_shard_the_indexes_with_their_options(
+    fake_cluster: ClusterDeployment, client: MongoClient[dict[str, Any]]
+) -> None:
+    executions = client.harel.executions
+    executions.create_index(
+        [("p", 1), ("due", 1)], name="p_due", partialFilterExpression={"due": {"$gte": 0}}
+    )
+    executions.create_index("token", unique=True, sparse=True)
+    client.admin.command("shardCollection", NS, key=KEY)
+    executions.create_index(
+        [("p", 1), ("due", 1)], name="p_due", partialFilterExpression={"due": {"$gte": 0}}
+    )
+
+    for engine in fake_cluster.cluster.shards.values():
+        information = engine.collection("harel", "executions").index_information()
+        assert information["p_due"]["partialFilterExpression"] == {"due": {"$gte": 0}}
+        assert information["token_1"]["unique"] and information["token_1"]["sparse"]
+        assert information["p_1__id_1"]["key"] == [("p", 1), ("_id", 1)]
+
+
 def test_balancer_stopped_defers_zone_moves_until_started(
     fake_cluster: ClusterDeployment, client: MongoClient[dict[str, Any]]
 ) -> None:
