@@ -42,6 +42,9 @@ ILLEGAL_OPERATION = 20
 SHARD_NOT_FOUND = 70
 _SYSTEM_DATABASES = frozenset({"admin", "config", "local"})
 
+# The options an index keeps on every shard, as `createIndexes` takes them.
+INDEX_OPTIONS = ("unique", "sparse", "partialFilterExpression", "expireAfterSeconds")
+
 
 class FakeCluster:
     """N shards behind any number of routers (`router.Router`), all in this process. `mode` is the
@@ -151,9 +154,10 @@ class FakeCluster:
         db, name = namespace.split(".", 1)
         primary = self.primary.collection(db, name)
         indexes = [
-            {field: value for field, value in index.items() if field != "v"}
-            for index in self._indexes(db, name)
-            if index["name"] != "_id_"
+            {"name": index_name, "key": dict(info["key"])}
+            | {option: info[option] for option in INDEX_OPTIONS if option in info}
+            for index_name, info in primary.index_information().items()
+            if index_name != "_id_"
         ]
         if not any(list(index["key"].items())[: len(key)] == list(key.items()) for index in indexes):
             if primary.find_one() is not None:
@@ -173,17 +177,6 @@ class FakeCluster:
         if collection.hashed and len(self.shards) > 1:
             self._spread_hashed(collection)
         self.balance()
-
-    def _indexes(self, db: str, name: str) -> list[dict[str, Any]]:
-        """The primary shard's indexes of a collection, with their options, as listIndexes gives them."""
-        try:
-            listed = self.primary.execute(
-                "listIndexes", db, {"listIndexes": name, "cursor": {"batchSize": 1000}}
-            )
-        except CommandError:  # NamespaceNotFound: an empty collection not created yet
-            return []
-        indexes: list[dict[str, Any]] = listed["cursor"]["firstBatch"]
-        return indexes
 
     def forget(self, namespace: str) -> None:
         """The collection was dropped: it is unsharded again (its zone ranges stay, as on a real cluster)."""
