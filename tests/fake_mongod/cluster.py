@@ -185,13 +185,12 @@ class FakeCluster:
 
     def move(self, collection: ShardedCollection, low: float, high: float, shard: str) -> None:
         """Move the documents of `[low, high)` to `shard`, then give it the chunks."""
-        self.engine(shard)
         if collection.hashed:
             raise CommandError(ILLEGAL_OPERATION, "the fake cluster moves ranges of {p: 1, _id: 1} only")
         if low >= high:
             raise CommandError(2, "the range's min must be below its max")
         db, name = collection.namespace.split(".", 1)
-        target = self.shards[shard].collection(db, name)
+        target = self.engine(shard).collection(db, name)
         in_range: dict[str, Any] = {}
         if low != -math.inf:
             in_range["$gte"] = low

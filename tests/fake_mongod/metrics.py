@@ -7,6 +7,8 @@ MongoDB's own names (a real mongos reports them in the same place, so one assert
 find, aggregate, count or distinct on a sharded collection that reached more than one shard),
 `scatterGatherWrites` (a multi-document update or delete statement that did), `shardRequests` (every
 request the router sent a shard, for any namespace), `shardRequestsByCommand` and `shardRequestsByShard`.
+A write statement is counted when the router sends it, so the statements an ordered batch never reached
+are not.
 """
 
 from __future__ import annotations

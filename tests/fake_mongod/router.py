@@ -9,8 +9,9 @@ for every router, as shards keep them on a real cluster), so a retry through ano
 Reads: a command on an unsharded collection goes to the primary shard; on a sharded one, to the targeted
 shards (`targeting.py`). A `find` reaching several shards is sent to each with its filter and sort (and the
 limit plus skip as its limit); the router merges, sorts, skips, limits and projects. An `aggregate` reaching
-several shards pulls the documents matching its first `$match` from each and runs the rest of the pipeline
-once on their union at the router, which is what a real mongos's merge gives for the stages the engine uses
+several shards (or reading another collection: `$lookup`, `$graphLookup`, `$unionWith` of an unsharded one,
+which lives on the primary shard) pulls the documents matching its first `$match` from each and runs the rest
+of the pipeline once on their union at the router, which is what a real mongos's merge gives for the stages the engine uses
 (`$group`, `$sort`, `$limit`) but not how it splits the work. `count` and `distinct` are summed and united.
 Every result is materialised at the router and served by its own cursors.
 
@@ -48,6 +49,8 @@ from .writes import ShardedWrites
 VERSIONS = {"8.0": ("8.0.4", 25), "7.0": ("7.0.14", 21)}  # mode -> (version, maxWireVersion)
 _CURSOR_COMMANDS = frozenset({"find", "aggregate", "listIndexes", "listCollections"})
 _CURSOR_OPTIONS = ("batchSize", "singleBatch")
+# Stages reading another collection: run at the router, where an unsharded one is the primary shard's.
+_JOINS = frozenset({"$lookup", "$graphLookup", "$unionWith"})
 
 
 @dataclass
@@ -216,10 +219,13 @@ class Router(FakeMongod):
             else None
         )
         shards = target(first["$match"] if first else {}, collection)
-        if len(shards) == 1:
+        joined = [_joined(stage) for stage in pipeline if isinstance(stage, dict) and _JOINS & set(stage)]
+        if len(shards) == 1 and not joined:
             return self._on_one(shards[0], "aggregate", db, command)
         if any(isinstance(stage, dict) and ({"$out", "$merge"} & set(stage)) for stage in pipeline):
             raise not_modelled("$out and $merge through the fake cluster's router")
+        if any(self.cluster.sharded(f"{db}.{name}") for name in joined):
+            raise not_modelled("$lookup, $graphLookup and $unionWith of a sharded collection")
         self._scatter(shards)
         name = command["aggregate"]
         documents: list[dict[str, Any]] = []
@@ -305,3 +311,11 @@ class Router(FakeMongod):
             sent["cursor"] = {}
         namespace, documents = drain(engine, "config", engine.execute(name, "config", sent))
         return self._cursor(namespace, documents, batch_size)
+
+
+def _joined(stage: dict[str, Any]) -> str:
+    """The collection a `$lookup`, `$graphLookup` or `$unionWith` stage reads."""
+    name, options = next((key, value) for key, value in stage.items() if key in _JOINS)
+    if name == "$unionWith" and isinstance(options, str):
+        return options
+    return str(options.get("coll" if name == "$unionWith" else "from"))

@@ -59,6 +59,7 @@ class _OnShard:
 
     shard: str
     check: Callable[[], dict[str, Any] | None] | None = None
+    counters: tuple[str, ...] = ()
 
 
 @dataclass
@@ -71,6 +72,7 @@ class _Alone:
     """A statement run by itself; its result has `n`, maybe `nModified`, `upserted`, `writeErrors` (index 0)."""
 
     run: Callable[[], Reply]
+    counters: tuple[str, ...] = ()
 
 
 _Plan = _OnShard | _Refused | _Alone
@@ -102,7 +104,11 @@ class ShardedWrites:
             while index < len(plans):
                 plan = plans[index]
                 if not isinstance(plan, _OnShard):
-                    reply = plan.run() if isinstance(plan, _Alone) else {"n": 0, "writeErrors": [plan.error]}
+                    reply = (
+                        self._run_alone(plan)
+                        if isinstance(plan, _Alone)
+                        else {"n": 0, "writeErrors": [plan.error]}
+                    )
                     merged.add(reply, [index])
                     if reply.get("writeErrors"):
                         break
@@ -119,6 +125,7 @@ class ShardedWrites:
                     end += 1
                 if end > index:
                     indexes = list(range(index, end))
+                    self._count_sent(plans[index:end])
                     reply = self._sub_batch(name, db, command, plan.shard, [statements[i] for i in indexes])
                     merged.add(reply, indexes)
                     if reply.get("writeErrors"):
@@ -137,12 +144,22 @@ class ShardedWrites:
                 else:
                     merged.add({"n": 0, "writeErrors": [refused]}, [index])
             elif isinstance(plan, _Alone):
-                merged.add(plan.run(), [index])
+                merged.add(self._run_alone(plan), [index])
             else:
                 merged.add({"n": 0, "writeErrors": [plan.error]}, [index])
         for shard, indexes in sorted(by_shard.items()):
+            self._count_sent([plans[i] for i in indexes])
             merged.add(self._sub_batch(name, db, command, shard, [statements[i] for i in indexes]), indexes)
         return merged.reply()
+
+    def _run_alone(self, plan: _Alone) -> Reply:
+        self._count_sent([plan])
+        return plan.run()
+
+    def _count_sent(self, plans: list[_Plan]) -> None:
+        for plan in plans:
+            for counter in plan.counters if isinstance(plan, _OnShard | _Alone) else ():
+                self._metrics.count(counter)
 
     def _sub_batch(
         self, name: str, db: str, command: dict[str, Any], shard: str, statements: list[Any]
@@ -184,18 +201,19 @@ class ShardedWrites:
             return self._key_change(db, _name(command), statement, collection, shards)
 
         if len(shards) == 1:
-            if not multi:
-                self._metrics.count("updateOneTargetedShardedCount")
-            return _OnShard(shards[0], check if checked else None)
+            counters = () if multi else ("updateOneTargetedShardedCount",)
+            return _OnShard(shards[0], check if checked else None, counters)
         if multi:
-            self._metrics.count("scatterGatherWrites")
-            return _Alone(lambda: self._update_each(db, command, statement, collection, shards, checked))
-        with_id = exact_value(query, "_id")[0]
-        if with_id:
-            self._metrics.count("updateOneWithoutShardKeyWithIdCount")
+            return _Alone(
+                lambda: self._update_each(db, command, statement, collection, shards, checked),
+                ("scatterGatherWrites",),
+            )
+        with_id = ("updateOneWithoutShardKeyWithIdCount",) if exact_value(query, "_id")[0] else ()
         if with_id and "sort" not in statement:
-            self._metrics.count("updateOneNonTargetedShardedCount")
-            return _Alone(lambda: self._update_each(db, command, statement, collection, shards, checked))
+            return _Alone(
+                lambda: self._update_each(db, command, statement, collection, shards, checked),
+                ("updateOneNonTargetedShardedCount", *with_id),
+            )
         if self._gateway.cluster.mode == "7.0":
             return _Refused(
                 {
@@ -204,8 +222,10 @@ class ShardedWrites:
                     "errmsg": f"{UPDATE_WITHOUT_KEY}. {_shown(statement, collection)}",
                 }
             )
-        self._metrics.count("updateOneNonTargetedShardedCount")
-        return _Alone(lambda: self._update_two_phase(db, command, statement, collection, shards, checked))
+        return _Alone(
+            lambda: self._update_two_phase(db, command, statement, collection, shards, checked),
+            ("updateOneNonTargetedShardedCount", *with_id),
+        )
 
     def _plan_delete(
         self, db: str, command: dict[str, Any], statement: Any, collection: ShardedCollection
@@ -215,17 +235,16 @@ class ShardedWrites:
         if statement.get("limit") != 1:
             if len(shards) == 1:
                 return _OnShard(shards[0])
-            self._metrics.count("scatterGatherWrites")
-            return _Alone(lambda: self._summed("delete", db, command, statement, shards))
+            return _Alone(
+                lambda: self._summed("delete", db, command, statement, shards), ("scatterGatherWrites",)
+            )
         if len(shards) == 1:
-            self._metrics.count("deleteOneTargetedShardedCount")
-            return _OnShard(shards[0])
+            return _OnShard(shards[0], counters=("deleteOneTargetedShardedCount",))
+        non_targeted = ("deleteOneNonTargetedShardedCount",)
         if exact_value(query, "_id")[0]:
-            self._metrics.count("deleteOneNonTargetedShardedCount")
-            return _Alone(lambda: self._summed("delete", db, command, statement, shards))
+            return _Alone(lambda: self._summed("delete", db, command, statement, shards), non_targeted)
         if self._gateway.cluster.mode == "7.0":
             return _Refused({"index": 0, "code": INVALID_OPTIONS, "errmsg": DELETE_WITHOUT_KEY})
-        self._metrics.count("deleteOneNonTargetedShardedCount")
 
         def two_phase() -> Reply:
             found = self._first_match(db, _name(command), query, None, shards)
@@ -234,7 +253,7 @@ class ShardedWrites:
             shard, document = found
             return self._alone("delete", db, command, shard, {**statement, "q": _pinned(query, document)})
 
-        return _Alone(two_phase)
+        return _Alone(two_phase, non_targeted)
 
     # --- statements on their own ---------------------------------------------------------------------
 
@@ -298,7 +317,8 @@ class ShardedWrites:
     def _first_match(
         self, db: str, name: str, query: Any, sort: Any, shards: list[str]
     ) -> tuple[str, dict[str, Any]] | None:
-        """The two-phase protocol's read: the document a single-document write would take, and its shard."""
+        """The two-phase protocol's read, sent to every targeted shard: the document a single-document write
+        would take (the first by `sort`, else the first shard's), and its shard."""
         candidates: list[tuple[str, dict[str, Any]]] = []
         for shard in shards:
             find: dict[str, Any] = {"find": name, "filter": query, "limit": 1}
@@ -306,8 +326,6 @@ class ShardedWrites:
                 find["sort"] = sort
             _, documents = self._gateway.read(shard, "find", db, find)
             candidates += [(shard, document) for document in documents]
-            if candidates and not sort:
-                break
         if not candidates:
             return None
         if sort:

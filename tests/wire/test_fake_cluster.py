@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from bson import Binary, Int64, MaxKey, MinKey
-from pymongo import AsyncMongoClient, InsertOne, MongoClient, ReturnDocument, UpdateOne
+from pymongo import AsyncMongoClient, InsertOne, MongoClient, ReturnDocument, UpdateOne, monitoring
 from pymongo.errors import BulkWriteError, OperationFailure, WriteError
 
 from harel.smoke import run_smoke
@@ -162,6 +162,26 @@ def test_shard_collection_rules(client: MongoClient[dict[str, Any]]) -> None:
     assert different.value.code == 23 and "already sharded" in str(different.value)
     assert not_admin.value.code == 13
     assert {"p_1__id_1", "_id_"} <= set(client.harel.empty.index_information())
+
+
+def test_shard_collection_gives_every_shard_the_indexes_with_their_options(
+    fake_cluster: ClusterDeployment, client: MongoClient[dict[str, Any]]
+) -> None:
+    executions = client.harel.executions
+    executions.create_index(
+        [("p", 1), ("due", 1)], name="p_due", partialFilterExpression={"due": {"$gte": 0}}
+    )
+    executions.create_index("token", unique=True, sparse=True)
+    client.admin.command("shardCollection", NS, key=KEY)
+    executions.create_index(
+        [("p", 1), ("due", 1)], name="p_due", partialFilterExpression={"due": {"$gte": 0}}
+    )
+
+    for engine in fake_cluster.cluster.shards.values():
+        information = engine.collection("harel", "executions").index_information()
+        assert information["p_due"]["partialFilterExpression"] == {"due": {"$gte": 0}}
+        assert information["token_1"]["unique"] and information["token_1"]["sparse"]
+        assert information["p_1__id_1"]["key"] == [("p", 1), ("_id", 1)]
 
 
 def test_balancer_stopped_defers_zone_moves_until_started(
@@ -410,6 +430,26 @@ def test_aggregate_count_and_distinct_merge_across_shards(
     assert fake_cluster.cluster.metrics()["scatterGatherReads"] == 3
 
 
+def test_lookup_from_a_shard_reads_the_unsharded_collection_on_the_primary(
+    client: MongoClient[dict[str, Any]],
+) -> None:
+    shard_executions(client)
+    insert_executions(client)
+    client.harel.names.insert_many([{"_id": "e09", "name": "nine"}, {"_id": "e05", "name": "five"}])
+
+    joined = list(
+        client.harel.executions.aggregate(
+            [
+                {"$match": {"p": 9}},
+                {"$lookup": {"from": "names", "localField": "_id", "foreignField": "_id", "as": "names"}},
+                {"$project": {"names.name": 1}},
+            ]
+        )
+    )
+
+    assert joined == [{"_id": "e09", "names": [{"name": "nine"}]}, {"_id": "e21", "names": []}]
+
+
 def test_hashed_id_key_targets_one_shard_by_id(
     fake_cluster: ClusterDeployment, client: MongoClient[dict[str, Any]]
 ) -> None:
@@ -494,7 +534,9 @@ def test_pipeline_updates_for_one_shard_go_in_one_request_and_a_p_change_fails_a
 
     assert [(e["index"], e["code"]) for e in refused.value.details["writeErrors"]] == [(2, 66)]
     assert refused.value.details["nModified"] == 2
-    assert fake_cluster.cluster.metrics()["shardRequestsByShard"] == {"shard1": 1}
+    metrics = fake_cluster.cluster.metrics()
+    assert metrics["shardRequestsByShard"] == {"shard1": 1}
+    assert metrics["updateOneTargetedShardedCount"] == 2  # counted when sent: not the refused, not the last
     stamped = {d["_id"] for d in client.harel.executions.find({"t": {"$exists": True}})}
     assert stamped == {"e04", "e05"}
 
@@ -612,6 +654,36 @@ def test_a_retried_write_through_the_router_is_applied_once(
     assert replies[0] == replies[1]
     assert replies[0]["n"] == 1
     assert client.harel.executions.find_one({"_id": "e05"}, {"_id": 0, "n": 1}) == {"n": 105}
+
+
+class UpdatesSent(monitoring.CommandListener):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.count += event.command_name == "update"
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        """Counted at start."""
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        """Counted at start."""
+
+
+def test_a_driver_retry_after_a_lost_reply_is_answered_once(
+    fake_cluster: ClusterDeployment, client: MongoClient[dict[str, Any]]
+) -> None:
+    shard_executions(client)
+    insert_executions(client)
+    first = fake_cluster.routers[0]
+    first.fail_after_apply("update")
+    sent = UpdatesSent()
+    with MongoClient(first.url, event_listeners=[sent], **CLIENT_OPTIONS) as through_first:
+        result = through_first.harel.executions.update_one({"_id": "e10", "p": 10}, {"$inc": {"n": 100}})
+
+    assert sent.count == 2  # the attempt whose reply was lost, and the retry
+    assert result.modified_count == 1
+    assert client.harel.executions.find_one({"_id": "e10"}, {"_id": 0, "n": 1}) == {"n": 110}
 
 
 def test_async_client_through_the_router(fake_cluster: ClusterDeployment) -> None:
