@@ -135,7 +135,8 @@ def test_end_to_end_runs_wire_workers_as_processes_and_embedded_ones_as_threads(
         row for row in results.rows() if row.bench == 5 and "per processed event with" in row.figure
     ]
     assert len(scaling_rows) == len(setups)
-    assert all(row.figure.endswith("with 1, 2, 4, 8 workers") for row in scaling_rows)
+    counts = ", ".join(map(str, QUICK.end_to_end_workers))
+    assert all(row.figure.endswith(f"with {counts} workers") for row in scaling_rows)
 
 
 def test_the_per_event_figures_are_the_workers_tallies_under_load_over_the_events(results: Results) -> None:
