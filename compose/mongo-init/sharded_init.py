@@ -97,9 +97,11 @@ class Cluster:
         return f"mongodb://{credentials}@{','.join(self.routers)}/{database}?{query}"
 
 
-def cluster_settings(config: Mapping[str, Any], tls_ca_file: str | None = None) -> Cluster:
+def cluster_settings(
+    config: Mapping[str, Any], tls_ca_file: str | None = None, root_user: str | None = None
+) -> Cluster:
     """init-config.json (Helm) or compose/mongo-init/sharded-compose.json: configServer, shards, routers, partitions,
-    database, rootUsername, appUsername and tlsCAFile (Helm; compose passes --tls-mode instead)."""
+    database, rootUsername, appUsername and tlsCAFile (Helm; compose passes --tls-mode and --root-user instead)."""
 
     def replica_set(entry: Mapping[str, Any]) -> ReplicaSet:
         return ReplicaSet(str(entry["replicaSetName"]), tuple(str(host) for host in entry["dataMembers"]))
@@ -110,7 +112,7 @@ def cluster_settings(config: Mapping[str, Any], tls_ca_file: str | None = None) 
         routers=tuple(str(host) for host in config["routers"]),
         partitions=int(config["partitions"]),
         database=str(config.get("database", "harel")),
-        root_user=str(config.get("rootUsername", "root")),
+        root_user=root_user or str(config.get("rootUsername", "root")),
         app_user=str(config.get("appUsername", "harel")),
         tls_ca_file=config.get("tlsCAFile") or tls_ca_file,
     )
@@ -235,10 +237,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--tls-ca-file", default="/tls/ca.crt", help="compose: the CA of the members' certificates"
     )
+    parser.add_argument("--root-user", help="compose: the root user's name (HAREL_MONGO_ROOT_USER)")
     args = parser.parse_args(argv)
     try:
         client_ca = args.tls_ca_file if args.tls_mode in CLIENT_TLS_MODES else None
-        cluster = cluster_settings(json.loads(args.config.read_text(encoding="utf-8")), client_ca)
+        cluster = cluster_settings(
+            json.loads(args.config.read_text(encoding="utf-8")), client_ca, args.root_user
+        )
         app_password = secret("HAREL_APP_PASSWORD")
         assert app_password is not None
         deadline = Deadline(args.timeout)
