@@ -168,7 +168,11 @@ def partitions_step(url_file: Path, cluster: Cluster, log: Callable[[str], None]
             "--database",
             cluster.database,
         ],
-        env={**os.environ, "HAREL_MONGO_URL_FILE": str(url_file)},
+        # The file alone: a HAREL_MONGO_URL in this environment would win over it.
+        env={
+            **{k: v for k, v in os.environ.items() if k != "HAREL_MONGO_URL"},
+            "HAREL_MONGO_URL_FILE": str(url_file),
+        },
         capture_output=True,
         text=True,
         check=False,
