@@ -13,6 +13,7 @@ from typing import Any
 import helm_python
 import pytest
 
+from tests.infra.fake_kube_api import fake_kube_api
 from tests.infra.helm_lint import CHART_DIR
 from tests.infra.test_helm import (
     FULLNAME,
@@ -23,6 +24,7 @@ from tests.infra.test_helm import (
     render,
     schema_error,
     secret_data,
+    upgrade,
     validated,
 )
 
@@ -225,3 +227,43 @@ def test_external_mode_takes_a_url_of_several_routers(chart: helm_python.Chart) 
     url = f"mongodb://harel:{secrets.token_urlsafe(18)}@mongos-a.example.invalid:27017,mongos-b.example.invalid:27017/harel?authSource=admin"
     manifests = render(chart, {"mongodb": {"enabled": False}, "externalMongodb": {"url": url}})
     assert secret_data(only(manifests, "Secret", f"{FULLNAME}-external-mongodb"))["mongodb-url"] == url
+
+
+def test_an_upgrade_adds_a_shard_but_refuses_to_drop_one_or_a_sets_majority(chart: helm_python.Chart) -> None:
+    with fake_kube_api() as api:
+        upgrade(api, chart, sharded(2))
+        manifests = upgrade(api, chart, sharded(3))
+        assert only(manifests, "StatefulSet", f"{FULLNAME}-mongodb-shard2").doc["spec"]["replicas"] == 3
+        with pytest.raises(
+            helm_python.HelmRenderError, match="shard2 runs and holds chunks of the cluster's data"
+        ):
+            upgrade(api, chart, sharded(2))
+        with pytest.raises(helm_python.HelmRenderError, match="cfg: going from 3 to 1 members at once"):
+            upgrade(
+                api,
+                chart,
+                {
+                    "mongodb": {
+                        "topology": "sharded",
+                        "sharded": {"shards": 3, "configsvr": {"replicaCount": 1}},
+                    }
+                },
+            )
+        grown = {
+            "mongodb": {"topology": "sharded", "sharded": {"shards": 3, "shardsvr": {"replicaCount": 5}}}
+        }
+        assert (
+            only(upgrade(api, chart, grown), "StatefulSet", f"{FULLNAME}-mongodb-shard0").doc["spec"][
+                "replicas"
+            ]
+            == 5
+        )
+
+
+def test_helm_test_runs_the_smoke_check_through_the_routers(chart: helm_python.Chart) -> None:
+    manifests = render(chart, sharded())
+    pod = only(manifests, "Pod", f"{FULLNAME}-smoke-test")
+    volumes = {v["name"]: v for v in pod.doc["spec"]["volumes"]}
+    assert volumes["mongodb-url"]["secret"]["secretName"] == f"{FULLNAME}-mongodb-auth"
+    url = secret_data(only(manifests, "Secret", f"{FULLNAME}-mongodb-auth"))["mongodb-url"]
+    assert f"@{ROUTERS}/" in url

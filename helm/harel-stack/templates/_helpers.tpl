@@ -306,6 +306,7 @@ Checks that need two values at once (JSON Schema draft-07 cannot compare two num
 {{- if .Values.mongodb.enabled }}
 {{- include "harel-stack.mongodb.checkExtraFlags" . }}
 {{- if include "harel-stack.mongodb.sharded" . }}
+{{- include "harel-stack.mongodb.checkShardedScale" . }}
 {{- if lt (int .Values.mongodb.sharded.partitions) (int .Values.mongodb.sharded.shards) }}
 {{- fail (printf "mongodb.sharded.partitions (%d) must be at least mongodb.sharded.shards (%d): every shard's zone is a range of at least one partition" (int .Values.mongodb.sharded.partitions) (int .Values.mongodb.sharded.shards)) }}
 {{- end }}
@@ -329,6 +330,30 @@ reads the live StatefulSets (lookup; offline renders see none and cannot check: 
 {{- $kept := add (min (int $data.spec.replicas) (int .Values.mongodb.members)) (ternary 1 0 (and (not (empty $arbiter)) .Values.mongodb.arbiter.enabled)) }}
 {{- if le (mul $kept 2) $now }}
 {{- fail (printf "mongodb.members: going from %d to %d voting members at once would leave %d of %d running, no majority: the set would lose its primary before the init Job could remove the members. Shrink in steps that keep a majority (docs/kubernetes.md, \"Add or remove a member\")" $now (add (int .Values.mongodb.members) (ternary 1 0 .Values.mongodb.arbiter.enabled)) $kept $now) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Topology sharded, against the live StatefulSets (lookup; offline renders see none): each set shrinks only while a
+majority of its members keeps running, as checkScaleStep says for the one replica set; and no shard's StatefulSet
+goes away - its chunks are the cluster's data until `removeShard` has drained them, and deleting its pods first
+would leave them unreachable.
+*/}}
+{{- define "harel-stack.mongodb.checkShardedScale" -}}
+{{- range $set := include "harel-stack.mongodb.shardedSets" . | fromJsonArray }}
+{{- $live := lookup "apps/v1" "StatefulSet" $.Release.Namespace $set.statefulSet }}
+{{- if $live }}
+{{- $now := int $live.spec.replicas }}
+{{- $kept := min $now (int $set.members) }}
+{{- if le (mul $kept 2) $now }}
+{{- fail (printf "%s: going from %d to %d members at once would leave %d of %d running, no majority: shrink in steps that keep one (docs/sharding.md)" $set.replicaSetName $now (int $set.members) $kept $now) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $index := untilStep (int .Values.mongodb.sharded.shards) 16 1 }}
+{{- if lookup "apps/v1" "StatefulSet" $.Release.Namespace (printf "%s-shard%d" (include "harel-stack.mongodb.fullname" $) $index) }}
+{{- fail (printf "mongodb.sharded.shards: shard%d runs and holds chunks of the cluster's data; a shard leaves by removeShard draining it first, not by an upgrade (docs/sharding.md)" $index) }}
 {{- end }}
 {{- end }}
 {{- end }}
