@@ -79,6 +79,34 @@ def test_the_routers_url_names_every_router_and_no_replica_set() -> None:
     )
 
 
+def test_each_paths_settings_load_with_its_sets_routers_and_p() -> None:
+    helm = sharded_init.cluster_settings(helm_config())
+    assert helm.config_server.name == "cfg"
+    assert [shard.name for shard in helm.shards] == ["shard0", "shard1", "shard2"]
+    assert all(len(shard.members) == 3 for shard in (helm.config_server, *helm.shards))
+    assert helm.routers == ("demo-harel-stack-mongodb-mongos.harel.svc.cluster.local:27017",)
+    assert helm.partitions == 256
+    compose = sharded_init.cluster_settings(compose_config(), root_user="admin")
+    assert compose.config_server == sharded_init.ReplicaSet("cfg", ("cfg1:27019",))
+    assert compose.shards == (
+        sharded_init.ReplicaSet("sh1", ("sh1:27018",)),
+        sharded_init.ReplicaSet("sh2", ("sh2:27018",)),
+    )
+    assert compose.routers == ("mongos:27017",)
+    assert compose.root_user == "admin"
+
+
+def test_without_the_harel_command_the_init_says_where_to_run_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    cluster = sharded_init.cluster_settings(compose_config())
+    with pytest.raises(
+        sharded_init.InitError, match="harel command is not on PATH: run this from the worker image"
+    ):
+        sharded_init.partitions_step(tmp_path / "router-url", cluster, print)
+
+
 # --- whole runs against the fake sharded cluster (needs tests/fake_mongod --shards and harel partitions init) ---
 
 
