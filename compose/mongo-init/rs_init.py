@@ -330,8 +330,7 @@ def reconcile_step(servers: Servers, settings: Settings, log: Callable[[str], No
     raise AssertionError(step)
 
 
-def app_user_step(servers: Servers, settings: Settings, password: str) -> str:
-    admin = servers.set_admin()
+def app_user_step(admin: Database, settings: Settings, password: str) -> str:
     users = require_ok(send(admin, {"usersInfo": {"user": settings.app_user, "db": "admin"}}), "usersInfo")
     command = app_user_command(users, settings, password)
     require_ok(send(admin, command), next(iter(command)))
@@ -355,6 +354,20 @@ def run_init(
     log: Callable[[str], None],
 ) -> Decision:
     """The whole init against the servers. Safe to run any number of times."""
+    decision = form_set(servers, settings, deadline, log)
+    default_write_concern_step(servers.set_admin(), log)
+    outcome = deadline.until(
+        "ensure the app user", lambda: app_user_step(servers.set_admin(), settings, app_password)
+    )
+    log(f"mongo-init: app user {settings.app_user!r} {outcome} (readWrite on {settings.database!r} only)")
+    return decision
+
+
+def form_set(
+    servers: Servers, settings: Settings, deadline: Deadline, log: Callable[[str], None]
+) -> Decision:
+    """Steps 1, 2 and 4: the set initiated, with a primary, and its members the wanted ones. A sharded cluster's
+    config-server and shard sets stop here: their default write concern and users are the routers' business."""
     hosts = ", ".join(member.host for member in settings.members)
     decision = deadline.until(f"initiate {settings.replica_set}", lambda: initiate_step(servers, settings))
     log(f"mongo-init: {settings.replica_set} {decision.value} (wanted members: {hosts})")
@@ -362,9 +375,13 @@ def run_init(
     log(f"mongo-init: primary is {primary}")
     members = deadline.until("reconcile the members", lambda: reconcile_step(servers, settings, log))
     log(f"mongo-init: {members}")
+    return decision
+
+
+def default_write_concern_step(admin: Database, log: Callable[[str], None]) -> None:
     require_ok(
         send(
-            servers.set_admin(),
+            admin,
             {
                 "setDefaultRWConcern": 1,
                 "defaultWriteConcern": {"w": "majority"},
@@ -374,9 +391,6 @@ def run_init(
         "setDefaultRWConcern",
     )
     log("mongo-init: default write concern: majority")
-    outcome = deadline.until("ensure the app user", lambda: app_user_step(servers, settings, app_password))
-    log(f"mongo-init: app user {settings.app_user!r} {outcome} (readWrite on {settings.database!r} only)")
-    return decision
 
 
 # --- the real servers ----------------------------------------------------------------------------------------

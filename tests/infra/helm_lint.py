@@ -223,6 +223,29 @@ def configurations() -> dict[str, dict[str, Any]]:
                 },
             },
         },
+        # Topology sharded (docs/sharded-clusters.md): the smallest cluster, three shards with TLS, one-member sets.
+        "sharded, 2 shards": {"mongodb": {"topology": "sharded"}},
+        "sharded, 3 shards, TLS": {
+            "mongodb": {"topology": "sharded", "sharded": {"shards": 3, "partitions": 96}},
+            "tls": {"mode": "requireTLS", "existingSecret": "harel-mongodb-tls", "reloader": True},
+        },
+        "sharded, one-member sets, one router": {
+            "mongodb": {
+                "topology": "sharded",
+                "sharded": {
+                    "configsvr": {"replicaCount": 1},
+                    "shardsvr": {"replicaCount": 1},
+                    "mongos": {"replicaCount": 1},
+                },
+            },
+        },
+        "external mongos routers": {
+            "mongodb": {"enabled": False},
+            "externalMongodb": {
+                "url": f"mongodb://harel:{secrets.token_urlsafe(24)}@mongos-a.example.invalid:27017,"
+                "mongos-b.example.invalid:27017/harel?authSource=admin"
+            },
+        },
         "dashboard + alerts, external MongoDB": {
             "mongodb": {"enabled": False},
             "externalMongodb": {"existingSecret": "atlas-connection"},

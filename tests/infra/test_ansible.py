@@ -2140,8 +2140,8 @@ def test_firewall_role_stops_on_a_host_without_an_address(ansible: Ansible, tmp_
 
     assert run.returncode != 0
     assert (
-        "localhost (inventory groups mongodb, mongodb_leaving, workers) may reach port 27017, but the firewall knows no address"
-        in (run.output)
+        "localhost (inventory groups mongodb, mongodb_leaving, mongodb_mongos, workers) may reach port 27017, but the firewall knows no "
+        "address" in (run.output)
     )
 
 

@@ -513,8 +513,8 @@ def test_worker_image_installs_the_sdk_wheel_and_the_init_and_runs_harel_worker_
     assert "USER 10001:10001" in text
     runtime = text[text.index("AS runtime") : text.index("AS worker")]
     assert (
-        "COPY --chmod=0444 compose/mongo-init/rs_init.py compose/mongo-init/replica_set_plan.py /opt/harel/"
-        in runtime
+        "COPY --chmod=0444 compose/mongo-init/rs_init.py compose/mongo-init/replica_set_plan.py "
+        "compose/mongo-init/sharded_init.py /opt/harel/" in runtime
     )
     assert "install -d -o 10001 -g 10001 -m 0700 /run/harel" in runtime
     worker = text[text.index("AS worker") :]
@@ -524,12 +524,13 @@ def test_worker_image_installs_the_sdk_wheel_and_the_init_and_runs_harel_worker_
     assert "http://127.0.0.1:8080/readyz" in worker.split("HEALTHCHECK", 1)[1]
     # The build context is the repository root: only what the COPY lines need may be sent.
     ignore = (COMPOSE_DIR / "Dockerfile.worker.dockerignore").read_text(encoding="utf-8").splitlines()
-    assert ignore[ignore.index("*") + 1 :][:3] == [
+    assert ignore[ignore.index("*") + 1 :][:4] == [
         "!sdk/",
         "!compose/mongo-init/rs_init.py",
         "!compose/mongo-init/replica_set_plan.py",
+        "!compose/mongo-init/sharded_init.py",
     ]
-    for name in ("rs_init.py", "replica_set_plan.py"):
+    for name in ("rs_init.py", "replica_set_plan.py", "sharded_init.py"):
         assert (REPOSITORY_ROOT / "compose" / "mongo-init" / name).is_file()
 
 

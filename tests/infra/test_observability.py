@@ -292,7 +292,7 @@ def test_dashboard_is_well_formed() -> None:
         for target in panel["targets"]:
             assert target["expr"].strip(), panel["title"]
     rows = [panel["title"] for panel in panels if panel["type"] == "row"]
-    assert rows == ["Workers", "MongoDB"]
+    assert rows == ["Workers", "MongoDB", "Sharded cluster"]
 
 
 def test_dashboard_shows_every_alerted_metric() -> None:

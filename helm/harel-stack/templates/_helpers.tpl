@@ -113,6 +113,46 @@ The data members' host:port list, comma-separated: the seed list of every connec
 {{- join "," $hosts }}
 {{- end }}
 
+{{/*
+Topology sharded, as "true" or "".
+*/}}
+{{- define "harel-stack.mongodb.sharded" -}}
+{{- if and .Values.mongodb.enabled (eq .Values.mongodb.topology "sharded") }}true{{ end }}
+{{- end }}
+
+{{- define "harel-stack.mongodb.mongosName" -}}
+{{- printf "%s-mongodb-mongos" (include "harel-stack.fullname" .) }}
+{{- end }}
+
+{{/*
+The replica sets of a sharded cluster, as a JSON list, config servers first: the StatefulSet, its component
+label, the replica-set name (cfg, shard0, shard1, ...; a shard's name in the cluster is its set's), its members'
+host:port list, mongod's cluster role, and the volume size and resources of its members.
+*/}}
+{{- define "harel-stack.mongodb.shardedSets" -}}
+{{- $sharded := .Values.mongodb.sharded }}
+{{- $sets := list (dict "statefulSet" (printf "%s-cfg" (include "harel-stack.mongodb.fullname" .)) "component" "mongodb-cfg" "replicaSetName" "cfg" "role" "configsvr" "members" (int $sharded.configsvr.replicaCount) "size" $sharded.configsvr.persistence.size "resources" $sharded.configsvr.resources) }}
+{{- range $index := until (int $sharded.shards) }}
+{{- $sets = append $sets (dict "statefulSet" (printf "%s-shard%d" (include "harel-stack.mongodb.fullname" $) $index) "component" (printf "mongodb-shard%d" $index) "replicaSetName" (printf "shard%d" $index) "role" "shardsvr" "members" (int $sharded.shardsvr.replicaCount) "size" $.Values.mongodb.persistence.size "resources" $.Values.mongodb.resources) }}
+{{- end }}
+{{- $withHosts := list }}
+{{- range $set := $sets }}
+{{- $hosts := list }}
+{{- range $i := until (int $set.members) }}
+{{- $hosts = append $hosts (include "harel-stack.mongodb.podHost" (dict "ctx" $ "set" $set.statefulSet "ordinal" $i)) }}
+{{- end }}
+{{- $withHosts = append $withHosts (merge (dict "dataMembers" $hosts) $set) }}
+{{- end }}
+{{- toJson $withHosts }}
+{{- end }}
+
+{{/*
+The routers' address the workers use: the mongos Service.
+*/}}
+{{- define "harel-stack.mongodb.routerHost" -}}
+{{- printf "%s.%s.svc.%s:%d" (include "harel-stack.mongodb.mongosName" .) .Release.Namespace .Values.clusterDomain (int .Values.mongodb.service.port) }}
+{{- end }}
+
 {{- define "harel-stack.mongodb.arbiterHost" -}}
 {{- include "harel-stack.mongodb.podHost" (dict "ctx" . "set" (include "harel-stack.mongodb.arbiterName" .) "ordinal" 0) }}
 {{- end }}
@@ -144,10 +184,16 @@ to URL-safe characters, so neither needs escaping.
 {{- define "harel-stack.mongodb.appUrl" -}}
 {{- $ctx := .ctx }}
 {{- $query := printf "replicaSet=%s&authSource=admin" $ctx.Values.mongodb.replicaSetName }}
+{{- $hosts := include "harel-stack.mongodb.dataHosts" $ctx }}
+{{- if include "harel-stack.mongodb.sharded" $ctx }}
+{{- /* The routers: no replicaSet option (a mongos is no member of a set). */}}
+{{- $query = "authSource=admin" }}
+{{- $hosts = include "harel-stack.mongodb.routerHost" $ctx }}
+{{- end }}
 {{- if include "harel-stack.tls.clients" $ctx }}
 {{- $query = printf "%s&tls=true&tlsCAFile=%s/ca.crt" $query (include "harel-stack.tls.caDir" $ctx) }}
 {{- end }}
-{{- printf "mongodb://%s:%s@%s/%s?%s" $ctx.Values.mongodb.auth.appUsername .password (include "harel-stack.mongodb.dataHosts" $ctx) $ctx.Values.mongodb.database $query }}
+{{- printf "mongodb://%s:%s@%s/%s?%s" $ctx.Values.mongodb.auth.appUsername .password $hosts $ctx.Values.mongodb.database $query }}
 {{- end }}
 
 {{/*
@@ -259,7 +305,14 @@ Checks that need two values at once (JSON Schema draft-07 cannot compare two num
 {{- end }}
 {{- if .Values.mongodb.enabled }}
 {{- include "harel-stack.mongodb.checkExtraFlags" . }}
+{{- if include "harel-stack.mongodb.sharded" . }}
+{{- include "harel-stack.mongodb.checkShardedScale" . }}
+{{- if lt (int .Values.mongodb.sharded.partitions) (int .Values.mongodb.sharded.shards) }}
+{{- fail (printf "mongodb.sharded.partitions (%d) must be at least mongodb.sharded.shards (%d): every shard's zone is a range of at least one partition" (int .Values.mongodb.sharded.partitions) (int .Values.mongodb.sharded.shards)) }}
+{{- end }}
+{{- else }}
 {{- include "harel-stack.mongodb.checkScaleStep" . }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -282,9 +335,52 @@ reads the live StatefulSets (lookup; offline renders see none and cannot check: 
 {{- end }}
 
 {{/*
+Topology sharded, against the live StatefulSets (lookup; offline renders see none): each set shrinks only while a
+majority of its members keeps running, as checkScaleStep says for the one replica set; and no shard's StatefulSet
+goes away - its chunks are the cluster's data until `removeShard` has drained them, and deleting its pods first
+would leave them unreachable.
+*/}}
+{{- define "harel-stack.mongodb.checkShardedScale" -}}
+{{- range $set := include "harel-stack.mongodb.shardedSets" . | fromJsonArray }}
+{{- $live := lookup "apps/v1" "StatefulSet" $.Release.Namespace $set.statefulSet }}
+{{- if $live }}
+{{- $now := int $live.spec.replicas }}
+{{- $kept := min $now (int $set.members) }}
+{{- if le (mul $kept 2) $now }}
+{{- fail (printf "%s: going from %d to %d members at once would leave %d of %d running, no majority: shrink in steps that keep one (docs/sharded-clusters.md)" $set.replicaSetName $now (int $set.members) $kept $now) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $index := untilStep (int .Values.mongodb.sharded.shards) 16 1 }}
+{{- if lookup "apps/v1" "StatefulSet" $.Release.Namespace (printf "%s-shard%d" (include "harel-stack.mongodb.fullname" $) $index) }}
+{{- fail (printf "mongodb.sharded.shards: shard%d runs and holds chunks of the cluster's data; a shard leaves by removeShard draining it first, not by an upgrade (docs/sharded-clusters.md)" $index) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 Settings of the init Job (rs_init.py in the worker image), as JSON: the wanted members, database and users.
 */}}
 {{- define "harel-stack.mongodb.initConfig" -}}
+{{- if include "harel-stack.mongodb.sharded" . }}
+{{- $sets := include "harel-stack.mongodb.shardedSets" . | fromJsonArray }}
+{{- $shards := list }}
+{{- range $set := rest $sets }}
+{{- $shards = append $shards (dict "replicaSetName" $set.replicaSetName "dataMembers" $set.dataMembers) }}
+{{- end }}
+{{- $first := first $sets }}
+{{- $config := dict
+  "configServer" (dict "replicaSetName" $first.replicaSetName "dataMembers" $first.dataMembers)
+  "shards" $shards
+  "routers" (list (include "harel-stack.mongodb.routerHost" .))
+  "partitions" (int .Values.mongodb.sharded.partitions)
+  "database" .Values.mongodb.database
+  "rootUsername" .Values.mongodb.auth.rootUsername
+  "appUsername" .Values.mongodb.auth.appUsername
+  "tlsCAFile" (ternary (printf "%s/ca.crt" (include "harel-stack.tls.caDir" .)) nil (not (empty (include "harel-stack.tls.clients" .))))
+}}
+{{- toPrettyJson $config }}
+{{- else }}
 {{- $config := dict
   "replicaSetName" .Values.mongodb.replicaSetName
   "dataMembers" (splitList "," (include "harel-stack.mongodb.dataHosts" .))
@@ -295,6 +391,7 @@ Settings of the init Job (rs_init.py in the worker image), as JSON: the wanted m
   "tlsCAFile" (ternary (printf "%s/ca.crt" (include "harel-stack.tls.caDir" .)) nil (not (empty (include "harel-stack.tls.clients" .))))
 }}
 {{- toPrettyJson $config }}
+{{- end }}
 {{- end }}
 
 {{/*

@@ -3,15 +3,34 @@ One StatefulSet of replica-set members. Call with (dict "ctx" $ "arbiter" false)
 and (dict "ctx" $ "arbiter" true) for the arbiter. Both share the start-up (keyfile prepared by an
 init container, then `mongod --replSet ... --keyFile ... --bind_ip_all --auth`) and the probes; the
 data members add persistent volumes and the root-user bootstrap on member 0.
+A sharded cluster's sets (topology sharded) pass "set": one entry of harel-stack.mongodb.shardedSets (the
+StatefulSet's name, component, replica-set name, members, cluster role, volume size and resources); each such
+set spreads and keeps its members apart on its own, as the voters of one replica set do.
 */}}
 {{- define "harel-stack.mongodb.statefulset" -}}
 {{- $ := .ctx }}
 {{- $arbiter := .arbiter }}
+{{- $set := .set | default dict }}
 {{- $component := ternary "arbiter" "mongodb" $arbiter }}
 {{- $name := ternary (include "harel-stack.mongodb.arbiterName" $) (include "harel-stack.mongodb.fullname" $) $arbiter }}
+{{- $replicas := ternary 1 (int $.Values.mongodb.members) $arbiter }}
+{{- $replSet := $.Values.mongodb.replicaSetName }}
+{{- $resources := ternary $.Values.mongodb.arbiter.resources $.Values.mongodb.resources $arbiter }}
+{{- $size := $.Values.mongodb.persistence.size }}
 {{- $port := int $.Values.mongodb.service.port }}
-{{- $selector := include "harel-stack.selectorLabels" (dict "ctx" $ "component" $component) }}
 {{- $voters := printf "app.kubernetes.io/instance: %s\n%s" $.Release.Name (include "harel-stack.replicaSetMemberLabel" $) }}
+{{- if $set }}
+{{- $component = $set.component }}
+{{- $name = $set.statefulSet }}
+{{- $replicas = int $set.members }}
+{{- $replSet = $set.replicaSetName }}
+{{- $resources = $set.resources }}
+{{- $size = $set.size }}
+{{- end }}
+{{- $selector := include "harel-stack.selectorLabels" (dict "ctx" $ "component" $component) }}
+{{- if $set }}
+{{- $voters = $selector }}
+{{- end }}
 apiVersion: apps/v1
 kind: StatefulSet
 metadata:
@@ -26,7 +45,7 @@ metadata:
   {{- end }}
 spec:
   serviceName: {{ include "harel-stack.mongodb.headlessName" $ }}
-  replicas: {{ ternary 1 (int $.Values.mongodb.members) $arbiter }}
+  replicas: {{ $replicas }}
   # OrderedReady: one member at a time, each only once the one before is primary or secondary. The init Job
   # initiates the set with member 0, then adds each member as it starts (without a vote until it has caught
   # up), so a new member never counts towards the majority before it holds the data. Shrinking removes the
@@ -135,7 +154,7 @@ spec:
           securityContext:
             {{- include "harel-stack.containerSecurityContext" 999 | nindent 12 }}
           resources:
-            {{- toYaml $.Values.mongodb.resources | nindent 12 }}
+            {{- toYaml $resources | nindent 12 }}
           volumeMounts:
             - name: data
               mountPath: /data/db
@@ -156,7 +175,11 @@ spec:
           command: ["mongod"]
           args:
             - --replSet
-            - {{ $.Values.mongodb.replicaSetName | quote }}
+            - {{ $replSet | quote }}
+            {{- with $set.role }}
+            # Its part in the sharded cluster: config servers hold the cluster's metadata and users, shards the data.
+            - {{ printf "--%s" . }}
+            {{- end }}
             - --keyFile
             - /var/run/harel/auth/keyfile
             - --bind_ip_all
@@ -217,7 +240,7 @@ spec:
           securityContext:
             {{- include "harel-stack.containerSecurityContext" 999 | nindent 12 }}
           resources:
-            {{- toYaml (ternary $.Values.mongodb.arbiter.resources $.Values.mongodb.resources $arbiter) | nindent 12 }}
+            {{- toYaml $resources | nindent 12 }}
           volumeMounts:
             - name: data
               mountPath: /data/db
@@ -294,6 +317,6 @@ spec:
         {{- end }}
         resources:
           requests:
-            storage: {{ $.Values.mongodb.persistence.size }}
+            storage: {{ $size }}
   {{- end }}
 {{- end }}

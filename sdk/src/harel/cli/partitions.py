@@ -16,6 +16,13 @@ from harel.executions.partitions import DEFAULT_SHARDED_COUNT, MAX_COUNT, META, 
 from harel.partitioning import init, is_router, sharded_key
 
 DB_NAME = "harel"  # the database workers use (`harel.backend.open_backend`)
+database_option = click.option(
+    "--database",
+    default=DB_NAME,
+    show_default=True,
+    metavar="NAME",
+    help="the database of the executions (the workers' is harel)",
+)
 
 
 @click.group(short_help="partitions of a sharded deployment (init, show)")
@@ -37,9 +44,10 @@ def partitions() -> None:
     show_default=True,
     help="P: fixed once executions carry it; many more than the shards you will ever have",
 )
+@database_option
 @connection_options
 @json_option
-def init_command(count: int, connection: Connection, out: Output) -> int:
+def init_command(count: int, database: str, connection: Connection, out: Output) -> int:
     """Give every execution its partition `p`, create the partitioned indexes, and on a sharded cluster
     (through mongos) shard `executions` on {p: 1, _id: 1} with one zone of partitions per shard; then record
     P and the zones in `harel_meta`. Every step looks first: a rerun changes nothing. Restart the workers
@@ -50,7 +58,7 @@ def init_command(count: int, connection: Connection, out: Output) -> int:
         )
     client = connect(connection.url, deadline=connection.deadline)
     try:
-        report = init(client, DB_NAME, count, progress=lambda step: out.note(f"harel partitions: {step}"))
+        report = init(client, database, count, progress=lambda step: out.note(f"harel partitions: {step}"))
     finally:
         client.close()
     if out.json:
@@ -68,19 +76,20 @@ def init_command(count: int, connection: Connection, out: Output) -> int:
 @partitions.command(
     "show", short_help="P, the zones and the shard key", epilog=epilog(Exit.USAGE, Exit.UNREACHABLE)
 )
+@database_option
 @connection_options
 @json_option
-def show_command(connection: Connection, out: Output) -> int:
+def show_command(database: str, connection: Connection, out: Output) -> int:
     """P and the zones as `harel_meta` records them, and the shard key of `executions` on a sharded
     cluster. Changes nothing."""
     if connection.embedded:
         raise InvalidArgument("--url", f"{connection.url} is an in-process store: it has one partition")
     client = connect(connection.url, deadline=connection.deadline)
     try:
-        found = meta_find().one(client[DB_NAME][META])
+        found = meta_find().one(client[database][META])
         stored = parse_partitions(found)
         router = is_router(client)
-        key = sharded_key(client, f"{DB_NAME}.{EXECUTIONS}") if router else None
+        key = sharded_key(client, f"{database}.{EXECUTIONS}") if router else None
     finally:
         client.close()
     document = {

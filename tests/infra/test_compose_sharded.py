@@ -1,0 +1,195 @@
+"""The compose stack's topology sharded (compose/sharded.yml after compose/docker-compose.yml, profile `sharded`), as
+Docker Compose's own binary renders it, validated against the compose specification, held to the stack's rules
+(hardening, secrets as files, healthchecks, start order), and its healthchecks run under the real mongosh against
+the fake servers. Its init (compose/mongo-init/sharded_init.py with sharded-compose.json) runs against the fake
+sharded cluster in tests/infra/test_sharded_init.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harel_stack.settings import SECRET_VARIABLES
+from tests.fake_mongod.fixtures import FakeDeployment
+from tests.fake_mongod.server import FakeMongod
+from tests.infra.compose_render import COMPOSE_DIR, COMPOSE_FILE, env_file, render, secret_value
+from tests.infra.test_compose_hardening import hardening_faults
+from tests.infra.tools import mongosh
+
+pytestmark = pytest.mark.infra
+
+SHARDED_FILE = COMPOSE_DIR / "sharded.yml"
+SHARDED_PROFILE = "sharded"
+CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
+SETTINGS = json.loads((COMPOSE_DIR / "mongo-init" / "sharded-compose.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def compose(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    directory = tmp_path_factory.mktemp("sharded")
+    return render(env_file(directory), SHARDED_PROFILE, files=(COMPOSE_FILE, SHARDED_FILE))
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, Any]:
+    return dict(compose["services"])
+
+
+def argument(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def test_the_profile_runs_one_config_server_two_shards_a_router_and_the_workers(
+    services: dict[str, Any],
+) -> None:
+    assert set(services) == {"keyfile", "tls", "cfg1", "sh1", "sh2", "mongos", "sharded-init", "worker"}
+
+
+def test_the_rendered_stack_validates_against_the_compose_specification(
+    compose: dict[str, Any], tmp_path: Path
+) -> None:
+    """Validated as rendered: sharded.yml alone is an overlay (its `!override` tag is compose's, not YAML's)."""
+    path = tmp_path / "rendered.json"
+    path.write_text(json.dumps(compose), encoding="utf-8")
+    result = subprocess.run(
+        [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok -- validation done" in result.stdout
+
+
+def test_every_service_runs_hardened_and_only_those_given_a_secret_write_their_root(
+    services: dict[str, Any],
+) -> None:
+    assert {name: found for name, s in services.items() if (found := hardening_faults(s))} == {}
+    writable = {name for name, s in services.items() if not s.get("read_only")}
+    assert writable == {"cfg1", "sh1", "sh2", "sharded-init"}
+
+
+def test_each_member_runs_its_cluster_role_with_the_keyfile_and_tls_settings(
+    services: dict[str, Any],
+) -> None:
+    roles = {"cfg1": ("--configsvr", "cfg", "27019"), "sh1": ("--shardsvr", "sh1", "27018")}
+    roles["sh2"] = ("--shardsvr", "sh2", "27018")
+    for name, (role, set_name, port) in roles.items():
+        command = services[name]["command"]
+        assert command[0] == "mongod"
+        assert role in command, name
+        assert argument(command, "--replSet") == set_name
+        assert argument(command, "--port") == port
+        assert argument(command, "--keyFile") == "/keyfile/mongo.key"
+        assert argument(command, "--config") == "/tls/mongod.conf"
+        assert {v["target"] for v in services[name]["volumes"]} >= {"/keyfile", "/tls", "/data/db"}
+    # --configsvr alone would write to /data/configdb, outside the data volume.
+    assert argument(services["cfg1"]["command"], "--dbpath") == "/data/db"
+    mongos = services["mongos"]["command"]
+    assert mongos[0] == "mongos"
+    assert argument(mongos, "--configdb") == "cfg/cfg1:27019"
+    assert argument(mongos, "--keyFile") == "/keyfile/mongo.key"
+
+
+def test_the_init_settings_name_the_hosts_compose_runs(services: dict[str, Any]) -> None:
+    def host(name: str) -> str:
+        return f"{services[name]['hostname']}:{argument(services[name]['command'], '--port')}"
+
+    assert SETTINGS["configServer"] == {"replicaSetName": "cfg", "dataMembers": [host("cfg1")]}
+    assert SETTINGS["shards"] == [
+        {"replicaSetName": "sh1", "dataMembers": [host("sh1")]},
+        {"replicaSetName": "sh2", "dataMembers": [host("sh2")]},
+    ]
+    assert SETTINGS["routers"] == [host("mongos")]
+    # P as the SDK's default for a sharded deployment.
+    assert SETTINGS["partitions"] == 256
+
+
+def test_secrets_reach_processes_as_files_only(services: dict[str, Any]) -> None:
+    secrets_values = {secret_value(variable) for variable in SECRET_VARIABLES}
+    for name, service in services.items():
+        for key, value in (service.get("environment") or {}).items():
+            assert str(value) not in secrets_values, f"{name}: {key}"
+            if key.endswith("_FILE"):
+                assert str(value).startswith(("/run/secrets/", "/run/harel/")), f"{name}: {key}"
+        assert not any(value in " ".join(service.get("command") or []) for value in secrets_values), name
+    init = services["sharded-init"]
+    assert init["entrypoint"] == ["python", "/opt/harel/sharded_init.py"]
+    assert argument(init["command"], "--url-file") == "/run/harel/mongodb-url"
+    assert {s["source"] for s in init["secrets"]} == {
+        "mongo_root_password",
+        "mongo_previous_root_password",
+        "app_password",
+    }
+    for member in ("cfg1", "sh1", "sh2"):
+        # The chart's bootstrap, not the image's entrypoint: it creates the root user before the set exists.
+        assert services[member]["entrypoint"][:3] == [
+            "/bin/bash",
+            "-ec",
+            '/bin/bash /var/run/harel/scripts/bootstrap-root.sh\nexec "$$@"',
+        ]
+        assert services[member]["environment"]["HAREL_BOOTSTRAP_MEMBER"] == member
+        assert (
+            services[member]["environment"]["HAREL_MONGO_ROOT_PASSWORD_FILE"]
+            == "/run/secrets/mongo_root_password"
+        )
+
+
+def test_start_order_waits_for_each_step(services: dict[str, Any]) -> None:
+    assert services["worker"]["depends_on"] == {
+        "sharded-init": {"condition": "service_completed_successfully", "required": True}
+    }
+    assert set(services["sharded-init"]["depends_on"]) == {"cfg1", "sh1", "sh2", "mongos"}
+    for member in ("cfg1", "sh1", "sh2"):
+        assert {k: v["condition"] for k, v in services[member]["depends_on"].items()} == {
+            "keyfile": "service_completed_successfully",
+            "tls": "service_completed_successfully",
+        }
+
+
+def test_every_long_running_service_has_a_healthcheck_restarts_and_publishes_on_loopback(
+    services: dict[str, Any],
+) -> None:
+    for name in ("cfg1", "sh1", "sh2", "mongos", "worker"):
+        assert services[name]["healthcheck"]["test"][0] == "CMD", name
+        assert services[name]["restart"] == "unless-stopped", name
+    published = [(name, port) for name, s in services.items() for port in s.get("ports", [])]
+    assert [(name, port["host_ip"], port["target"]) for name, port in published] == [
+        ("mongos", "127.0.0.1", 27017)
+    ]
+
+
+def healthcheck(services: dict[str, Any], name: str, port: int, tmp_path: Path) -> int:
+    """The service's healthcheck as compose runs it (exec, no shell), under the real mongosh, against `port`."""
+    options = tmp_path / "client-options"
+    options.write_text("")
+    test = services[name]["healthcheck"]["test"]
+    assert test[0] == "CMD"
+    own_port = {"cfg1": "27019", "sh1": "27018", "sh2": "27018", "mongos": "27017"}[name]
+    arguments = [
+        a.replace("/tls/client-options", str(options)).replace(f"127.0.0.1:{own_port}", f"127.0.0.1:{port}")
+        for a in test[1:]
+    ]
+    return mongosh(arguments, home=tmp_path / "home").returncode
+
+
+def test_the_router_healthcheck_passes_a_mongos_only(
+    services: dict[str, Any], fake_mongos: FakeDeployment, fake_rs: FakeDeployment, tmp_path: Path
+) -> None:
+    assert healthcheck(services, "mongos", fake_mongos.port, tmp_path) == 0
+    assert healthcheck(services, "mongos", fake_rs.port, tmp_path) == 1
+
+
+def test_a_member_healthcheck_passes_a_member_of_its_own_set_only(
+    services: dict[str, Any], tmp_path: Path
+) -> None:
+    with FakeMongod(set_name="cfg") as config_server, FakeMongod(set_name="sh1") as shard:
+        assert healthcheck(services, "cfg1", config_server.port, tmp_path) == 0
+        assert healthcheck(services, "sh1", shard.port, tmp_path) == 0
+        assert healthcheck(services, "sh2", shard.port, tmp_path) == 1
