@@ -10,6 +10,7 @@ import json
 import re
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 import yaml
 from pymongo import MongoClient
 
+from tests.fake_mongod.fixtures import FakeProcess
 from tests.infra import test_ansible as base
 from tests.infra.test_ansible import (
     ANSIBLE,
@@ -183,9 +185,9 @@ def test_a_router_gets_mongos_conf_naming_the_config_servers_and_nothing_of_a_me
 
 
 def test_the_sharded_init_role_runs_against_the_fake_cluster_and_a_rerun_changes_nothing(
-    ansible: Ansible, fake_cluster_process: Any, tmp_path: Path
+    ansible: Ansible, fake_cluster_process: Callable[..., FakeProcess], tmp_path: Path
 ) -> None:
-    router = f"127.0.0.1:{fake_cluster_process.port}"
+    router = f"127.0.0.1:{fake_cluster_process('--shards', '3').port}"
     url = f"mongodb://{router}/"
     with MongoClient(url, serverSelectionTimeoutMS=10_000) as client:
         listed = client.admin.command("listShards")["shards"]
@@ -202,6 +204,8 @@ def test_the_sharded_init_role_runs_against_the_fake_cluster_and_a_rerun_changes
         "sharded_init_shards": shards,
         "sharded_init_routers": [router],
         "sharded_init_partitions": 256,
+        # the playbook is written into tmp_path, so the scripts beside site.yml's default are named directly
+        "sharded_init_scripts_dir": str(PLAYBOOKS.parent / "compose" / "mongo-init"),
     }
     playbook = role_playbook(tmp_path, "sharded_init", gather_os_facts=True)
     inventory = local_inventory(tmp_path, "workers")

@@ -15,6 +15,7 @@ import json
 import secrets
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 import yaml
 from pymongo import MongoClient
 
+from tests.fake_mongod.fixtures import FakeProcess
 from tests.infra.helm_lint import CHART_DIR
 from tests.unit.mongo_init import MONGO_INIT, load
 
@@ -160,9 +162,9 @@ def run(directory: Path, config: dict[str, Any], router_url: str) -> subprocess.
 
 @pytest.mark.parametrize("path", CONFIGS)
 def test_the_init_runs_against_the_fake_sharded_cluster_and_a_rerun_changes_nothing(
-    fake_cluster_process: Any, tmp_path: Path, path: str
+    fake_cluster_process: Callable[..., FakeProcess], tmp_path: Path, path: str
 ) -> None:
-    router = f"127.0.0.1:{fake_cluster_process.port}"
+    router = f"127.0.0.1:{fake_cluster_process('--shards', '3').port}"
     url = f"mongodb://{router}/"
     with MongoClient(url, serverSelectionTimeoutMS=10_000) as client:
         shards_before = client.admin.command("listShards")
@@ -175,16 +177,21 @@ def test_the_init_runs_against_the_fake_sharded_cluster_and_a_rerun_changes_noth
         assert meta is not None
         assert meta["count"] == config["partitions"]
         assert len(meta["zones"]) == len(config["shards"])
+        shards_after = client.admin.command("listShards")["shards"]
+        assert [s["_id"] for s in shards_after] == [s["_id"] for s in shards_before["shards"]], "no shard added"
+        assert [s["tags"] for s in shards_after] == [[zone["name"]] for zone in meta["zones"]], "a zone each"
 
         second = run(tmp_path, config, url)
         assert second.returncode == 0, second.stderr
         assert "unchanged" in second.stdout
         assert client[config["database"]]["harel_meta"].find_one({"_id": "partitions"}) == meta
-        assert client.admin.command("listShards")["shards"] == shards_before["shards"]
+        assert client.admin.command("listShards")["shards"] == shards_after
 
 
-def test_a_different_p_on_a_rerun_is_refused(fake_cluster_process: Any, tmp_path: Path) -> None:
-    router = f"127.0.0.1:{fake_cluster_process.port}"
+def test_a_different_p_on_a_rerun_is_refused(
+    fake_cluster_process: Callable[..., FakeProcess], tmp_path: Path
+) -> None:
+    router = f"127.0.0.1:{fake_cluster_process('--shards', '3').port}"
     url = f"mongodb://{router}/"
     with MongoClient(url, serverSelectionTimeoutMS=10_000) as client:
         config = pointed_at(compose_config(), router, client.admin.command("listShards"))
