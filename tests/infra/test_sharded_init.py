@@ -178,7 +178,9 @@ def test_the_init_runs_against_the_fake_sharded_cluster_and_a_rerun_changes_noth
         assert meta["count"] == config["partitions"]
         assert len(meta["zones"]) == len(config["shards"])
         shards_after = client.admin.command("listShards")["shards"]
-        assert [s["_id"] for s in shards_after] == [s["_id"] for s in shards_before["shards"]], "no shard added"
+        assert [s["_id"] for s in shards_after] == [s["_id"] for s in shards_before["shards"]], (
+            "no shard added"
+        )
         assert [s["tags"] for s in shards_after] == [[zone["name"]] for zone in meta["zones"]], "a zone each"
 
         second = run(tmp_path, config, url)
