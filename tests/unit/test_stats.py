@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from harel.executions.partitions import Partitions, Zone
 from harel.heartbeat import MongoHeartbeats
 from harel.metrics import STATS_TTL_SECONDS, Metrics
 from harel.model import Event, Execution, ExecutionStatus
@@ -92,3 +93,36 @@ def test_each_gauge_counts_what_it_says() -> None:
     monotonic[0] += STATS_TTL_SECONDS
     stats.refresh()
     assert sample("harel_mailbox_events") == 0
+
+
+def test_a_partitioned_deployment_counts_its_backlog_per_zone_and_shard() -> None:
+    partitions = Partitions(8, (Zone("harel-shard0", 0, 4, "shard0"), Zone("harel-shard1", 4, 8, "shard1")))
+    server = Clock()
+    client = EmbeddedClient(server)
+    store = MongoStore(client, partitions=partitions)
+    metrics = Metrics()
+    stats = DeploymentStats(client, "harel", metrics, ServerClock(local=server, monotonic=server), 5.0)
+    zone_metrics = Metrics()
+    partitioned = DeploymentStats(
+        client, "harel", zone_metrics, ServerClock(local=server, monotonic=server), 5.0, partitions=partitions
+    )
+    waiting: dict[str, int] = {"harel-shard0": 0, "harel-shard1": 0}
+    for n in range(12):
+        execution_id = f"order-{n}"
+        events = [Event(id=f"{execution_id}-{k}", name="go") for k in range(n % 3 + 1)]
+        store.create(execution(execution_id), events, now=server.now)
+        zone = "harel-shard0" if partitions.of(execution_id) < 4 else "harel-shard1"
+        waiting[zone] += len(events)
+    assert 0 < waiting["harel-shard0"] and 0 < waiting["harel-shard1"], "both zones hold some"
+
+    partitioned.refresh()
+    stats.refresh()
+    read = zone_metrics.registry.get_sample_value
+    assert {
+        zone: read("harel_zone_mailbox_events", {"zone": zone, "shard": zone.removeprefix("harel-")})
+        for zone in waiting
+    } == waiting
+    assert read("harel_mailbox_events") == sum(waiting.values())
+    assert (
+        metrics.registry.get_sample_value("harel_zone_mailbox_events", {"zone": "all", "shard": ""}) is None
+    ), "one partition: no zone gauge"

@@ -20,6 +20,7 @@ from pymongo import monitoring
 from harel.catalog import Catalog, MongoCatalog
 from harel.connection import CheckReport, check, connect, embedded_backend
 from harel.devdist import requires_harel_dev
+from harel.executions.partitions import SINGLE, Partitions
 from harel.heartbeat import Heartbeats, MongoHeartbeats
 from harel.partitioning import stored_partitions
 from harel.servertime import ServerClock
@@ -45,6 +46,7 @@ class Backend:
     client: Any
     report: CheckReport | None = None
     db_name: str = "harel"
+    partitions: Partitions = SINGLE
 
     @property
     def embedded(self) -> bool:
@@ -96,6 +98,7 @@ def open_backend(
         client,
         report,
         db_name,
+        partitions,
     )
     backend.store.ensure_indexes()
     backend.transport.ensure_indexes()

@@ -111,6 +111,13 @@ class Metrics:
         self.mailbox_events = Gauge(
             "harel_mailbox_events", "Events waiting in executions' mailboxes (the queue depth)", registry=r
         )
+        self.zone_mailbox_events = Gauge(
+            "harel_zone_mailbox_events",
+            "Events waiting in the mailboxes of each zone of a partitioned deployment (one zone per shard); "
+            "absent on one replica set",
+            ["zone", "shard"],
+            registry=r,
+        )
         self.oldest_due_age = Gauge(
             "harel_mailbox_oldest_due_age_seconds",
             "How long the oldest due mailbox has waited for a worker (0 when none is due)",

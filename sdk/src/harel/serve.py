@@ -160,7 +160,12 @@ def serve(
                     )
         probes.worker = worker = start_worker(backend, app, config, metrics)
         probes.stats = DeploymentStats(
-            backend.client, backend.db_name, metrics, worker.clock, config.heartbeat_seconds
+            backend.client,
+            backend.db_name,
+            metrics,
+            worker.clock,
+            config.heartbeat_seconds,
+            partitions=backend.partitions,
         )
         stop.requested.wait()
         worker.stop()

@@ -1,5 +1,5 @@
-"""What the deployment holds, read for `/metrics` when it is scraped: mailbox depth and age, executions by
-status, parked executions, executions no live worker serves, pending relay work, the newest backup.
+"""What the deployment holds, read for `/metrics` when it is scraped: mailbox depth and age (and, on a
+partitioned deployment, the depth per zone: per shard), executions by status, parked executions, executions no live worker serves, pending relay work, the newest backup.
 
 Each query is served by an index (status, the partial mailbox and relay indexes, `parked.at`), and they run
 at most once per `STATS_TTL_SECONDS` however often Prometheus scrapes, so an unscraped worker sends none.
@@ -19,6 +19,7 @@ from harel.driver_errors import mapped
 from harel.errors import DeploymentError
 from harel.executions import queries, replies
 from harel.executions.fields import EXECUTIONS
+from harel.executions.partitions import SINGLE, Partitions
 from harel.heartbeat import MongoHeartbeats
 from harel.metrics import STATS_TTL_SECONDS, Metrics
 from harel.model import ExecutionStatus
@@ -41,6 +42,7 @@ class DeploymentStats:
         clock: ServerClock,
         heartbeat_seconds: float,
         monotonic: Callable[[], float] = time.monotonic,
+        partitions: Partitions = SINGLE,
     ) -> None:
         self._database = client[db_name]
         self._executions = self._database[EXECUTIONS]
@@ -49,6 +51,7 @@ class DeploymentStats:
         self._clock = clock
         self._heartbeat_seconds = heartbeat_seconds
         self._monotonic = monotonic
+        self._partitions = partitions
         self._lock = threading.Lock()
         self._read_at: float | None = None
 
@@ -70,6 +73,10 @@ class DeploymentStats:
         metrics.mailbox_events.set(
             replies.parse_count(list(self._executions.aggregate(queries.PENDING_COUNT)))
         )
+        if not self._partitions.single:
+            by_partition = self._executions.aggregate(queries.PENDING_BY_PARTITION)
+            for zone, waiting in replies.parse_zone_backlog(by_partition, self._partitions).items():
+                metrics.zone_mailbox_events.labels(zone=zone.name, shard=zone.shard or "").set(waiting)
         oldest = replies.parse_oldest(self._executions.aggregate(queries.oldest_due(now)))
         metrics.oldest_due_age.set(max(0.0, now - oldest) if oldest is not None else 0.0)
         for status in ExecutionStatus:

@@ -121,6 +121,11 @@ PENDING_COUNT = [
     {"$match": {"$or": [{"wake_at": {"$gte": 0}}, {"parked.at": {"$gte": 0}}]}},
     {"$group": {"_id": None, "n": {"$sum": {"$size": array("inbox")}}}},
 ]
+# A partitioned deployment's backlog per partition (summed into zones, one per shard, by the reader).
+PENDING_BY_PARTITION = [
+    PENDING_COUNT[0],
+    {"$group": {"_id": "$p", "n": {"$sum": {"$size": array("inbox")}}}},
+]
 PENDING_RELAYS = [
     {"$match": {"relay_at": {"$gte": 0}}},
     {

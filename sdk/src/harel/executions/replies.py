@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from harel.errors import LeaseLost, StoreConflict, UnreadableExecution
 from harel.executions.fields import dec, due_from
+from harel.executions.partitions import Partitions, Zone
 from harel.executions.records import Claim, Parked, Pending, RelayWork, SendOutcome
 from harel.model import (
     TIMER_EVENT,
@@ -329,6 +330,17 @@ def parse_parked(document: Mapping[str, Any]) -> Parked:
 def parse_count(documents: Sequence[Mapping[str, Any]], name: str = "n") -> int:
     """A number the one group of a `$group` over every document gave (0 when nothing matched)."""
     return int(documents[0][name]) if documents else 0
+
+
+def parse_zone_backlog(documents: Iterable[Mapping[str, Any]], partitions: Partitions) -> dict[Zone, int]:
+    """Events waiting per zone, from `PENDING_BY_PARTITION`'s groups (a partition outside every zone, or a
+    document without `p`, counts nowhere: `harel check` reports such a map)."""
+    waiting = dict.fromkeys(partitions.zones, 0)
+    for group in documents:
+        for zone in waiting:
+            if group.get("_id") in zone:
+                waiting[zone] += int(group.get("n") or 0)
+    return waiting
 
 
 def parse_oldest(documents: Iterable[Mapping[str, Any]]) -> float | None:
