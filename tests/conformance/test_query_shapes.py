@@ -106,6 +106,14 @@ SHAPES = [
         queries.PENDING_COUNT[1:],
     ),
     Shape(
+        "pending by partition",
+        "executions",
+        queries.PENDING_BY_PARTITION[0]["$match"],
+        "wake",
+        (),
+        queries.PENDING_BY_PARTITION[1:],
+    ),
+    Shape(
         "oldest due",
         "executions",
         queries.oldest_due(BOUND)[0]["$match"],
