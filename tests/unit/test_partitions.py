@@ -18,8 +18,14 @@ from harel.executions.partitions import (
     partition_of,
     root_id,
 )
+from harel.executions.queries import WATCH_PIPELINE
 from harel.ids import child_id
+from harel.model import Event, Execution
+from harel.store.mongo import MongoStore
+from harel.transport.mongo import MongoTransport
 from harel.transport.rotation import EMPTY_BACKOFF_FIRST, EMPTY_BACKOFF_MAX, Rotation
+from harel.transport.wakeups import WATCH_MAX_SHARDS, watch_pipeline
+from harel_dev.embedded import EmbeddedClient
 
 
 def test_a_region_and_its_regions_regions_share_their_roots_partition() -> None:
@@ -130,3 +136,34 @@ def test_an_empty_windows_backoff_doubles_to_a_bound_and_a_wake_up_ends_it() -> 
     rotation.empty((2, 3))
     rotation.woken(None)
     assert rotation.order() == [(0, 1), (2, 3)], "a wake-up from an unknown partition wakes every window"
+
+
+def test_a_worker_serving_some_zones_watches_their_partitions_and_none_past_the_shard_bound() -> None:
+    zones = (Zone("harel-a", 0, 2, "a"), Zone("harel-b", 2, 4, "b"))
+    partitions = Partitions(4, zones)
+    assert watch_pipeline(partitions, partitions.served([])) == WATCH_PIPELINE, "all of them: no filter"
+    first, *rest = watch_pipeline(partitions, partitions.served(["harel-b"])) or []
+    assert first == {"$match": {"documentKey.p": {"$in": [2, 3]}}} and rest == WATCH_PIPELINE
+    many = Partitions(64, even_zones(64, [f"s{n}" for n in range(WATCH_MAX_SHARDS + 1)]))
+    assert watch_pipeline(many, many.zones) is None, "a stream would tail every shard's oplog: poll instead"
+    assert watch_pipeline(SINGLE, SINGLE.zones) == WATCH_PIPELINE
+
+
+def test_a_transport_looks_for_work_in_its_zones_only_and_names_an_unknown_one() -> None:
+    from harel.errors import UnknownZone
+
+    partitions = Partitions(4, (Zone("harel-a", 0, 2, "a"), Zone("harel-b", 2, 4, "b")))
+    client = EmbeddedClient()
+    transport = MongoTransport(client, watch=False, partitions=partitions, zones=["harel-b"])
+    assert transport.zones == (partitions.zones[1],)
+    with pytest.raises(UnknownZone, match="no zone harel-c in this deployment's partition map"):
+        MongoTransport(client, watch=False, partitions=partitions, zones=["harel-c"])
+
+    in_a = next(f"order-{n}" for n in range(100) if partitions.of(f"order-{n}") < 2)
+    store = MongoStore(client, partitions=partitions)
+    exe = Execution(id=in_a, definition_id="order", definition_version=1)
+    assert store.create(exe, [Event(id="go", name="go")], now=0.0)
+    assert transport.claim(["order@1"], 30.0, 1e10) is None, "its zone holds nothing"
+    serving_a = MongoTransport(client, watch=False, partitions=partitions, zones=["harel-a"])
+    claimed = serving_a.claim(["order@1"], 30.0, 1e10)
+    assert claimed is not None and claimed.execution_id == in_a
