@@ -553,3 +553,45 @@ def test_status_of_a_sharded_cluster_missing_a_shard_or_its_router(harness: Harn
     rows = [columns(line) for line in out.splitlines()[1:]]
     assert ["router", "mongos", "unreachable", "hello: mongos does not answer on 127.0.0.1:27017"] in rows
     assert "worker " not in out, "no workers asked for through a router that does not answer"
+
+
+def test_up_starts_one_topology_at_a_time(harness: Harness) -> None:
+    assert harness.run("up") == 0
+    assert harness.run("up", "--sharded") == 2
+    assert harness.err.getvalue() == (
+        "the replica set rs0 is running: stop it with `make down` (its data volumes are kept) before starting the "
+        "sharded cluster\n"
+    )
+    assert harness.run("down") == 0
+    harness.probe = FakeClusterProbe(harness.clock)
+    assert harness.run("up", "--sharded") == 0
+    assert harness.run("up") == 2
+    assert harness.err.getvalue() == (
+        "the sharded cluster is running: stop it with `make down` (its data volumes are kept) before starting the "
+        "replica set rs0\n"
+    )
+    assert [call for call, _ in harness.compose_calls] == [
+        ("up", "--detach", "--build"),
+        ("down",),
+        ("up", "--detach", "--build"),
+    ]
+    # Again in the same topology: compose brings it up to date.
+    assert harness.run("up", "--sharded") == 0
+
+
+def test_backup_and_restore_are_the_replica_sets_and_refuse_a_running_cluster(
+    harness: Harness, tmp_path: Path
+) -> None:
+    harness.probe = FakeClusterProbe(harness.clock)
+    assert harness.run("up", "--sharded") == 0
+    calls = len(harness.compose_calls)
+    for argv, command in (
+        (["backup"], "backup"),
+        (["restore", str(tmp_path / "any.archive.gz"), "--yes"], "restore"),
+    ):
+        assert harness.run(*argv) == 2
+        assert harness.err.getvalue() == (
+            f"the sharded cluster is running, and `make {command}` is the replica set's: back the cluster up through "
+            'the router as docs/sharded-clusters.md, "Backups", says\n'
+        )
+    assert len(harness.compose_calls) == calls, "nothing run"

@@ -143,11 +143,20 @@ def command_up(stack: Stack, timeout: float, sharded: bool) -> int:
     settings = stack.settings(sharded=True if sharded else None)
     if settings.sharded:
         shards = stack.project.shard_names()
-        init_service = "sharded-init"
-        topology = f"sharded cluster (config server cfg1, shards {', '.join(shards)}, router mongos)"
+        init_service, name = "sharded-init", "sharded cluster"
+        topology = f"{name} (config server cfg1, shards {', '.join(shards)}, router mongos)"
     else:
-        init_service = "mongo-init"
-        topology = f"replica set rs0 ({'3 members' if settings.members == 3 else '1 member'})"
+        init_service, name = "mongo-init", "replica set rs0"
+        topology = f"{name} ({'3 members' if settings.members == 3 else '1 member'})"
+    running = stack.engine.services(stack.project.name)
+    if running and is_sharded(running) != settings.sharded:
+        # Both publish HAREL_MONGO_PORT, and the cluster's sets are new volumes: one topology at a time.
+        now_running = "the sharded cluster" if is_sharded(running) else "the replica set rs0"
+        stack.deps.err.write(
+            f"{now_running} is running: stop it with `make down` (its data volumes are kept) before starting the "
+            f"{name}\n"
+        )
+        return BAD_INPUT
     stack.say(f"starting the stack: {topology}, {settings.workers} worker(s)")
     if settings.sharded and settings.observability:
         stack.say(
@@ -222,7 +231,21 @@ def command_down(stack: Stack, volumes: bool) -> int:
     return stack.compose(stack.settings())("down", *(["--volumes"] if volumes else []), all_profiles=True)
 
 
+def replica_set_only(stack: Stack, command: str) -> bool:
+    """False, with the line saying why, when the sharded cluster runs: backup and restore are the replica set's
+    (compose/observability.yml's services name mongo1..3)."""
+    if not is_sharded(stack.engine.services(stack.project.name)):
+        return True
+    stack.deps.err.write(
+        f"the sharded cluster is running, and `make {command}` is the replica set's: back the cluster up through "
+        'the router as docs/sharded-clusters.md, "Backups", says\n'
+    )
+    return False
+
+
 def command_backup(stack: Stack) -> int:
+    if not replica_set_only(stack, "backup"):
+        return BAD_INPUT
     ensure_secrets(stack)
     settings = stack.settings()
     directory = settings.backups_path(stack.project)
@@ -241,6 +264,8 @@ def command_backup(stack: Stack) -> int:
 
 
 def command_restore(stack: Stack, file: Path, confirmed: bool) -> int:
+    if not replica_set_only(stack, "restore"):
+        return BAD_INPUT
     archive = file.resolve()
     prelude = inspect(archive)
     stack.say(f"{archive.name}: {prelude.describe()}")
