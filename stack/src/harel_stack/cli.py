@@ -232,13 +232,13 @@ def command_down(stack: Stack, volumes: bool) -> int:
 
 
 def replica_set_only(stack: Stack, command: str) -> bool:
-    """False, with the line saying why, when the sharded cluster runs: backup and restore are the replica set's
-    (compose/observability.yml's services name mongo1..3)."""
-    if not is_sharded(stack.engine.services(stack.project.name)):
+    """False, with the line saying why, for the sharded cluster (running, or chosen by HAREL_SHARDED when nothing
+    runs): backup and restore are the replica set's (compose/observability.yml's services name mongo1..3)."""
+    if not stack.running_settings().sharded:
         return True
     stack.deps.err.write(
-        f"the sharded cluster is running, and `make {command}` is the replica set's: back the cluster up through "
-        'the router as docs/sharded-clusters.md, "Backups", says\n'
+        f"`make {command}` is the replica set's, not the sharded cluster's: back the cluster up through the router "
+        'as docs/sharded-clusters.md, "Backups", says\n'
     )
     return False
 
