@@ -81,13 +81,13 @@ venv: $(STAMP) $(MONGOSH_STAMP) ## create .venv with the SDK, the stack CLI and 
 # The local stack's targets run harel-stack without echoing the command: what it prints is the whole story.
 # When it fails, make adds one line of its own naming the exit code (`make: *** [Makefile:NN: up] Error 3`) and
 # exits 2 (docs/compose.md says so; tests/unit/test_make_stack_targets.py holds it).
-up: $(STACK_STAMP) ## start the local stack in Docker (needs a Docker engine) and wait until it is ready
-	@$(HAREL_STACK) up
+up: $(STACK_STAMP) ## start the local stack in Docker (needs a Docker engine) and wait until it is ready (SHARDED=1: the sharded cluster)
+	@$(HAREL_STACK) up $(if $(filter 1,$(SHARDED)),--sharded,)
 
 down: $(STACK_STAMP) ## stop the local stack (VOLUMES=1 also deletes its data)
 	@$(HAREL_STACK) down $(if $(VOLUMES),--volumes,)
 
-status: $(STACK_STAMP) ## services, replica-set members, workers and executions of the local stack
+status: $(STACK_STAMP) ## services, replica-set members (or router and shards), workers and executions of the local stack
 	@$(HAREL_STACK) status
 
 logs: $(STACK_STAMP) ## follow the logs of the local stack (SERVICE=worker for one service)

@@ -359,8 +359,9 @@ def test_env_example_documents_exactly_the_variables_the_compose_file_uses() -> 
         for path in (COMPOSE_FILE, OPERATIONS_FILE)
         for secret in yaml.safe_load(path.read_text())["secrets"].values()
     }
-    # $${...} is the shell's, not compose's. HAREL_OBSERVABILITY is harel-stack's own: it chooses the profiles.
-    used = set(VARIABLE.findall(text.replace("$${", ""))) | secrets | {"HAREL_OBSERVABILITY"}
+    # $${...} is the shell's, not compose's. HAREL_OBSERVABILITY and HAREL_SHARDED are harel-stack's own: they choose
+    # the files and profiles.
+    used = set(VARIABLE.findall(text.replace("$${", ""))) | secrets | {"HAREL_OBSERVABILITY", "HAREL_SHARDED"}
     # Set by the TLS mode's own file, not by compose/.env (where a value would override the mode's).
     from_the_mode = set().union(*_tls_mode_files().values())
     example = ENV_EXAMPLE.read_text(encoding="utf-8")

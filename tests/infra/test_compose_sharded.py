@@ -14,12 +14,22 @@ from typing import Any
 
 import pytest
 
-from harel_stack.settings import SECRET_VARIABLES
+from harel_stack.cli import Dependencies
+from harel_stack.compose import DockerCompose
+from harel_stack.project import Project
+from harel_stack.settings import SECRET_VARIABLES, load_settings
 from tests.fake_mongod.fixtures import FakeDeployment
 from tests.fake_mongod.server import FakeMongod
-from tests.infra.compose_render import COMPOSE_DIR, COMPOSE_FILE, env_file, render, secret_value
+from tests.infra.compose_render import (
+    COMPOSE_DIR,
+    COMPOSE_FILE,
+    REPOSITORY_ROOT,
+    env_file,
+    render,
+    secret_value,
+)
 from tests.infra.test_compose_hardening import hardening_faults
-from tests.infra.tools import mongosh
+from tests.infra.tools import docker_compose, mongosh
 
 pytestmark = pytest.mark.infra
 
@@ -193,3 +203,40 @@ def test_a_member_healthcheck_passes_a_member_of_its_own_set_only(
         assert healthcheck(services, "cfg1", config_server.port, tmp_path) == 0
         assert healthcheck(services, "sh1", shard.port, tmp_path) == 0
         assert healthcheck(services, "sh2", shard.port, tmp_path) == 1
+
+
+def rendered_services(command: list[str], env: Path) -> dict[str, Any]:
+    """What Compose's own binary renders from one of harel-stack's command lines, its `--env-file` made `env`."""
+    assert command[:2] == ["docker", "compose"]
+    options = command[2 : command.index("config")]
+    options[options.index("--env-file") + 1] = str(env)
+    result = docker_compose([*options, "config", "--format", "json"], cwd=REPOSITORY_ROOT)
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout)["services"])
+
+
+def test_the_command_lines_harel_stack_runs_render_the_cluster_and_down_reaches_both_topologies(
+    tmp_path: Path,
+) -> None:
+    env = env_file(tmp_path, HAREL_SHARDED="1", HAREL_MEMBERS="3", HAREL_OBSERVABILITY="1")
+    compose = Dependencies().compose(Project(REPOSITORY_ROOT), load_settings(env))
+    assert isinstance(compose, DockerCompose)
+
+    up = rendered_services(compose.command("config"), env)
+    assert set(up) == {"keyfile", "tls", "cfg1", "sh1", "sh2", "mongos", "sharded-init", "worker"}
+    # The host reaches the router, on the loopback only, where it reached mongo1.
+    published = [(name, port) for name, service in up.items() for port in service.get("ports", [])]
+    assert [(name, port["host_ip"], port["published"], port["target"]) for name, port in published] == [
+        ("mongos", "127.0.0.1", "27017", 27017)
+    ]
+
+    # `down`, whatever compose/.env says now, reaches every service of either topology: the replica set's with each of
+    # its profiles, and the cluster's.
+    replica_set = DockerCompose(Project(REPOSITORY_ROOT), 3, observability=True)
+    every_replica_set_service = rendered_services(
+        replica_set.command("config", profiles=["smoke", "backup"]), env
+    )
+    assert {"mongo1", "mongo3", "mongo-init", "smoke", "backup", "grafana"} <= set(every_replica_set_service)
+    for runner in (compose, replica_set):
+        down = rendered_services(runner.command("config", all_profiles=True), env)
+        assert set(down) == set(every_replica_set_service) | set(up)

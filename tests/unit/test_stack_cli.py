@@ -1,5 +1,6 @@
 """`harel-stack` end to end against a fake Docker client, a fake compose runner and a fake replica-set probe:
-up -> wait -> status -> down, no Docker engine, a replica set that never elects a primary, smoke and logs."""
+up -> wait -> status -> down, no Docker engine, a replica set that never elects a primary, smoke and logs; the same
+for the sharded cluster (`up --sharded`) with a fake router probe."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from harel_stack.cli import Dependencies, main
 from harel_stack.engine import client_from_environment
 from harel_stack.errors import ProbeFailure
-from harel_stack.probe import MemberState, ReplicaSetState, WorkerBeat
+from harel_stack.probe import MemberState, ReplicaSetState, ShardState, WorkerBeat
 from harel_stack.project import Project
 from harel_stack.settings import StackSettings, parse_env
 
@@ -78,6 +79,7 @@ class FakeCompose:
 
     client: FakeDockerClient
     members: int
+    sharded: bool = False
     calls: list[tuple[tuple[str, ...], bool]] = field(default_factory=list)
     codes: dict[str, int] = field(default_factory=dict)
     # The profiles added to each call, in call order (the backup one-shots run with one).
@@ -89,11 +91,20 @@ class FakeCompose:
         # A code for the service a `run` names wins over one for the subcommand.
         code = self.codes.get(args[-1], self.codes.get(args[0], 0))
         if args[0] == "up" and code == 0:
-            members = [container(f"mongo{i}", 1, "running", "healthy") for i in range(1, self.members + 1)]
+            if self.sharded:
+                members = [
+                    container(name, 1, "running", "healthy") for name in ("cfg1", "sh1", "sh2", "mongos")
+                ]
+                init = "sharded-init"
+            else:
+                members = [
+                    container(f"mongo{i}", 1, "running", "healthy") for i in range(1, self.members + 1)
+                ]
+                init = "mongo-init"
             self.client.containers.items = [
                 container("keyfile", 1, "exited", None),
                 *members,
-                container("mongo-init", 1, "exited", None),
+                container(init, 1, "exited", None),
                 container("worker", 1, "running", "healthy"),
                 container("worker", 2, "running", "healthy"),
             ]
@@ -157,6 +168,44 @@ class FakeProbe:
 
 
 @dataclass
+class FakeClusterProbe(FakeProbe):
+    """A sharded cluster as sharded-init brings it about, on the fake clock: the router answers from `router_after`,
+    each shard is listed from its time in `shards_added`, the app user exists from `app_user_after`, `harel check`
+    passes once `harel partitions init` ran (`partitioned_after`); the workers beat from `workers_after`."""
+
+    router_after: float = 2.0
+    shards_added: dict[str, float] = field(default_factory=lambda: {"sh1": 4.0, "sh2": 6.0})
+    app_user_after: float = 8.0
+    partitioned_after: float = 10.0
+    workers_after: float = 12.0
+
+    def replica_set(self) -> ReplicaSetState:
+        raise AssertionError("the sharded cluster has no rs0 to ask")
+
+    def router(self) -> str:
+        if self.clock() < self.router_after:
+            raise ProbeFailure("hello: mongos does not answer on 127.0.0.1:27017")
+        return "127.0.0.1:27017"
+
+    def shards(self) -> list[ShardState]:
+        self.router()
+        return [
+            ShardState(name, f"{name}/{name}:27018")
+            for name, at in self.shards_added.items()
+            if self.clock() >= at
+        ]
+
+    def authenticate_app_user(self) -> None:
+        if self.clock() < self.app_user_after:
+            raise ProbeFailure("authenticating as 'harel': AuthenticationFailed")
+
+    def harel_check(self) -> None:
+        self.authenticate_app_user()
+        if self.clock() < self.partitioned_after:
+            raise ProbeFailure("sharding: harel.executions is not sharded")
+
+
+@dataclass
 class Harness:
     root: Path
     client: FakeDockerClient
@@ -167,6 +216,8 @@ class Harness:
     composes: list[FakeCompose] = field(default_factory=list)
     compose_codes: dict[str, int] = field(default_factory=dict)
     engine_calls: int = 0
+    # The settings each probe was made with: where it connects.
+    probed: list[StackSettings] = field(default_factory=list)
 
     def deps(self) -> Dependencies:
         def docker_client() -> FakeDockerClient:
@@ -175,14 +226,14 @@ class Harness:
 
         def compose(project: Project, settings: StackSettings) -> FakeCompose:
             assert project.root == self.root
-            runner = FakeCompose(self.client, settings.members, codes=self.compose_codes)
+            runner = FakeCompose(self.client, settings.members, settings.sharded, codes=self.compose_codes)
             self.composes.append(runner)
             return runner
 
         return Dependencies(
             docker_client=docker_client,
             compose=compose,
-            probe=lambda settings: self.probe,
+            probe=self.make_probe,
             project=lambda: Project(self.root),
             clock=self.clock,
             sleep=self.clock.sleep,
@@ -190,6 +241,10 @@ class Harness:
             out=self.out,
             err=self.err,
         )
+
+    def make_probe(self, settings: StackSettings) -> FakeProbe:
+        self.probed.append(settings)
+        return self.probe
 
     def run(self, *argv: str) -> int:
         self.out.seek(0)
@@ -206,7 +261,8 @@ class Harness:
 @pytest.fixture
 def harness(tmp_path: Path) -> Harness:
     (tmp_path / "compose").mkdir()
-    for name in ("docker-compose.yml", ".env.example"):
+    for name in ("docker-compose.yml", ".env.example", "mongo-init/sharded-compose.json"):
+        (tmp_path / "compose" / name).parent.mkdir(exist_ok=True)
         shutil.copy(REPOSITORY_ROOT / "compose" / name, tmp_path / "compose" / name)
     clock = FakeClock()
     return Harness(root=tmp_path, client=FakeDockerClient(), clock=clock, probe=FakeProbe(clock))
@@ -375,3 +431,173 @@ def test_commands_other_than_up_need_the_env_file(harness: Harness) -> None:
     assert harness.run("smoke") == 2
     assert harness.err.getvalue().endswith(".env: missing: `make up` writes it (with new random secrets)\n")
     assert harness.compose_calls == []
+
+
+# --- the sharded cluster -----------------------------------------------------------------------------------------
+
+
+SHARDED_CONDITIONS = [
+    "router answers",
+    "shards listed",
+    "app user authenticates",
+    "harel check passes",
+    "workers heartbeat",
+]
+
+
+def test_up_sharded_wait_status_smoke_down(harness: Harness) -> None:
+    harness.probe = FakeClusterProbe(harness.clock)
+    assert harness.run("up", "--sharded") == 0
+    out = harness.out.getvalue()
+    assert (
+        "starting the stack: sharded cluster (config server cfg1, shards sh1, sh2, router mongos), 2 worker(s)"
+        in out
+    )
+    assert harness.compose_calls == [(("up", "--detach", "--build"), False)]
+    assert harness.composes[0].sharded is True
+    # The probe asks the router, as the host tools do.
+    assert harness.probed[0].sharded is True
+    progress = [columns(line) for line in out.splitlines() if line.startswith("  ok ")]
+    assert progress == [
+        ["ok", "router answers", "2.0s", "mongos on 127.0.0.1:27017"],
+        ["ok", "shards listed", "6.0s", "sh1, sh2"],
+        ["ok", "app user authenticates", "8.0s", "harel@admin"],
+        ["ok", "harel check passes", "10.0s", "no errors"],
+        ["ok", "workers heartbeat", "12.0s", "2 of 2"],
+    ]
+    lines = out.splitlines()
+    assert "ready in 12s." in lines
+    assert "host tools: mongodb://harel:<HAREL_APP_PASSWORD>@127.0.0.1:27017/harel?authSource=admin" in lines
+    assert harness.probe.closed
+
+    # Without the flag: the containers say it is the sharded cluster.
+    assert harness.run("status") == 0
+    assert harness.probed[-1].sharded is True
+    rows = [columns(line) for line in harness.out.getvalue().splitlines()[1:]]
+    assert ["service", "harel-mongos-1", "running", "healthy"] in rows
+    assert ["service", "harel-sharded-init-1", "exited (0)", "one-shot"] in rows
+    assert [row for row in rows if row[0] in ("router", "shard", "member", "replica set")] == [
+        ["router", "mongos", "answering", "127.0.0.1:27017"],
+        ["shard", "sh1", "listed", "sh1/sh1:27018"],
+        ["shard", "sh2", "listed", "sh2/sh2:27018"],
+    ]
+    assert ["worker", "worker-1", "beating", "last beat 2s ago on c0ffee1, 7 processed"] in rows
+
+    assert harness.run("smoke") == 0
+    assert harness.compose_calls[-1] == (("run", "--rm", "smoke"), False)
+    assert harness.composes[-1].sharded is True
+    assert harness.run("logs", "sharded-init") == 0
+    assert harness.composes[-1].sharded is True
+
+    assert harness.run("down") == 0
+    assert harness.compose_calls[-1] == (("down",), True)
+    assert harness.run("status") == 1
+
+
+def test_harel_sharded_in_the_env_file_chooses_the_cluster_and_observability_stays_the_replica_sets(
+    harness: Harness,
+) -> None:
+    env_file = harness.root / "compose" / ".env"
+    env_file.write_text(
+        "HAREL_SHARDED=1\nHAREL_OBSERVABILITY=1\nHAREL_MONGO_ROOT_PASSWORD=r\nHAREL_APP_PASSWORD=a\n",
+        encoding="utf-8",
+    )
+    harness.probe = FakeClusterProbe(harness.clock)
+    assert harness.run("up") == 0
+    out = harness.out.getvalue()
+    assert harness.composes[0].sharded is True
+    assert "starting the stack: sharded cluster" in out
+    assert "HAREL_OBSERVABILITY=1 is the replica set's: not started with the sharded cluster" in out
+    assert "grafana:" not in out
+
+
+@pytest.mark.parametrize(
+    ("timeout", "missing", "reason"),
+    [
+        (0, "router answers", "hello: mongos does not answer on 127.0.0.1:27017"),
+        (4, "shards listed", "1 of 2 shards listed, not yet sh2 (sharded-init adds them)"),
+        (6, "app user authenticates", "authenticating as 'harel': AuthenticationFailed"),
+        (8, "harel check passes", "sharding: harel.executions is not sharded"),
+        (10, "workers heartbeat", "0 of 2 workers beating"),
+    ],
+)
+def test_each_sharded_condition_not_met_in_time_is_named_with_why(
+    harness: Harness, timeout: int, missing: str, reason: str
+) -> None:
+    harness.probe = FakeClusterProbe(harness.clock)
+    assert harness.run("up", "--sharded", "--timeout", str(timeout)) == 3
+    err = harness.err.getvalue()
+    rest = SHARDED_CONDITIONS[SHARDED_CONDITIONS.index(missing) + 1 :]
+    assert f"still missing: {'; '.join([f'{missing} ({reason})', *rest])}. " in err
+    assert err.endswith("See `make status` and `make logs SERVICE=sharded-init`\n")
+    waiting = [columns(line) for line in harness.out.getvalue().splitlines() if line.startswith("  waiting ")]
+    assert waiting[0][1] == missing and waiting[0][3] == reason
+    assert [row[1] for row in waiting] == [missing, *rest]
+
+
+def test_status_of_a_sharded_cluster_missing_a_shard_or_its_router(harness: Harness) -> None:
+    harness.probe = FakeClusterProbe(harness.clock)
+    assert harness.run("up", "--sharded") == 0
+    harness.probe = FakeClusterProbe(harness.clock, shards_added={"sh1": 0.0, "sh3": 0.0})
+    assert harness.run("status") == 1
+    rows = [columns(line) for line in harness.out.getvalue().splitlines()[1:]]
+    assert [row for row in rows if row[0] == "shard"] == [
+        ["shard", "sh1", "listed", "sh1/sh1:27018"],
+        ["shard", "sh2", "missing", "sharded-init adds it"],
+        ["shard", "sh3", "listed", "sh3/sh3:27018"],
+    ]
+
+    harness.probe = FakeClusterProbe(harness.clock, router_after=1e9)
+    assert harness.run("status") == 1
+    out = harness.out.getvalue()
+    rows = [columns(line) for line in out.splitlines()[1:]]
+    assert ["router", "mongos", "unreachable", "hello: mongos does not answer on 127.0.0.1:27017"] in rows
+    assert "worker " not in out, "no workers asked for through a router that does not answer"
+
+
+def test_up_starts_one_topology_at_a_time(harness: Harness) -> None:
+    assert harness.run("up") == 0
+    assert harness.run("up", "--sharded") == 2
+    assert harness.err.getvalue() == (
+        "the replica set rs0 is running: stop it with `make down` (its data volumes are kept) before starting the "
+        "sharded cluster\n"
+    )
+    assert harness.run("down") == 0
+    harness.probe = FakeClusterProbe(harness.clock)
+    assert harness.run("up", "--sharded") == 0
+    assert harness.run("up") == 2
+    assert harness.err.getvalue() == (
+        "the sharded cluster is running: stop it with `make down` (its data volumes are kept) before starting the "
+        "replica set rs0\n"
+    )
+    assert [call for call, _ in harness.compose_calls] == [
+        ("up", "--detach", "--build"),
+        ("down",),
+        ("up", "--detach", "--build"),
+    ]
+    # Again in the same topology: compose brings it up to date.
+    assert harness.run("up", "--sharded") == 0
+
+
+def test_backup_and_restore_are_the_replica_sets_and_refuse_the_cluster(
+    harness: Harness, tmp_path: Path
+) -> None:
+    harness.probe = FakeClusterProbe(harness.clock)
+    assert harness.run("up", "--sharded") == 0
+    calls = len(harness.compose_calls)
+    for argv, command in (
+        (["backup"], "backup"),
+        (["restore", str(tmp_path / "any.archive.gz"), "--yes"], "restore"),
+    ):
+        assert harness.run(*argv) == 2
+        assert harness.err.getvalue() == (
+            f"`make {command}` is the replica set's, not the sharded cluster's: back the cluster up through the "
+            'router as docs/sharded-clusters.md, "Backups", says\n'
+        )
+    assert len(harness.compose_calls) == calls, "nothing run"
+    # Nothing running, HAREL_SHARDED=1: the same.
+    assert harness.run("down") == 0
+    env_file = harness.root / "compose" / ".env"
+    env_file.write_text(env_file.read_text(encoding="utf-8") + "HAREL_SHARDED=1\n", encoding="utf-8")
+    assert harness.run("backup") == 2
+    assert harness.err.getvalue().startswith("`make backup` is the replica set's, not the sharded cluster's")

@@ -20,7 +20,7 @@ from harel_stack.cli import Dependencies
 from harel_stack.compose import DockerCompose, run_attached
 from harel_stack.engine import Engine, current_endpoint
 from harel_stack.errors import ComposeUnavailable, EnvFileError, ProbeFailure, ProjectNotFound
-from harel_stack.probe import MongoProbe, ReplicaSetState, WorkerBeat, count_statuses
+from harel_stack.probe import MongoProbe, ReplicaSetState, ShardState, WorkerBeat, count_statuses
 from harel_stack.project import Project, find_project
 from harel_stack.readiness import Condition, fresh_beats, wait_until_ready
 from harel_stack.settings import (
@@ -31,6 +31,7 @@ from harel_stack.settings import (
     load_settings,
     parse_env,
 )
+from tests.fake_mongod.fixtures import FakeDeployment
 from tests.unit.test_stack_cli import FakeClock, FakeDockerClient, container
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
@@ -98,6 +99,21 @@ def test_host_url_is_a_direct_connection_to_the_published_port() -> None:
     assert "app-secret" not in repr(settings)
 
 
+def test_the_sharded_clusters_host_url_is_the_router_without_direct_connection(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("HAREL_MONGO_ROOT_PASSWORD=r\nHAREL_APP_PASSWORD=app-secret\nHAREL_SHARDED=1\n")
+    settings = load_settings(env_file)
+    assert settings.sharded is True
+    assert settings.app_url == "mongodb://harel:app-secret@127.0.0.1:27017/harel?authSource=admin"
+    assert (
+        settings.app_url_shown
+        == "mongodb://harel:<HAREL_APP_PASSWORD>@127.0.0.1:27017/harel?authSource=admin"
+    )
+    # compose/.env.example's default: the replica set.
+    assert ensure_env_file(tmp_path / "from-example.env", EXAMPLE)
+    assert load_settings(tmp_path / "from-example.env").sharded is False
+
+
 @pytest.mark.parametrize(("mode", "tls"), [("allowTLS", False), ("preferTLS", True), ("requireTLS", True)])
 def test_host_url_uses_tls_with_the_ca_from_the_env_files_folder_once_clients_do(
     tmp_path: Path, mode: str, tls: bool
@@ -152,10 +168,12 @@ def test_compose_command_line_selects_the_profile_from_the_member_count() -> Non
     ]
     assert DockerCompose(project, 1).command("up", "--detach") == [*base, "up", "--detach"]
     assert DockerCompose(project, 3).command("ps") == [*base, "--profile", "three-members", "ps"]
-    # `down` reaches every container an earlier run may have left, whatever HAREL_MEMBERS says now.
+    # `down` reaches every container an earlier run may have left, whatever HAREL_MEMBERS and HAREL_SHARDED say now:
+    # the sharded cluster's (compose/sharded.yml's profile) and the replica set's it moves aside.
     assert DockerCompose(project, 1).command("down", all_profiles=True) == [
-        *base, "--profile", "three-members", "--profile", "observability", "--profile", "smoke",
-        "--profile", "backup", "down",
+        *base[:4], "-f", str(project.sharded_compose_file), *base[4:],
+        "--profile", "three-members", "--profile", "observability", "--profile", "smoke", "--profile", "backup",
+        "--profile", "sharded", "--profile", "replica-set-only", "down",
     ]  # fmt: skip
     # HAREL_OBSERVABILITY=1 adds its profile to every command; a one-shot's profile is added to its run only.
     assert DockerCompose(project, 1, observability=True).command("up") == [
@@ -167,6 +185,40 @@ def test_compose_command_line_selects_the_profile_from_the_member_count() -> Non
     assert DockerCompose(project, 1).command("run", "backup", profiles=["backup"]) == [
         *base, "--profile", "backup", "run", "backup",
     ]  # fmt: skip
+
+
+def test_the_sharded_cluster_reads_its_file_and_profile_on_every_command_and_nothing_of_the_replica_sets() -> (
+    None
+):
+    project = Project(REPOSITORY_ROOT)
+    files = ["-f", str(project.compose_file), "-f", str(project.sharded_compose_file)]
+    project_options = ["--env-file", str(project.env_file), "-p", "harel"]
+    # The members, the observability and the backup services are the replica set's: not the cluster's profiles.
+    sharded = DockerCompose(project, 3, observability=True, sharded=True)
+    assert sharded.command("up", "--detach", "--build") == [
+        "docker", "compose", *files, *project_options, "--profile", "sharded", "up", "--detach", "--build",
+    ]  # fmt: skip
+    assert sharded.command("run", "--rm", "smoke") == [
+        "docker", "compose", *files, *project_options, "--profile", "sharded", "run", "--rm", "smoke",
+    ]  # fmt: skip
+    assert sharded.command("logs", "--follow", "--tail", "100", "sharded-init") == [
+        "docker", "compose", *files, *project_options, "--profile", "sharded",
+        "logs", "--follow", "--tail", "100", "sharded-init",
+    ]  # fmt: skip
+    assert sharded.command("down", all_profiles=True) == DockerCompose(project, 1).command(
+        "down", all_profiles=True
+    )
+    # The user's app follows the topology's files.
+    with_app = DockerCompose(project, 1, app=True, sharded=True)
+    assert with_app.command("up")[2:8] == [*files, "-f", str(project.app_compose_file)]
+    # HAREL_SHARDED=1 is what harel-stack's own compose reads.
+    secrets = {"HAREL_MONGO_ROOT_PASSWORD": "r", "HAREL_APP_PASSWORD": "a"}
+    chosen = Dependencies().compose(project, StackSettings.model_validate({**secrets, "HAREL_SHARDED": "1"}))
+    assert isinstance(chosen, DockerCompose)
+    assert chosen.command("up") == sharded.command("up")
+    assert project.sharded_compose_file == REPOSITORY_ROOT / "compose" / "sharded.yml"
+    # The shards `up` waits for are those sharded-init adds (compose/mongo-init/sharded-compose.json).
+    assert project.shard_names() == ("sh1", "sh2")
 
 
 def test_harel_app_adds_the_app_file_after_the_compose_file_to_every_command() -> None:
@@ -183,7 +235,9 @@ def test_harel_app_adds_the_app_file_after_the_compose_file_to_every_command() -
     app_file = ["-f", str(project.app_compose_file)]
 
     assert with_app.command("up")[2:6] == [*compose_file, *app_file]
-    assert with_app.command("down", all_profiles=True)[2:6] == [*compose_file, *app_file]
+    # `down` reads compose/sharded.yml too, to reach the sharded cluster's services; the app file still follows.
+    sharded_file = ["-f", str(project.sharded_compose_file)]
+    assert with_app.command("down", all_profiles=True)[2:8] == [*compose_file, *sharded_file, *app_file]
     assert without.command("up")[2:6] == [*compose_file, "--env-file", str(project.env_file)]
     assert project.app_compose_file == REPOSITORY_ROOT / "compose" / "app.yml"
     assert project.app_compose_file.is_file()
@@ -302,7 +356,12 @@ def test_on_a_terminal_the_block_is_redrawn_in_place() -> None:
 
     screen = Terminal()
     took = wait_until_ready(
-        [after(2, "first"), after(4, "second")], timeout=10, clock=clock, sleep=clock.sleep, out=screen
+        [after(2, "first"), after(4, "second")],
+        timeout=10,
+        clock=clock,
+        sleep=clock.sleep,
+        out=screen,
+        init_service="mongo-init",
     )
     assert took == 4
     frames = screen.getvalue().split("\x1b[2F")
@@ -378,6 +437,41 @@ def test_probe_on_a_port_where_nothing_listens_says_so() -> None:
     finally:
         probe.close()
     assert failure.value.reason == "replSetGetStatus: mongo1 does not answer on 127.0.0.1:9"
+
+
+def test_the_sharded_probe_asks_the_router_and_knows_a_member_is_none(
+    fake_mongos: FakeDeployment, fake_rs: FakeDeployment
+) -> None:
+    secrets = {"HAREL_MONGO_ROOT_PASSWORD": "root-pw", "HAREL_APP_PASSWORD": "app-pw", "HAREL_SHARDED": "1"}
+    answers = {}
+    for port in (9, fake_mongos.port, fake_rs.port):
+        probe = MongoProbe(StackSettings.model_validate({**secrets, "HAREL_MONGO_PORT": str(port)}))
+        try:
+            answers[port] = probe.router()
+        except ProbeFailure as failure:
+            answers[port] = failure.reason
+        finally:
+            probe.close()
+    assert answers == {
+        9: "hello: mongos does not answer on 127.0.0.1:9",
+        fake_mongos.port: f"127.0.0.1:{fake_mongos.port}",
+        fake_rs.port: f"what answers on 127.0.0.1:{fake_rs.port} is not a mongos (a replica set's member left running?)",
+    }
+
+
+def test_shards_are_read_from_a_recorded_list_shards_reply() -> None:
+    reply = {
+        "shards": [
+            {"_id": "sh1", "host": "sh1/sh1:27018", "state": 1, "topologyTime": 0},
+            {"_id": "sh2", "host": "sh2/sh2:27018", "state": 1, "topologyTime": 0},
+        ],
+        "ok": 1.0,
+    }
+    assert ShardState.from_list_shards(reply) == [
+        ShardState("sh1", "sh1/sh1:27018"),
+        ShardState("sh2", "sh2/sh2:27018"),
+    ]
+    assert ShardState.from_list_shards({"shards": [], "ok": 1.0}) == []
 
 
 def test_a_missing_docker_binary_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,15 +13,17 @@ from typing import TextIO
 
 from harel_stack.archive import inspect
 from harel_stack.compose import BACKUP_PROFILE, Compose, DockerCompose
-from harel_stack.engine import DockerClient, Engine, client_from_environment
+from harel_stack.engine import DockerClient, Engine, ServiceState, client_from_environment
 from harel_stack.errors import BAD_INPUT, FAILED, StackError
 from harel_stack.probe import MongoProbe, StackProbe
 from harel_stack.project import Project, find_project
-from harel_stack.readiness import stack_conditions, wait_until_ready
+from harel_stack.readiness import sharded_conditions, stack_conditions, wait_until_ready
 from harel_stack.settings import StackSettings, add_missing_secrets, ensure_env_file, load_settings
 from harel_stack.status import build_status
 
 DEFAULT_UP_TIMEOUT = 180.0
+# compose/sharded.yml's own services: a project running any of them is the sharded cluster.
+SHARDED_SERVICES = frozenset({"cfg1", "sh1", "sh2", "mongos", "sharded-init"})
 
 
 def _default_project() -> Project:
@@ -29,7 +31,9 @@ def _default_project() -> Project:
 
 
 def _default_compose(project: Project, settings: StackSettings) -> Compose:
-    return DockerCompose(project, settings.members, settings.observability, app=bool(settings.app))
+    return DockerCompose(
+        project, settings.members, settings.observability, app=bool(settings.app), sharded=settings.sharded
+    )
 
 
 @dataclass
@@ -60,7 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_UP_TIMEOUT,
         help=f"seconds to wait for readiness after the containers started (default {DEFAULT_UP_TIMEOUT:.0f})",
     )
-    commands.add_parser("status", help="services, replica-set members, workers, executions by status")
+    up.add_argument(
+        "--sharded",
+        action="store_true",
+        help="the sharded cluster of compose/sharded.yml instead of the replica set (as HAREL_SHARDED=1 does)",
+    )
+    commands.add_parser(
+        "status", help="services, replica-set members (or router and shards), workers, executions by status"
+    )
     logs = commands.add_parser("logs", help="follow the logs (of one service)")
     logs.add_argument("service", nargs="?", help="e.g. mongo1, mongo-init, worker")
     commands.add_parser("smoke", help="run `harel smoke` against the running workers; its exit code is ours")
@@ -92,8 +103,16 @@ class Stack:
         # Asked first, so that no Docker engine means one clear line before anything else happens.
         self.engine = Engine(deps.docker_client())
 
-    def settings(self) -> StackSettings:
-        return load_settings(self.project.env_file)
+    def settings(self, sharded: bool | None = None) -> StackSettings:
+        """compose/.env's; `sharded` (True or False) chooses the topology whatever HAREL_SHARDED says."""
+        settings = load_settings(self.project.env_file)
+        return settings if sharded is None else settings.model_copy(update={"sharded": sharded})
+
+    def running_settings(self) -> StackSettings:
+        """compose/.env's, in the topology of the containers there are, if any: a stack `up --sharded` started stays
+        the sharded cluster for status, logs and smoke."""
+        services = self.engine.services(self.project.name)
+        return self.settings(sharded=is_sharded(services) if services else None)
 
     def compose(self, settings: StackSettings) -> Compose:
         return self.deps.compose(self.project, settings)
@@ -101,6 +120,10 @@ class Stack:
     def say(self, text: str) -> None:
         self.deps.out.write(text + "\n")
         self.deps.out.flush()
+
+
+def is_sharded(services: Sequence[ServiceState]) -> bool:
+    return any(service.service in SHARDED_SERVICES for service in services)
 
 
 def ensure_secrets(stack: Stack) -> None:
@@ -114,32 +137,59 @@ def ensure_secrets(stack: Stack) -> None:
         stack.say(f"added new random secrets to {stack.project.env_file}: {', '.join(added)}")
 
 
-def command_up(stack: Stack, timeout: float) -> int:
+def command_up(stack: Stack, timeout: float, sharded: bool) -> int:
+    """`sharded` (`--sharded`): the sharded cluster whatever HAREL_SHARDED says; without it, as HAREL_SHARDED says."""
     ensure_secrets(stack)
-    settings = stack.settings()
-    members = "3 members" if settings.members == 3 else "1 member"
-    stack.say(f"starting the stack: replica set rs0 ({members}), {settings.workers} worker(s)")
+    settings = stack.settings(sharded=True if sharded else None)
+    if settings.sharded:
+        shards = stack.project.shard_names()
+        init_service, name = "sharded-init", "sharded cluster"
+        topology = f"{name} (config server cfg1, shards {', '.join(shards)}, router mongos)"
+    else:
+        init_service, name = "mongo-init", "replica set rs0"
+        topology = f"{name} ({'3 members' if settings.members == 3 else '1 member'})"
+    running = stack.engine.services(stack.project.name)
+    if running and is_sharded(running) != settings.sharded:
+        # Both publish HAREL_MONGO_PORT, and the cluster's sets are new volumes: one topology at a time.
+        now_running = "the sharded cluster" if is_sharded(running) else "the replica set rs0"
+        stack.deps.err.write(
+            f"{now_running} is running: stop it with `make down` (its data volumes are kept) before starting the "
+            f"{name}\n"
+        )
+        return BAD_INPUT
+    stack.say(f"starting the stack: {topology}, {settings.workers} worker(s)")
+    if settings.sharded and settings.observability:
+        stack.say(
+            "HAREL_OBSERVABILITY=1 is the replica set's: not started with the sharded cluster "
+            '(docs/sharded-clusters.md, "Dashboards and alerts")'
+        )
     code = stack.compose(settings)("up", "--detach", "--build")
     if code != 0:
         stack.deps.err.write(
-            f"docker compose up failed (exit {code}): see its output above, and `make logs SERVICE=mongo-init`\n"
+            f"docker compose up failed (exit {code}): see its output above, and `make logs SERVICE={init_service}`\n"
         )
         return FAILED
     stack.say(f"waiting for the stack (timeout {timeout:.0f}s):")
     probe = stack.deps.probe(settings)
+    conditions = (
+        sharded_conditions(probe, shards, settings.workers, stack.deps.now)
+        if settings.sharded
+        else stack_conditions(probe, settings.workers, stack.deps.now)
+    )
     try:
         took = wait_until_ready(
-            stack_conditions(probe, settings.workers, stack.deps.now),
+            conditions,
             timeout=timeout,
             clock=stack.deps.clock,
             sleep=stack.deps.sleep,
             out=stack.deps.out,
+            init_service=init_service,
         )
     finally:
         probe.close()
     stack.say(f"ready in {took:.0f}s.")
     stack.say(f"host tools: {settings.app_url_shown}")
-    if settings.observability:
+    if settings.observability and not settings.sharded:
         stack.say(
             f"grafana: http://127.0.0.1:{settings.grafana_port} (admin, HAREL_GRAFANA_ADMIN_PASSWORD in compose/.env); "
             f"prometheus alerts: http://127.0.0.1:{settings.prometheus_port}/alerts"
@@ -155,9 +205,11 @@ def command_status(stack: Stack) -> int:
             f"the stack is not running (no containers in compose project {stack.project.name!r}): make up"
         )
         return FAILED
-    probe = stack.deps.probe(stack.settings())
+    sharded = is_sharded(services)
+    probe = stack.deps.probe(stack.settings(sharded=sharded))
     try:
-        report = build_status(services, probe, stack.deps.now())
+        shards = stack.project.shard_names() if sharded else None
+        report = build_status(services, probe, stack.deps.now(), shards)
     finally:
         probe.close()
     stack.deps.out.write(report.render())
@@ -165,20 +217,35 @@ def command_status(stack: Stack) -> int:
 
 
 def command_logs(stack: Stack, service: str | None) -> int:
-    return stack.compose(stack.settings())(
+    return stack.compose(stack.running_settings())(
         "logs", "--follow", "--tail", "100", *([service] if service else [])
     )
 
 
 def command_smoke(stack: Stack) -> int:
-    return stack.compose(stack.settings())("run", "--rm", "smoke")
+    # With the running stack's files and profiles: the sharded cluster's smoke reads sharded-init's URL, the router's.
+    return stack.compose(stack.running_settings())("run", "--rm", "smoke")
 
 
 def command_down(stack: Stack, volumes: bool) -> int:
     return stack.compose(stack.settings())("down", *(["--volumes"] if volumes else []), all_profiles=True)
 
 
+def replica_set_only(stack: Stack, command: str) -> bool:
+    """False, with the line saying why, for the sharded cluster (running, or chosen by HAREL_SHARDED when nothing
+    runs): backup and restore are the replica set's (compose/observability.yml's services name mongo1..3)."""
+    if not stack.running_settings().sharded:
+        return True
+    stack.deps.err.write(
+        f"`make {command}` is the replica set's, not the sharded cluster's: back the cluster up through the router "
+        'as docs/sharded-clusters.md, "Backups", says\n'
+    )
+    return False
+
+
 def command_backup(stack: Stack) -> int:
+    if not replica_set_only(stack, "backup"):
+        return BAD_INPUT
     ensure_secrets(stack)
     settings = stack.settings()
     directory = settings.backups_path(stack.project)
@@ -197,6 +264,8 @@ def command_backup(stack: Stack) -> int:
 
 
 def command_restore(stack: Stack, file: Path, confirmed: bool) -> int:
+    if not replica_set_only(stack, "restore"):
+        return BAD_INPUT
     archive = file.resolve()
     prelude = inspect(archive)
     stack.say(f"{archive.name}: {prelude.describe()}")
@@ -241,7 +310,7 @@ def main(argv: Sequence[str] | None = None, deps: Dependencies | None = None) ->
     try:
         stack = Stack(deps)
         if args.command == "up":
-            return command_up(stack, args.timeout)
+            return command_up(stack, args.timeout, args.sharded)
         if args.command == "status":
             return command_status(stack)
         if args.command == "logs":

@@ -17,6 +17,10 @@ SMOKE_PROFILE = "smoke"
 # one-shots, only when run.
 OBSERVABILITY_PROFILE = "observability"
 BACKUP_PROFILE = "backup"
+# compose/sharded.yml: cfg1, sh1, sh2, mongos and sharded-init (HAREL_SHARDED=1); it moves the replica set's mongo1 and
+# mongo-init to a profile nothing starts but `down`, which reaches every service of either topology.
+SHARDED_PROFILE = "sharded"
+REPLICA_SET_ONLY_PROFILE = "replica-set-only"
 
 # Runs a command with the terminal's stdin/stdout/stderr, the variables added to its environment, and returns its
 # exit code.
@@ -63,6 +67,7 @@ class DockerCompose:
         members: int,
         observability: bool = False,
         app: bool = False,
+        sharded: bool = False,
         run: Runner = run_attached,
         probe: Probe = run_quiet,
     ) -> None:
@@ -70,21 +75,31 @@ class DockerCompose:
         self.members = members
         self.observability = observability
         self.app = app
+        self.sharded = sharded
         self._run = run
         self._probe = probe
         self._available = False
 
     def command(self, *args: str, all_profiles: bool = False, profiles: Sequence[str] = ()) -> list[str]:
         """The full command line. `all_profiles` (for `down`) also reaches the services of earlier runs with other
-        settings: members of a 3-member set, the observability services, the one-shots. With `app` (HAREL_APP set)
-        compose/app.yml follows the compose file, for every command: the workers are the user's app's."""
-        chosen = [THREE_MEMBERS_PROFILE] if self.members == 3 or all_profiles else []
-        if self.observability or all_profiles:
-            chosen.append(OBSERVABILITY_PROFILE)
+        settings: members of a 3-member set, the observability services, the one-shots, the sharded cluster (with
+        compose/sharded.yml) and the replica set it moves aside. `sharded` (HAREL_SHARDED) reads compose/sharded.yml
+        after the compose file for every command, with its profile only: the members, the observability and backup
+        services are the replica set's. With `app` (HAREL_APP set) compose/app.yml follows, for every command: the
+        workers are the user's app's."""
         if all_profiles:
-            chosen += [SMOKE_PROFILE, BACKUP_PROFILE]
+            chosen = [THREE_MEMBERS_PROFILE, OBSERVABILITY_PROFILE, SMOKE_PROFILE, BACKUP_PROFILE]
+            chosen += [SHARDED_PROFILE, REPLICA_SET_ONLY_PROFILE]
+        elif self.sharded:
+            chosen = [SHARDED_PROFILE]
+        else:
+            chosen = [THREE_MEMBERS_PROFILE] if self.members == 3 else []
+            if self.observability:
+                chosen.append(OBSERVABILITY_PROFILE)
         chosen += [profile for profile in profiles if profile not in chosen]
         options = ["-f", str(self.project.compose_file)]
+        if self.sharded or all_profiles:
+            options += ["-f", str(self.project.sharded_compose_file)]
         if self.app:
             options += ["-f", str(self.project.app_compose_file)]
         options += ["--env-file", str(self.project.env_file), "-p", self.project.name]

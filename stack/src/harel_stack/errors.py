@@ -79,13 +79,13 @@ class StackNotReady(StackError):
 
     exit_code = UNREACHABLE
 
-    def __init__(self, waited: float, missing: Sequence[tuple[str, str | None]]) -> None:
+    def __init__(self, waited: float, missing: Sequence[tuple[str, str | None]], init_service: str) -> None:
         self.waited = waited
         self.missing = list(missing)
         parts = [f"{name} ({reason})" if reason else name for name, reason in self.missing]
         super().__init__(
             f"the stack is not ready after {waited:.0f}s; still missing: {'; '.join(parts)}. "
-            "See `make status` and `make logs SERVICE=mongo-init`"
+            f"See `make status` and `make logs SERVICE={init_service}`"
         )
 
 

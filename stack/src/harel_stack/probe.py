@@ -1,4 +1,5 @@
-"""What the replica set says, asked from the host through mongo1's published port (directConnection)."""
+"""What the deployment says, asked from the host through its published port: mongo1's (directConnection) for the
+replica set, the router's (mongos) for the sharded cluster."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from harel_stack.settings import APP_DB, APP_USER, StackSettings
 
 PRIMARY = "PRIMARY"
 NOT_YET_INITIALIZED = 94
+# What a mongos says in its `hello` reply; a replica-set member says nothing there.
+ROUTER_REPLY = "isdbgrid"
 # Short: a probe is asked again every poll, and `status` should answer promptly when mongo1 is down.
 PROBE_TIMEOUT_MS = 2000
 
@@ -55,6 +58,16 @@ class ReplicaSetState:
 
 
 @dataclass(frozen=True)
+class ShardState:
+    name: str
+    host: str  # <set>/<host:port>,... as listShards reports it
+
+    @classmethod
+    def from_list_shards(cls, reply: Mapping[str, Any]) -> list[ShardState]:
+        return [cls(name=str(s["_id"]), host=str(s.get("host", "?"))) for s in reply.get("shards", [])]
+
+
+@dataclass(frozen=True)
 class WorkerBeat:
     worker_id: str
     host: str
@@ -76,6 +89,12 @@ class StackProbe(Protocol):
 
     def replica_set(self) -> ReplicaSetState: ...
 
+    def router(self) -> str:
+        """The address the router answered on, once what answers there is a mongos."""
+        ...
+
+    def shards(self) -> list[ShardState]: ...
+
     def authenticate_app_user(self) -> None: ...
 
     def harel_check(self) -> None: ...
@@ -96,10 +115,12 @@ def count_statuses(documents: list[Mapping[str, Any]]) -> dict[str, int]:
 class MongoProbe:
     def __init__(self, settings: StackSettings) -> None:
         self._settings = settings
+        # The container that publishes the port, named in the reasons.
+        self._target = "mongos" if settings.sharded else "mongo1"
         common: dict[str, Any] = {
             "host": "127.0.0.1",
             "port": settings.mongo_port,
-            "directConnection": True,
+            "directConnection": not settings.sharded,
             "authSource": "admin",
             "tz_aware": True,
             "serverSelectionTimeoutMS": PROBE_TIMEOUT_MS,
@@ -113,10 +134,14 @@ class MongoProbe:
         self._app: MongoClient[dict[str, Any]] = MongoClient(
             username=APP_USER, password=settings.app_password.get_secret_value(), **common
         )
+        # `hello` needs no credential: a router answers it before the users it checks exist.
+        self._anonymous: MongoClient[dict[str, Any]] = MongoClient(**common)
 
     def _failure(self, what: str, error: PyMongoError) -> ProbeFailure:
         if isinstance(error, ConnectionFailure):
-            return ProbeFailure(f"{what}: mongo1 does not answer on 127.0.0.1:{self._settings.mongo_port}")
+            return ProbeFailure(
+                f"{what}: {self._target} does not answer on 127.0.0.1:{self._settings.mongo_port}"
+            )
         if isinstance(error, OperationFailure) and error.code == NOT_YET_INITIALIZED:
             return ProbeFailure(f"{what}: rs0 is not initiated yet (mongo-init initiates it)")
         if isinstance(error, OperationFailure):
@@ -128,6 +153,24 @@ class MongoProbe:
             return ReplicaSetState.from_status(self._root.admin.command("replSetGetStatus"))
         except PyMongoError as exc:
             raise self._failure("replSetGetStatus", exc) from None
+
+    def router(self) -> str:
+        address = f"127.0.0.1:{self._settings.mongo_port}"
+        try:
+            hello = self._anonymous.admin.command("hello")
+        except PyMongoError as exc:
+            raise self._failure("hello", exc) from None
+        if hello.get("msg") != ROUTER_REPLY:
+            raise ProbeFailure(
+                f"what answers on {address} is not a mongos (a replica set's member left running?)"
+            )
+        return address
+
+    def shards(self) -> list[ShardState]:
+        try:
+            return ShardState.from_list_shards(self._root.admin.command("listShards"))
+        except PyMongoError as exc:
+            raise self._failure("listShards", exc) from None
 
     def authenticate_app_user(self) -> None:
         try:
@@ -173,3 +216,4 @@ class MongoProbe:
     def close(self) -> None:
         self._root.close()
         self._app.close()
+        self._anonymous.close()

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from harel_stack.errors import ProjectNotFound
 
 COMPOSE_FILE = Path("compose") / "docker-compose.yml"
+# Read after COMPOSE_FILE for the sharded cluster (HAREL_SHARDED=1, `up --sharded`), and by `down` always.
+SHARDED_COMPOSE_FILE = Path("compose") / "sharded.yml"
+# The sharded cluster's sets, router and P, as its init reads them: the shards `up` waits for are these.
+SHARDED_INIT_SETTINGS = Path("compose") / "mongo-init" / "sharded-compose.json"
 # Read after COMPOSE_FILE when compose/.env sets HAREL_APP: the workers run the user's app.
 APP_COMPOSE_FILE = Path("compose") / "app.yml"
 
@@ -21,6 +26,15 @@ class Project:
     @property
     def compose_file(self) -> Path:
         return self.root / COMPOSE_FILE
+
+    @property
+    def sharded_compose_file(self) -> Path:
+        return self.root / SHARDED_COMPOSE_FILE
+
+    def shard_names(self) -> tuple[str, ...]:
+        """The shards of the compose stack's sharded cluster, by replica-set name (the names listShards reports)."""
+        settings = json.loads((self.root / SHARDED_INIT_SETTINGS).read_text(encoding="utf-8"))
+        return tuple(str(shard["replicaSetName"]) for shard in settings["shards"])
 
     @property
     def app_compose_file(self) -> Path:

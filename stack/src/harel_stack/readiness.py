@@ -26,13 +26,46 @@ def fresh_beats(beats: Sequence[WorkerBeat], now: datetime) -> list[WorkerBeat]:
 
 
 def stack_conditions(probe: StackProbe, workers: int, now: Callable[[], datetime]) -> list[Condition]:
-    """Each condition presumes the ones before it: no app user before a primary, no check before the app user."""
+    """The replica set's. Each condition presumes the ones before it: no app user before a primary, no check before
+    the app user."""
 
     def primary() -> str:
         replica_set = probe.replica_set()
         if replica_set.primary is None:
             raise ProbeFailure(f"no primary: {replica_set.describe() or 'no members'}")
         return replica_set.primary
+
+    return [Condition("replica set has a primary", primary), *_harel_conditions(probe, workers, now)]
+
+
+def sharded_conditions(
+    probe: StackProbe, shards: Sequence[str], workers: int, now: Callable[[], datetime]
+) -> list[Condition]:
+    """The sharded cluster's, in the order sharded-init brings them about: the router up, the shards added, the app
+    user created through it, `harel partitions init` run (which `harel check` then reports)."""
+
+    def router() -> str:
+        return f"mongos on {probe.router()}"
+
+    def listed() -> str:
+        names = {shard.name for shard in probe.shards()}
+        missing = [name for name in shards if name not in names]
+        if missing:
+            raise ProbeFailure(
+                f"{len(shards) - len(missing)} of {len(shards)} shards listed, not yet {', '.join(missing)} "
+                "(sharded-init adds them)"
+            )
+        return ", ".join(shards)
+
+    return [
+        Condition("router answers", router),
+        Condition("shards listed", listed),
+        *_harel_conditions(probe, workers, now),
+    ]
+
+
+def _harel_conditions(probe: StackProbe, workers: int, now: Callable[[], datetime]) -> list[Condition]:
+    """Either topology's last three: through mongo1 or through the router, the same client's view."""
 
     def app_user() -> str:
         probe.authenticate_app_user()
@@ -49,7 +82,6 @@ def stack_conditions(probe: StackProbe, workers: int, now: Callable[[], datetime
         return f"{beating} of {workers}"
 
     return [
-        Condition("replica set has a primary", primary),
         Condition("app user authenticates", app_user),
         Condition("harel check passes", check),
         Condition("workers heartbeat", heartbeats),
@@ -104,9 +136,11 @@ def wait_until_ready(
     clock: Callable[[], float],
     sleep: Callable[[float], None],
     out: TextIO,
+    init_service: str,
     interval: float = 2.0,
 ) -> float:
-    """Poll until every condition holds; return the seconds it took. StackNotReady at `timeout`."""
+    """Poll until every condition holds; return the seconds it took. StackNotReady at `timeout`, pointing at the
+    logs of `init_service`, the one-shot that brings the conditions about."""
     progress = Progress(out, [c.name for c in conditions], interactive=out.isatty())
     started = clock()
     while True:
@@ -130,5 +164,5 @@ def wait_until_ready(
             missing = [
                 (c.name, progress.reasons.get(c.name)) for c in conditions if c.name not in progress.met
             ]
-            raise StackNotReady(elapsed, missing)
+            raise StackNotReady(elapsed, missing, init_service)
         sleep(interval)

@@ -98,6 +98,8 @@ class StackSettings(BaseModel):
 
     members: int = Field(3, alias="HAREL_MEMBERS")
     observability: bool = Field(False, alias="HAREL_OBSERVABILITY")
+    # The sharded cluster of compose/sharded.yml instead of the replica set (`up --sharded` chooses it for one run).
+    sharded: bool = Field(False, alias="HAREL_SHARDED")
     prometheus_port: int = Field(9090, ge=1, le=65535, alias="HAREL_PROMETHEUS_PORT")
     grafana_port: int = Field(3000, ge=1, le=65535, alias="HAREL_GRAFANA_PORT")
     backups_dir: str = Field("./backups", min_length=1, alias="HAREL_BACKUPS_DIR")
@@ -137,8 +139,10 @@ class StackSettings(BaseModel):
         return (self.compose_dir / self.tls_dir / "ca.crt").resolve()
 
     def host_url(self, user: str, password: str, database: str) -> str:
-        # directConnection to mongo1, published on the host's loopback only (see compose/docker-compose.yml). The
-        # members' certificate names mongo1..3, not 127.0.0.1: the CA is checked, the host name is not.
+        # directConnection to mongo1, published on the host's loopback only (see compose/docker-compose.yml); for the
+        # sharded cluster the router, mongos, on the same port (compose/sharded.yml): a router is no replica-set
+        # member to connect to directly. The certificate names the containers, not 127.0.0.1: the CA is checked, the
+        # host name is not.
         tls = (
             f"&tls=true&tlsCAFile={quote(str(self.tls_ca_file))}&tlsAllowInvalidHostnames=true"
             if self.tls_ca_file
@@ -146,7 +150,7 @@ class StackSettings(BaseModel):
         )
         return (
             f"mongodb://{user}:{password}@127.0.0.1:{self.mongo_port}/{database}"
-            f"?directConnection=true&authSource=admin{tls}"
+            f"?{'' if self.sharded else 'directConnection=true&'}authSource=admin{tls}"
         )
 
     def backups_path(self, project: Project) -> Path:
