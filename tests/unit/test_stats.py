@@ -113,7 +113,7 @@ def test_a_partitioned_deployment_counts_its_backlog_per_zone_and_shard() -> Non
         store.create(execution(execution_id), events, now=server.now)
         zone = "harel-shard0" if partitions.of(execution_id) < 4 else "harel-shard1"
         waiting[zone] += len(events)
-    assert 0 < waiting["harel-shard0"] and 0 < waiting["harel-shard1"], "both zones hold some"
+    assert waiting["harel-shard0"] > 0 and waiting["harel-shard1"] > 0, "both zones hold some"
 
     partitioned.refresh()
     stats.refresh()

@@ -424,6 +424,10 @@ CLUSTER = (
 )
 HOSTS = "needs SSH hosts to provision (the roles are checked in tests/infra/test_ansible.py)"
 # The day-2 procedures of each deployment part: tests/infra/test_readme_commands.py checks every command in them.
+# docs/sharded-clusters.md: its commands are checked in tests/infra/test_sharding_docs.py (helm renders, compose
+# config, syntax checks) and its init runs against the fake sharded cluster (tests/infra/test_sharded_init.py).
+SHARDED = "needs a sharded cluster (config servers, shards, routers), which this machine does not have"
+SHARDED_CHECKED = " (test_sharding_docs.py checks it)"
 DAY_2_COMPOSE = DOCKER + " (test_readme_commands.py runs its edits and `docker compose config`)"
 DAY_2_CLUSTER = CLUSTER + " (test_readme_commands.py renders its helm commands and validates its manifests)"
 DAY_2_HOSTS = HOSTS + " (test_readme_commands.py runs its edits and syntax-checks its playbook commands)"
@@ -482,6 +486,29 @@ CANNOT_RUN: dict[str, str] = {
     "docker compose -f compose/docker-compose.yml -f compose/app.yml --env-file compose/.env -p harel config": "needs the page's compose/.env and the app's folder; test_compose.py runs this config with both",
     "ansible-playbook -i inventories/prod/hosts.yml site.yml --tags workers --check --diff --ask-vault-pass": HOSTS
     + " (test_ansible.py runs the worker role with the page's variables, in check mode and for real)",
+    # docs/sharded-clusters.md
+    "docker compose -f compose/docker-compose.yml -f compose/sharded.yml --env-file compose/.env -p harel --profile "
+    "sharded up -d --build --wait worker": DOCKER + SHARDED_CHECKED,
+    "docker compose -f compose/docker-compose.yml -f compose/sharded.yml --env-file compose/.env -p harel --profile "
+    "sharded up -d --wait mongos": DOCKER + SHARDED_CHECKED,
+    "make up SHARDED=1": DOCKER + " (test_stack_cli.py runs `harel-stack up --sharded` on a fake engine)",
+    "harel partitions init --partitions 256 --database harel": SHARDED
+    + " (test_partitions_cli.py runs it through the fake cluster's routers)",
+    "helm install harel-sharded ./helm/harel-stack -n harel --set mongodb.topology=sharded --set "
+    "worker.image.repository=registry.example.com/harel-stack/worker": CLUSTER + SHARDED_CHECKED,
+    "helm install harel-stack ./helm/harel-stack -n harel --create-namespace --set mongodb.topology=sharded --set "
+    "worker.image.repository=registry.example.com/harel-stack/worker": CLUSTER + SHARDED_CHECKED,
+    "helm upgrade harel-sharded ./helm/harel-stack -n harel --reuse-values": CLUSTER + SHARDED_CHECKED,
+    "helm upgrade harel-stack ./helm/harel-stack -n harel --reuse-values --set mongodb.sharded.shards=3": CLUSTER
+    + SHARDED_CHECKED,
+    "kubectl -n harel exec -i deploy/harel-sharded-harel-stack-mongodb-mongos -- mongorestore --uri "
+    "\"$ROUTERS_ADMIN_URL\" --archive --gzip --nsInclude 'harel.*' < harel.archive.gz": CLUSTER,
+    "kubectl -n harel scale deployment harel-stack-worker --replicas=0": CLUSTER + SHARDED_CHECKED,
+    "mongorestore --uri \"$ROUTERS_ADMIN_URL\" --archive=harel-sharded.archive.gz --gzip --nsInclude 'harel.*'": SHARDED,
+    "mongosh \"$ROUTERS_ADMIN_URL\" --quiet --eval 'sh.stopBalancer()'": SHARDED,
+    "cd ./playbooks": HOSTS + SHARDED_CHECKED,
+    "ansible-playbook -i inventories/prod/hosts.yml site.yml --ask-vault-pass --diff": HOSTS
+    + SHARDED_CHECKED,
     # docs/runbook.md
     "harel dead list": "needs a deployment with parked executions (`harel dead list | retry | drop` run in tests/wire/test_cli_waits.py)",
     '$ ansible workers -i inventories/prod/hosts.yml -b -m ansible.builtin.systemd_service -a "name=harel-worker state=stopped"': HOSTS,
