@@ -918,6 +918,9 @@ def test_mongodb_config_renders_replication_keyfile_and_authorization(mongodb_co
     assert config["security"] == {"authorization": "enabled", "keyFile": str(mongodb_config.keyfile)}
     assert config["net"] == {"port": 27017, "bindIp": "127.0.0.1,192.0.2.10"}
     assert config["storage"] == {"dbPath": mongodb_config.variables["mongodb_db_path"]}
+    # A plain member (no mongodb_cluster_role) has no part in a sharded cluster; the cluster roles' is
+    # tests/infra/test_ansible_sharded.py's.
+    assert "sharding" not in config
 
 
 def test_mongodb_keyfile_holds_the_vault_value_readable_by_its_owner_only(
