@@ -61,8 +61,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is not None or not isinstance(item, pytest.Function):
             continue
+        # `module.fixture`: no `::` in a group name, which the junit report would split the test's name at.
         names = [
-            f"{item.module.__name__}::{name}"
+            f"{item.module.__name__}.{name}"
             for name, chain in item._fixtureinfo.name2fixturedefs.items()
             if any(definition.scope in SHARED_SCOPES for definition in chain)
         ]
