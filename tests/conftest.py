@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.nodeid import NodeId
 
 pytest_plugins = ["tests.fake_mongod.fixtures"]
 
@@ -27,6 +28,7 @@ requires_real_mongo = pytest.mark.skipif(
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(LoadGroupIds(), "harel-load-group-ids")
     if MUTANT_SDK:
         import harel
 
@@ -59,8 +61,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is not None or not isinstance(item, pytest.Function):
             continue
+        # `module.fixture`: no `::` in a group name, which the junit report would split the test's name at.
         names = [
-            f"{item.module.__name__}::{name}"
+            f"{item.module.__name__}.{name}"
             for name, chain in item._fixtureinfo.name2fixturedefs.items()
             if any(definition.scope in SHARED_SCOPES for definition in chain)
         ]
@@ -72,6 +75,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 component[root(name)] = root(names[0])
     for item, names in shared_by.items():
         item.add_marker(pytest.mark.xdist_group(root(names[0])))
+
+
+class LoadGroupIds:
+    """Gives each grouped test the id `--dist loadgroup` schedules by: its id with `@group` appended.
+
+    pytest-xdist 3.8 appends it by assigning `item._nodeid`, which pytest 9 no longer reads (it keeps the id in
+    `item._id`): the suffix was lost, every group ignored, and a module-scoped fixture made again on each worker
+    its tests landed on (the worker role's install, the mongodb role's configuration runs). This runs after
+    xdist's hook and leaves an id that already ends with the suffix as it is."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not config.getoption("loadgroup", default=False):
+            return
+        for item in items:
+            # Joined as xdist joins them, for a test with several groups.
+            groups = sorted(
+                {
+                    str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                    for mark in item.iter_markers("xdist_group")
+                }
+            )
+            suffix = f"@{'_'.join(groups)}"
+            if groups and not item.nodeid.endswith(suffix):
+                item._id = NodeId.parse(item.nodeid + suffix)
 
 
 # What a skip outside the real-server tier means: a tool the tests run for real is missing.

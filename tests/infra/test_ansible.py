@@ -918,6 +918,9 @@ def test_mongodb_config_renders_replication_keyfile_and_authorization(mongodb_co
     assert config["security"] == {"authorization": "enabled", "keyFile": str(mongodb_config.keyfile)}
     assert config["net"] == {"port": 27017, "bindIp": "127.0.0.1,192.0.2.10"}
     assert config["storage"] == {"dbPath": mongodb_config.variables["mongodb_db_path"]}
+    # A plain member (no mongodb_cluster_role) has no part in a sharded cluster; the cluster roles' is
+    # tests/infra/test_ansible_sharded.py's.
+    assert "sharding" not in config
 
 
 def test_mongodb_keyfile_holds_the_vault_value_readable_by_its_owner_only(
@@ -1682,17 +1685,51 @@ class DoubleReplicaSet:
         )
 
 
-@pytest.fixture
-def double_replica_set(ansible: Ansible, tmp_path: Path) -> Iterator[DoubleReplicaSet]:
-    # The role waits for mongod's port on localhost before it asks anything: something must listen there.
+@pytest.fixture(scope="module")
+def double_port() -> Iterator[int]:
+    """The port the members listen on, the same for every test of the module (the double's state names hosts with
+    it): the role waits for mongod's port on localhost before it asks anything, so something must listen there."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        replica_set = DoubleReplicaSet(ansible, tmp_path, int(listener.getsockname()[1]))
-        replica_set.state_file.write_text(
-            json.dumps(member_state(setName=None, primary=False, primaryHost=None, statuses=[]))
-        )
-        yield replica_set
+        yield int(listener.getsockname()[1])
+
+
+def uninitiated_replica_set(ansible: Ansible, directory: Path, port: int) -> DoubleReplicaSet:
+    replica_set = DoubleReplicaSet(ansible, directory, port)
+    replica_set.state_file.write_text(
+        json.dumps(member_state(setName=None, primary=False, primaryHost=None, statuses=[]))
+    )
+    return replica_set
+
+
+@dataclass(frozen=True)
+class InitiatedSet:
+    """The role's first run over three members, and the double's state it left."""
+
+    run: Run
+    state: str
+
+
+@pytest.fixture(scope="module")
+def initiated_three(
+    ansible: Ansible, double_port: int, tmp_path_factory: pytest.TempPathFactory
+) -> InitiatedSet:
+    """The role initiating a set of three members, run once: each test that grows or shrinks the set starts from a
+    copy of the state it left."""
+    replica_set = uninitiated_replica_set(ansible, tmp_path_factory.mktemp("initiated"), double_port)
+    run = replica_set.run(MEMBER_NAMES[:3])
+    return InitiatedSet(run, replica_set.state_file.read_text())
+
+
+@pytest.fixture
+def double_replica_set(ansible: Ansible, tmp_path: Path, double_port: int) -> DoubleReplicaSet:
+    return uninitiated_replica_set(ansible, tmp_path, double_port)
+
+
+def start_from(replica_set: DoubleReplicaSet, initiated: InitiatedSet) -> None:
+    assert initiated.run.returncode == 0, initiated.run.output
+    replica_set.state_file.write_text(initiated.state)
 
 
 def voters(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
@@ -1701,12 +1738,13 @@ def voters(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
 
 @requires_node
 def test_replica_set_tasks_initiate_add_and_remove_members_and_change_nothing_when_done(
-    double_replica_set: DoubleReplicaSet,
+    double_replica_set: DoubleReplicaSet, initiated_three: InitiatedSet
 ) -> None:
     rs = double_replica_set
     three, four = MEMBER_NAMES[:3], MEMBER_NAMES[:4]
 
-    first = rs.run(three)
+    first = initiated_three.run
+    rs.state_file.write_text(initiated_three.state)
     again = rs.run(three)
 
     assert first.returncode == 0, first.output
@@ -1745,10 +1783,10 @@ def test_replica_set_tasks_initiate_add_and_remove_members_and_change_nothing_wh
 
 @requires_node
 def test_replica_set_tasks_fail_when_a_new_member_never_catches_up(
-    double_replica_set: DoubleReplicaSet,
+    double_replica_set: DoubleReplicaSet, initiated_three: InitiatedSet
 ) -> None:
     rs = double_replica_set
-    assert rs.run(MEMBER_NAMES[:3]).returncode == 0
+    start_from(rs, initiated_three)
     rs.update(syncing=[rs.host(MEMBER_NAMES[3])])
 
     run = rs.run(MEMBER_NAMES[:4])
@@ -1762,10 +1800,10 @@ def test_replica_set_tasks_fail_when_a_new_member_never_catches_up(
 
 @requires_node
 def test_replica_set_tasks_refuse_a_removal_that_costs_the_majority(
-    double_replica_set: DoubleReplicaSet,
+    double_replica_set: DoubleReplicaSet, initiated_three: InitiatedSet
 ) -> None:
     rs = double_replica_set
-    assert rs.run(MEMBER_NAMES[:3]).returncode == 0
+    start_from(rs, initiated_three)
     rs.update(down=[rs.host(MEMBER_NAMES[1])])
 
     run = rs.run([MEMBER_NAMES[0], MEMBER_NAMES[1]])

@@ -1,7 +1,8 @@
 """The Ansible path's sharded cluster (docs/sharded-clusters.md, "Ansible"): the sharded example inventory, the mongodb role's
-cluster roles (configsvr, shardsvr: sharding.clusterRole in mongod.conf; mongos: mongos.conf and its unit, rendered
-under a temporary directory with systemctl stood in), and the sharded_init role run twice against the fake sharded
-cluster (the second run changes nothing). ansible-lint's production profile covers these files with the rest
+cluster roles (configsvr, shardsvr: sharding.clusterRole in mongod.conf, which a plain member's lacks, as
+tests/infra/test_ansible.py's configuration run shows; mongos: mongos.conf and its unit, rendered under a temporary
+directory with systemctl stood in), and the sharded_init role run twice against the fake sharded cluster (the second
+run changes nothing). ansible-lint's production profile covers these files with the rest
 (tests/infra/test_ansible.py)."""
 
 from __future__ import annotations
@@ -106,13 +107,6 @@ def test_a_members_mongod_conf_names_its_part_in_the_cluster(
     config = yaml.safe_load((tmp_path / "etc" / "mongod.conf").read_text())
     assert config["sharding"] == {"clusterRole": role}
     assert config["replication"] == {"replSetName": "shard0"}
-
-
-def test_a_plain_members_mongod_conf_has_no_sharding(ansible: Ansible, tmp_path: Path) -> None:
-    (tmp_path / "etc").mkdir()
-    run = run_mongodb_config(ansible, mongodb_variables(tmp_path))
-    assert run.returncode == 0, run.output
-    assert "sharding" not in yaml.safe_load((tmp_path / "etc" / "mongod.conf").read_text())
 
 
 def router_variables(directory: Path) -> dict[str, object]:
