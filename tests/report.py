@@ -61,11 +61,15 @@ def _outcome(case: ElementTree.Element) -> str:
 
 
 def reported_name(case: ElementTree.Element) -> str:
-    """The test's name without the `@group` pytest-xdist's `--dist loadgroup` appends to a grouped test's id
-    (after its parameters: an `@` inside the brackets is the parameter's own)."""
+    """The test's name without the `@group` `--dist loadgroup` appends to a grouped test's id: after its
+    parameters (an `@` inside the brackets is the parameter's own), where the junit report shows it as
+    `test[params]@group]`."""
     name = case.get("name", "")
+    if "[" in name:
+        closing = name.find("]@", name.find("["))
+        return name[: closing + 1] if closing != -1 else name
     at = name.rfind("@")
-    return name[:at] if at > name.rfind("]") else name
+    return name[:at] if at != -1 else name
 
 
 def read(report: Path) -> Run:

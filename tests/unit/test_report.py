@@ -44,6 +44,8 @@ def test_a_tests_xdist_group_is_left_out_of_its_name_and_an_at_in_its_parameters
     assert case("test_two[order@3]@tests.unit.test_ids") == "test_two[order@3]"
     assert case("test_two[order@3]") == "test_two[order@3]"
     assert case("test_one") == "test_one"
+    # as the junit report writes a parametrized test's id once its group is appended
+    assert case("test_three[compose]@tests.infra.test_readme_commands.outcomes]") == "test_three[compose]"
 
 
 def test_the_readme_has_one_generated_block_and_only_it_is_replaced() -> None:
