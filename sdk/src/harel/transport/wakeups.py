@@ -192,22 +192,22 @@ class WakePlan:
         return min(longest, max(floor, earliest - now))
 
 
-class ThreadWakeups:
-    """MongoTransport's: a threading.Event, set by this process's sends and by a watcher thread."""
+class _Wakeups:
+    """What both twins hold: the collection watched, the stream's pipeline (None: no stream, poll only), the
+    plan, and the event their waiters wait on (a threading.Event or an asyncio.Event: set and clear alike)."""
 
     def __init__(
         self,
         executions: Any,
         watch: bool,
         plan: WakePlan,
-        pipeline: list[dict[str, Any]] | None = WATCH_PIPELINE,
+        pipeline: list[dict[str, Any]] | None,
+        wake: threading.Event | asyncio.Event,
     ) -> None:
         self._executions = executions
         self._watch_enabled = watch and pipeline is not None
         self._pipeline = pipeline or []
-        self._wake = threading.Event()
-        self._watcher: threading.Thread | None = None
-        self._closed = threading.Event()
+        self._wake = wake
         self.plan = plan
 
     def set(self) -> None:
@@ -218,6 +218,22 @@ class ThreadWakeups:
         self.plan.due = False
         self._wake.clear()
 
+
+class ThreadWakeups(_Wakeups):
+    """MongoTransport's: a threading.Event, set by this process's sends and by a watcher thread."""
+
+    def __init__(
+        self,
+        executions: Any,
+        watch: bool,
+        plan: WakePlan,
+        pipeline: list[dict[str, Any]] | None = WATCH_PIPELINE,
+    ) -> None:
+        self._thread_wake = threading.Event()
+        super().__init__(executions, watch, plan, pipeline, self._thread_wake)
+        self._watcher: threading.Thread | None = None
+        self._closed = threading.Event()
+
     def wait(self, timeout: float) -> bool:
         """Until something is claimable (True), or `timeout` or the earliest wake-up planned passes (False);
         a wake-up planned meanwhile re-plans the wait."""
@@ -227,7 +243,7 @@ class ThreadWakeups:
         deadline = time.monotonic() + timeout
         while not self.plan.due:
             pause = self.plan.pause(deadline - time.monotonic())
-            if pause <= 0 or not self._wake.wait(pause):
+            if pause <= 0 or not self._thread_wake.wait(pause):
                 return self.plan.due
             if not self.plan.due:
                 self._wake.clear()  # a re-plan: wait again, to the plan as it is now
@@ -282,7 +298,7 @@ class ThreadWakeups:
                 )
 
 
-class TaskWakeups:
+class TaskWakeups(_Wakeups):
     """AsyncMongoTransport's: an asyncio.Event, set by this process's sends and by a watcher task."""
 
     def __init__(
@@ -292,20 +308,9 @@ class TaskWakeups:
         plan: WakePlan,
         pipeline: list[dict[str, Any]] | None = WATCH_PIPELINE,
     ) -> None:
-        self._executions = executions
-        self._watch_enabled = watch and pipeline is not None
-        self._pipeline = pipeline or []
-        self._wake = asyncio.Event()
+        self._task_wake = asyncio.Event()
+        super().__init__(executions, watch, plan, pipeline, self._task_wake)
         self._watcher: asyncio.Task[None] | None = None
-        self.plan = plan
-
-    def set(self) -> None:
-        self.plan.due = True
-        self._wake.set()
-
-    def clear(self) -> None:
-        self.plan.due = False
-        self._wake.clear()
 
     async def wait(self, timeout: float) -> bool:
         """As ThreadWakeups.wait."""
@@ -317,7 +322,7 @@ class TaskWakeups:
             if pause <= 0:
                 return self.plan.due
             try:
-                await asyncio.wait_for(self._wake.wait(), pause)
+                await asyncio.wait_for(self._task_wake.wait(), pause)
             except TimeoutError:
                 return self.plan.due
             if not self.plan.due:
