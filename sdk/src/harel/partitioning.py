@@ -88,8 +88,9 @@ def init(
 ) -> InitReport:
     database = client[db_name]
     found = meta_find().one(database[META])
-    if found is not None and parse_partitions(found).count != count:
-        raise PartitionCountChanged(parse_partitions(found).count, count)
+    stored = parse_partitions(found).count if found is not None else count
+    if stored != count:
+        raise PartitionCountChanged(stored, count)
     sharded = is_router(client)
     zones = even_zones(count, shard_names(client)) if sharded else ()
     partitions = Partitions(count, zones)

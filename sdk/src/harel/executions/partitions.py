@@ -119,9 +119,10 @@ class Partitions:
     def windows(self, width: int, zones: Sequence[Zone] | None = None) -> list[tuple[int, ...]]:
         """The partitions of `zones` (default: all) in runs of at most `width`, none across two zones."""
         found: list[tuple[int, ...]] = []
+        step = max(1, width)
         for zone in zones if zones is not None else self.zones:
-            for start in range(zone.start, zone.stop, max(1, width)):
-                found.append(tuple(range(start, min(start + max(1, width), zone.stop))))
+            for start in range(zone.start, zone.stop, step):
+                found.append(tuple(range(start, min(start + step, zone.stop))))
         return found
 
     def within(self, command: Command, window: Sequence[int]) -> Command:
