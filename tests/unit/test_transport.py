@@ -4,6 +4,7 @@ its wake-ups."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
@@ -18,6 +19,7 @@ from harel.servertime import NOW
 from harel.store.mongo import MongoStore
 from harel.transport.base import BACKOFF_CAP_SECONDS, backoff
 from harel.transport.mongo import MongoTransport
+from harel.transport.wakeups import TaskWakeups, ThreadWakeups, WakePlan
 from harel_dev.embedded import EmbeddedClient
 
 
@@ -114,20 +116,26 @@ class _FailingStream:
 class _WatchedCollection:
     """A collection whose change stream fails a given number of times, then reports one change."""
 
-    def __init__(self, failures: list[Exception]) -> None:
+    def __init__(self, failures: list[Exception], change: bool = True) -> None:
         self.failures = failures
+        self.change = change
         self.watches = 0
 
     def watch(self, *args: Any, **kwargs: Any) -> Any:
         self.watches += 1
         if self.failures:
             return _FailingStream(self.failures.pop(0))
-        return _OneChange()
+        self.stream = _OneChange()
+        self.stream.given = not self.change
+        return self.stream
 
 
 class _OneChange:
+    alive = True
+
     def __init__(self) -> None:
         self.given = False
+        self.reads = 0
 
     def __enter__(self) -> Any:
         return self
@@ -136,6 +144,7 @@ class _OneChange:
         return None
 
     def try_next(self) -> Any:
+        self.reads += 1
         if not self.given:
             self.given = True
             return {"operationType": "insert"}
@@ -172,3 +181,82 @@ def test_a_deployment_without_change_streams_polls_only() -> None:
     assert not transport.wait_hint(0.2)
     assert collection.watches == 1, "not retried: the deployment has none"
     transport.close()
+
+
+def test_the_watch_reads_its_stream_only_while_a_consumer_waits() -> None:
+    collection = _WatchedCollection([], change=False)
+    wakeups = ThreadWakeups(collection, True, WakePlan(time.time))
+    assert wakeups.wait(5.0), "woken as the stream opened"
+    wakeups.clear()  # as a claim does
+    assert not wakeups.wait(0.1), "nothing was reported"
+    read_while_waiting = collection.stream.reads
+    assert read_while_waiting > 2, "a waiting consumer's stream is read one getMore after another"
+    time.sleep(0.3)  # no consumer waits: about 30 reads of this stream's pace if it were read anyway
+    assert collection.stream.reads <= read_while_waiting + 1, "at most the read under way when the wait ended"
+    assert not wakeups.wait(0.1)
+    assert collection.stream.reads > read_while_waiting + 1, "read again once a consumer waits"
+    wakeups.stop()
+
+
+class _AsyncOneChange(_OneChange):
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def try_next(self) -> Any:  # type: ignore[override]
+        self.reads += 1
+        if not self.given:
+            self.given = True
+            return {"operationType": "insert"}
+        await asyncio.sleep(0.01)
+        return None
+
+
+class _AsyncWatchedCollection:
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        self.stream = _AsyncOneChange()
+        self.stream.given = True  # no change: only the stream's opening wakes
+        return self.stream
+
+
+def test_the_async_watch_reads_its_stream_only_while_a_consumer_waits() -> None:
+    collection = _AsyncWatchedCollection()
+    wakeups = TaskWakeups(collection, True, WakePlan(time.time))
+
+    async def scenario() -> tuple[int, int, int]:
+        assert await wakeups.wait(5.0), "woken as the stream opened"
+        wakeups.clear()  # as a claim does
+        assert not await wakeups.wait(0.1)
+        waiting = collection.stream.reads
+        await asyncio.sleep(0.3)
+        idle = collection.stream.reads
+        assert not await wakeups.wait(0.1)
+        again = collection.stream.reads
+        await wakeups.stop()
+        return waiting, idle, again
+
+    waiting, idle, again = asyncio.run(scenario())
+    assert waiting > 2, "a waiting consumer's stream is read one getMore after another"
+    assert idle <= waiting + 1, "no consumer waited: at most the read under way when the wait ended"
+    assert again > idle + 1, "read again once a consumer waits"
+
+
+def test_a_lease_extension_reported_as_a_dotted_field_plans_no_wake_up() -> None:
+    plan = WakePlan(time.time)
+    later = time.time() + 60.0
+    extension = {
+        "operationType": "update",
+        "documentKey": {"_id": "exe-1"},
+        "updateDescription": {"updatedFields": {"lease.until": later, "inbox_at": later, "wake_at": later}},
+    }
+    assert not plan.heard(extension)
+    assert plan.pause(30.0) == 30.0, "nothing planned at the holder's lease end"
+    timer = {
+        "operationType": "update",
+        "documentKey": {"_id": "exe-1"},
+        "updateDescription": {"updatedFields": {"inbox_at": None, "wake_at": later}},
+    }
+    assert not plan.heard(timer)
+    assert plan.pause(120.0) < 61.0, "a timer armed elsewhere is planned"

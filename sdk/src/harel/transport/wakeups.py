@@ -2,6 +2,12 @@
 mailbox that becomes due wakes waiting consumers, and one that will be due later (a timer, a lease's end)
 plans a wake-up for then; so an idle consumer on a change stream sends no command until something is due.
 
+The watcher asks for the next changes (a getMore) only while one of its process's consumers waits: a busy
+consumer claims again as soon as it is done, which sees whatever changed meanwhile, so a stream read then
+would only wake it for work already seen, at one command per change per process. The changes made meanwhile
+wait in the server's cursor and come in one batch when a consumer waits again. So N busy workers do not each
+read every change, and commands per event stay flat as workers are added (benchmark 5).
+
 Where there is no change stream consumers poll with a bounded backoff. A watch that fails is restarted with
 a backoff, and meanwhile its consumers poll: it costs latency, never an event. The plan (`WakePlan`) is
 shared; the waiting differs between the twins in more than its awaits (a thread and a threading.Event, a
@@ -36,6 +42,9 @@ WATCH_RETRY_MAX = 30.0
 # round trip. A watcher still inside one after this is named in the log and the client closes under it.
 WATCH_AWAIT_MS = 1000
 WATCH_STOP_SECONDS = 2.0
+# A watcher with no consumer waiting still reads its stream this often: a cursor left unread for the server's
+# cursor timeout (10 minutes) is closed, and its resume point falls further behind in the oplog.
+UNREAD_SECONDS = 60.0
 # The server's answers that say the deployment has no change streams at all: IllegalOperation (20), "only
 # supported on replica sets" (40573, a standalone), CommandNotSupported (115), NotImplemented (238: the
 # local server and the embedded mongomock:// client). Then consumers poll only; any other failure of the
@@ -91,6 +100,13 @@ def _wake_at(change: Mapping[str, Any]) -> Any:
     if "wake_at" in updated:
         return updated["wake_at"]
     return (change.get("fullDocument") or {}).get("wake_at")
+
+
+def _extension(change: Mapping[str, Any]) -> bool:
+    """A lease's extension: a real server reports its `lease.until` as a dotted field, which the stream's
+    `$match` cannot tell from an update leaving the lease alone; the `wake_at` it wrote is the holder's."""
+    updated = (change.get("updateDescription") or {}).get("updatedFields") or {}
+    return any(field.startswith("lease.") for field in updated)
 
 
 class WakePlan:
@@ -168,7 +184,7 @@ class WakePlan:
     def heard(self, change: Mapping[str, Any]) -> bool:
         """A change the watch matched: True when something is claimable now (and not this process's own
         doing: its waiters were woken then); a later `wake_at` is planned."""
-        if self._echo(change):
+        if self._echo(change) or _extension(change):
             return False
         at = _wake_at(change)
         if isinstance(at, int | float) and at > self._now():
@@ -209,6 +225,7 @@ class _Wakeups:
         self._pipeline = pipeline or []
         self._wake = wake
         self.plan = plan
+        self.waiters = 0  # consumers waiting now: the watcher reads its stream only while there is one
 
     def set(self) -> None:
         self.plan.due = True
@@ -233,6 +250,7 @@ class ThreadWakeups(_Wakeups):
         super().__init__(executions, watch, plan, pipeline, self._thread_wake)
         self._watcher: threading.Thread | None = None
         self._closed = threading.Event()
+        self._waiting = threading.Condition()
 
     def wait(self, timeout: float) -> bool:
         """Until something is claimable (True), or `timeout` or the earliest wake-up planned passes (False);
@@ -240,14 +258,25 @@ class ThreadWakeups(_Wakeups):
         if self._watch_enabled and self._watcher is None:
             self._watcher = threading.Thread(target=self._watch, name=WATCHER_NAME, daemon=True)
             self._watcher.start()
-        deadline = time.monotonic() + timeout
-        while not self.plan.due:
-            pause = self.plan.pause(deadline - time.monotonic())
-            if pause <= 0 or not self._thread_wake.wait(pause):
-                return self.plan.due
-            if not self.plan.due:
-                self._wake.clear()  # a re-plan: wait again, to the plan as it is now
-        return True
+        with self._waiting:
+            self.waiters += 1
+            self._waiting.notify_all()
+        try:
+            deadline = time.monotonic() + timeout
+            while not self.plan.due:
+                pause = self.plan.pause(deadline - time.monotonic())
+                if pause <= 0 or not self._thread_wake.wait(pause):
+                    return self.plan.due
+                if not self.plan.due:
+                    self._wake.clear()  # a re-plan: wait again, to the plan as it is now
+            return True
+        finally:
+            with self._waiting:
+                self.waiters -= 1
+
+    def _until_waited_on(self) -> None:
+        with self._waiting:
+            self._waiting.wait_for(lambda: self.waiters > 0 or self._closed.is_set(), UNREAD_SECONDS)
 
     def _watch(self) -> None:
         pause = WATCH_RETRY_FIRST
@@ -260,6 +289,7 @@ class ThreadWakeups(_Wakeups):
                     self.plan.opened()
                     self.set()  # consumers waiting long while it was shut look again
                     while not self._closed.is_set() and stream.alive:
+                        self._until_waited_on()
                         asked = time.monotonic()
                         with sending(WATCH):  # one pass per getMore: a pass is counted when it ends
                             change = stream.try_next()
@@ -289,6 +319,8 @@ class ThreadWakeups(_Wakeups):
     def stop(self) -> None:
         """End the watcher before the client closes; one still inside a getMore is named in the log."""
         self._closed.set()
+        with self._waiting:
+            self._waiting.notify_all()
         if self._watcher is not None:
             self._watcher.join(WATCH_STOP_SECONDS)
             if self._watcher.is_alive():
@@ -311,23 +343,35 @@ class TaskWakeups(_Wakeups):
         self._task_wake = asyncio.Event()
         super().__init__(executions, watch, plan, pipeline, self._task_wake)
         self._watcher: asyncio.Task[None] | None = None
+        self._waited_on = asyncio.Event()
 
     async def wait(self, timeout: float) -> bool:
         """As ThreadWakeups.wait."""
         if self._watch_enabled and self._watcher is None:
             self._watcher = asyncio.get_running_loop().create_task(self._watch(), name=WATCHER_NAME)
-        deadline = time.monotonic() + timeout
-        while not self.plan.due:
-            pause = self.plan.pause(deadline - time.monotonic())
-            if pause <= 0:
-                return self.plan.due
-            try:
-                await asyncio.wait_for(self._task_wake.wait(), pause)
-            except TimeoutError:
-                return self.plan.due
-            if not self.plan.due:
-                self._wake.clear()
-        return True
+        self.waiters += 1
+        self._waited_on.set()
+        try:
+            deadline = time.monotonic() + timeout
+            while not self.plan.due:
+                pause = self.plan.pause(deadline - time.monotonic())
+                if pause <= 0:
+                    return self.plan.due
+                try:
+                    await asyncio.wait_for(self._task_wake.wait(), pause)
+                except TimeoutError:
+                    return self.plan.due
+                if not self.plan.due:
+                    self._wake.clear()
+            return True
+        finally:
+            self.waiters -= 1
+            if not self.waiters:
+                self._waited_on.clear()
+
+    async def _until_waited_on(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._waited_on.wait(), UNREAD_SECONDS)
 
     async def _watch(self) -> None:
         pause = WATCH_RETRY_FIRST
@@ -340,15 +384,18 @@ class TaskWakeups(_Wakeups):
                     pause = WATCH_RETRY_FIRST
                     self.plan.opened()
                     self.set()
-                    asked = time.monotonic()
-                    async for change in changes:
+                    while changes.alive:
+                        await self._until_waited_on()
+                        asked = time.monotonic()
+                        change = await resolved(changes.try_next())
+                        if change is None:
+                            continue
                         if self.plan.heard(change):
                             self.set()
                         else:
                             self._wake.set()
                         if time.monotonic() - asked > BUFFERED_SECONDS:
                             await asyncio.sleep(GATHER_SECONDS)
-                        asked = time.monotonic()
                 self.plan.closed()
                 await asyncio.sleep(pause)
             except PyMongoError as error:
