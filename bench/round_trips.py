@@ -233,7 +233,7 @@ def rows(result: RoundTrips) -> list[Row]:
             1,
             "· background relay (work a crashed worker left)",
             f"{result.per_event('background relay'):.2f}",
-            note="polls once per second; empty in a clean run",
+            note="polls every second after a pass that found work, backing off to 5 s; empty in a clean run",
         ),
         Row(
             1,

@@ -1358,3 +1358,36 @@ def test_relay_work_not_delivered_in_full_is_acknowledged_at_once_and_never_trim
     assert w.process_one()
     [waiting] = backend.store.document("t")["outbox"]
     assert waiting["target_id"] == "nobody-at-all", "the undelivered entry waits"
+
+
+class _CountingRelay(MongoStore):
+    """The embedded store, counting the background relay's passes (each takes relay work once at least)."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.takes: list[float] = []
+
+    def take_relay_work(self, lease: float, bound: float) -> Any:
+        self.takes.append(time.monotonic())
+        return super().take_relay_work(lease, bound)
+
+
+def test_an_idle_relay_loop_backs_off_and_a_postponed_delivery_keeps_it_at_the_retry_pace(
+    live_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("harel.worker.RELAY_RETRY_SECONDS", 0.05)
+    store = _CountingRelay(live_backend.client)
+    worker = Worker(store, live_backend.transport, make_app(), config=WorkerConfig(relay_poll_max=3.0))
+    worker.start()
+    try:
+        time.sleep(1.6)  # at a fixed 0.05 s: 32 passes; backing off 0.05, 0.1, 0.2, 0.4, 0.8, 1.6: 6
+        idle = len(store.takes)
+        assert 2 <= idle <= 8, f"{idle} passes in 1.6 s"
+        worker._postponed.set()  # as a delivery to a missing target does
+        postponed = time.monotonic()
+        while len(store.takes) == idle:
+            # backing off, the next pass would come over 3 s after the last
+            assert time.monotonic() - postponed < 1.0, "a postponed delivery brings the next pass at its pace"
+            time.sleep(0.01)
+    finally:
+        worker.stop(drain_seconds=1)

@@ -131,7 +131,11 @@ class WorkerConfig:
     concurrency: int = 2
     lease_seconds: float = DEFAULT_LEASE_SECONDS
     idle_poll_max: float = 0.5
-    relay_poll_max: float = 1.0
+    # The background relay (work a crashed or slow worker left) polls every RELAY_RETRY_SECONDS after a pass
+    # that moved something or while a delivery of this worker's waits for its retry, and backs off to this
+    # (at most a third of the lease) while it finds nothing: an idle worker's cost stays a command or so per
+    # few seconds, however many workers there are.
+    relay_poll_max: float = 5.0
     heartbeat_seconds: float = 5.0
     drain_seconds: float = 20.0
     trace: bool = True
@@ -228,6 +232,9 @@ class Worker:
         self._halt = threading.Event()
         self._planning = threading.Lock()
         self._delivered: dict[str, Delivered] = {}  # relay work delivered after own commits, unacknowledged
+        self._postponed = (
+            threading.Event()
+        )  # a delivery waits for its retry: the relay loop polls at its pace
         self._inflight: dict[int, _Held] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -582,6 +589,7 @@ class Worker:
                 continue
             if outcome not in DELIVERED:
                 blocked.add(entry.target_id)
+                self._postponed.set()
                 log.info(
                     "delivery postponed",
                     extra={
@@ -743,6 +751,7 @@ class Worker:
         with self._lock:
             unfinished = [held.claim for held in self._inflight.values()]
         self._halt.set()
+        self._postponed.set()  # the relay loop's wait ends
         # Releasing the claims and removing the heartbeat are commands too: bounded like the threads, so an
         # unreachable deployment cannot hold the stop past drain + stop_seconds.
         leaving = threading.Thread(target=self._leave, args=(unfinished,), name="harel-leaving", daemon=True)
@@ -838,18 +847,26 @@ class Worker:
             idle = min(self.config.idle_poll_max, idle * 2)
 
     def _relay_loop(self) -> None:
+        longest = min(self.config.relay_poll_max, self.config.lease_seconds / 3)
+        first = min(RELAY_RETRY_SECONDS, longest)
+        pause = first
         while not self._halt.is_set():
+            moved = 0
+            postponed = self._postponed.is_set()
+            self._postponed.clear()
             with sending(RELAY):
                 try:
                     self.acknowledge_delivered()
-                    self.relay_once()
+                    moved = self.relay_once()
                 except DeploymentError as exc:
                     if self._halt.is_set():
                         return  # stopping: the client may be closed; the work's hold expires for another relay
                     log.warning("relay failed, will retry", extra={"error": str(exc)})
                 except Exception:
                     log.exception("relay failed on an entry it cannot read; will retry")
-            self._halt.wait(self.config.relay_poll_max)
+            pause = first if moved or postponed or self._postponed.is_set() else min(longest, pause * 2)
+            if self._postponed.wait(pause):
+                self._halt.wait(first)  # a delivery postponed meanwhile: its retry is due this long after it
 
     def _lease_loop(self) -> None:
         """Every third of the lease, extend the leases of the steps still running within the maximum step
