@@ -56,8 +56,10 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> No
 @pytest.mark.semantics("sem-step-time")
 def test_a_step_slower_than_its_lease_runs_once_its_lease_extended_meanwhile(backend: Backend) -> None:
     runs: list[float] = []
-    app = slow_app(1.5, runs)  # five leases of 0.3 s
-    config = WorkerConfig(concurrency=2, lease_seconds=0.3, async_timeout_seconds=0.1, idle_poll_max=0.02)
+    # two and a half leases of 1 s: a lease long enough that a loaded machine's scheduling pauses (a claim
+    # taken, its thread not run for a few hundred ms) cannot outlast it before the first extension
+    app = slow_app(2.5, runs)
+    config = WorkerConfig(concurrency=2, lease_seconds=1.0, async_timeout_seconds=0.1, idle_poll_max=0.02)
     workers = [Worker(backend.store, backend.transport, app, config=config) for _ in range(2)]
     start_execution(backend.store, backend.transport, app, "slow", execution_id="s")
     for worker in workers:
