@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from bench import commit_bytes, context_size, end_to_end, interpreter_speed, round_trips, sharded, sweep_cost
+from bench import commit_bytes, context_size, end_to_end, idle_claims, interpreter_speed, round_trips, sharded
 from bench.deployments import (
     LATENCY_LABEL,
     LATENCY_MS,
@@ -32,7 +32,7 @@ class Results:
     round_trips: list[round_trips.RoundTrips]
     forks: list[round_trips.ForkCost]
     commit_bytes: list[commit_bytes.CommitBytes]
-    sweep: sweep_cost.SweepCost
+    idle_claims: idle_claims.IdleClaims
     interpreter: interpreter_speed.InterpreterSpeed
     end_to_end: list[end_to_end.EndToEnd]
     context_size: list[context_size.ContextSize]
@@ -45,7 +45,7 @@ class Results:
         listed += round_trips.fork_rows(self.forks)
         for sent in self.commit_bytes:
             listed += commit_bytes.rows(sent)
-        listed += sweep_cost.rows(self.sweep)
+        listed += idle_claims.rows(self.idle_claims)
         listed += interpreter_speed.rows(self.interpreter)
         listed += end_to_end.rows(self.end_to_end)
         for costs in self.context_size:
@@ -86,9 +86,9 @@ def run(sizes: Sizes) -> Results:
             )
             for t in targets
         ]
-        sweep = timed(
-            f"3/7 sweep cost over {sizes.sweep_executions:,} executions",
-            lambda: sweep_cost.measure(sizes.sweep_executions, sizes.sweep_due, real_url()),
+        idle = timed(
+            f"3/7 claims among {sizes.idle_executions:,} idle executions",
+            lambda: idle_claims.measure(sizes.idle_executions, sizes.idle_due, real_url()),
         )
         interpreter = timed(
             f"4/7 interpreter speed, {sizes.interpreter_runs:,} runs each",
@@ -101,8 +101,8 @@ def run(sizes: Sizes) -> Results:
                 lambda setup=setup, workers=workers: end_to_end.measure(
                     setup,
                     workers,
-                    sizes.end_to_end_runs,
-                    sizes.end_to_end_in_flight,
+                    sizes.end_to_end_runs_per_worker * workers,
+                    sizes.end_to_end_in_flight_per_worker * workers,
                     sizes.end_to_end_paced_runs,
                 ),
             )
@@ -118,7 +118,7 @@ def run(sizes: Sizes) -> Results:
         ]
         cluster = timed(f"7/7 shard requests per event on {sharded.SHARDS} shards", sharded.measure)
         labels = [t.label for t in targets] + [latency.label, slow.label, end_to_end.EMBEDDED_LABEL]
-    return Results(sizes, labels, counted, forks, sent, sweep, interpreter, flows, contexts, cluster)
+    return Results(sizes, labels, counted, forks, sent, idle, interpreter, flows, contexts, cluster)
 
 
 def end_to_end_setups(latency: Target, slow: Target, targets: list[Target]) -> list[end_to_end.Setup]:

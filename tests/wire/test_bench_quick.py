@@ -85,17 +85,20 @@ def test_a_commit_sends_the_same_bytes_however_long_the_history_while_the_baseli
             assert point.ours < point.document <= point.baseline
 
 
-def test_the_sweep_returns_the_due_documents_only_and_the_seed_scan_every_one(results: Results) -> None:
-    sweep = results.sweep
-    assert sweep.executions == QUICK.sweep_executions
-    assert sweep.ours_returned == sweep.due_found == QUICK.sweep_due
-    assert sweep.seed_returned == QUICK.sweep_executions
+def test_claims_select_the_due_executions_only_and_fire_their_timers_where_the_seed_scans_every_one(
+    results: Results,
+) -> None:
+    idle = results.idle_claims
+    assert idle.executions == QUICK.idle_executions
+    assert idle.ours_selected == idle.timers_fired == QUICK.idle_due, "each due timer fired by a claim"
+    assert idle.claims == QUICK.idle_due + 1, "one claim per due execution, then one that found nothing"
+    assert idle.seed_returned == QUICK.idle_executions
     if REAL_MONGO_URL:
-        assert sweep.examined is not None
-        assert sweep.examined.ours == sweep.examined.ours_returned == QUICK.sweep_due
-        assert sweep.examined.seed == sweep.examined.seed_returned == QUICK.sweep_executions
+        assert idle.examined is not None
+        assert idle.examined.ours == idle.examined.ours_returned == 1
+        assert idle.examined.seed == idle.examined.seed_returned == QUICK.idle_executions
     else:
-        assert sweep.examined is None
+        assert idle.examined is None
 
 
 def test_both_interpreters_complete_every_run(results: Results) -> None:
@@ -117,9 +120,12 @@ def test_end_to_end_processes_every_event_for_each_worker_count_and_backend(resu
     for flow in results.end_to_end:
         which = f"{flow.backend}, {flow.workers} workers"
         assert flow.failures == [], which
-        assert flow.events == QUICK.end_to_end_runs * smoke_workload.EVENTS_PER_RUN
+        runs = QUICK.end_to_end_runs_per_worker * flow.workers  # the same work per worker at each count
+        assert flow.runs == runs, which
+        assert flow.in_flight == QUICK.end_to_end_in_flight_per_worker * flow.workers, which
+        assert flow.events == runs * smoke_workload.EVENTS_PER_RUN
         assert flow.tallies.processed == flow.events, which
-        assert len(flow.load_lateness) == QUICK.end_to_end_runs * smoke_workload.TIMERS_PER_RUN, which
+        assert len(flow.load_lateness) == runs * smoke_workload.TIMERS_PER_RUN, which
         assert len(flow.paced_lateness) == QUICK.end_to_end_paced_runs * smoke_workload.TIMERS_PER_RUN, which
         assert min(flow.load_lateness + flow.paced_lateness) >= 0, which
 
