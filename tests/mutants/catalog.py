@@ -88,6 +88,8 @@ RTC_CHECKS = "tests/unit/test_run_to_completion.py"
 LANGUAGE_CHECKS = "tests/unit/test_chart_language.py"
 SHARDED = "tests/wire/test_sharded_cluster.py"
 PARTITION_CHECKS = "tests/unit/test_partitions.py"
+WAKEUPS = "transport/wakeups.py"
+TRANSPORT_CHECKS = "tests/unit/test_transport.py"
 
 
 def _on(module: str, *tests: str, ids: tuple[str, ...] = ("",)) -> tuple[str, ...]:
@@ -601,6 +603,39 @@ MUTANTS: tuple[Mutant, ...] = (
         + _on(
             "tests/wire/test_partitions_cli.py",
             "test_check_refuses_an_unpartitioned_cluster_by_name_and_passes_it_once_partitioned",
+        ),
+    ),
+    Mutant(
+        "watcher-reads-while-busy",
+        "the watcher reads its change stream while no consumer waits: every busy worker reads every change",
+        (
+            Edit(
+                WAKEUPS,
+                "self._waiting.wait_for(lambda: self.waiters > 0 or self._closed.is_set(), UNREAD_SECONDS)",
+                "pass",
+            ),
+        ),
+        _on(TRANSPORT_CHECKS, "test_the_watch_reads_its_stream_only_while_a_consumer_waits"),
+    ),
+    Mutant(
+        "extension-plans-a-wake-up",
+        "a lease extension a real server reports as `lease.until` plans a wake-up at the holder's lease end",
+        (Edit(WAKEUPS, "if self._echo(change) or _extension(change):", "if self._echo(change):"),),
+        _on(TRANSPORT_CHECKS, "test_a_lease_extension_reported_as_a_dotted_field_plans_no_wake_up"),
+    ),
+    Mutant(
+        "relay-polls-at-a-fixed-pace",
+        "the background relay polls every second however long it finds nothing",
+        (
+            Edit(
+                WORKER,
+                "pause = first if moved or postponed or self._postponed.is_set() else min(longest, pause * 2)",
+                "pause = first",
+            ),
+        ),
+        _on(
+            UNIT_WORKER,
+            "test_an_idle_relay_loop_backs_off_and_a_postponed_delivery_keeps_it_at_the_retry_pace",
         ),
     ),
 )
