@@ -1,20 +1,24 @@
 """An idle worker on a change stream: its consumers send no command while nothing is due, and the change a
-send makes wakes them at once (the fake replica set models change streams, harel_dev's)."""
+send makes wakes them at once (the fake replica set models change streams, harel_dev's); the async
+transport's watcher does the same through both async drivers."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pymongo import MongoClient, monitoring
+from motor.motor_asyncio import AsyncIOMotorClient
+from pymongo import AsyncMongoClient, MongoClient, monitoring
 
 from harel.app import App
 from harel.client import send_event, start_execution
 from harel.model import ExecutionStatus
 from harel.store.mongo import MongoStore
+from harel.transport.aio_mongo import AsyncMongoTransport
 from harel.transport.mongo import MongoTransport
 from harel.worker import Worker, WorkerConfig
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS, Deployment
@@ -105,3 +109,46 @@ def test_a_worker_idle_on_a_change_stream_sends_no_command_until_an_event_arrive
     woken = commands.consumers_since(poked)
     assert woken and woken[0][1] == "findAndModify", "the change woke a consumer, whose claim took the poke"
     assert woken[0][2] - poked < IDLE_SECONDS, "woken by the change, not by a look-again"
+
+
+@pytest.mark.parametrize("driver", ["pymongo-async", "motor"])
+def test_the_async_transport_waits_on_its_change_stream_and_wakes_for_a_new_execution(
+    replica_set: Deployment, driver: str
+) -> None:
+    """AsyncMongoTransport's watcher reads its stream through either async driver: a waiter returns as an
+    execution started elsewhere arrives, long before its timeout."""
+    replica_set.require_fake("the fake's change streams are what this test observes")
+    app = App("idle")
+    app.chart(CHART)
+    client: MongoClient[dict[str, Any]] = MongoClient(replica_set.url, **CLIENT_OPTIONS)
+    store = MongoStore(client, replica_set.db_name)
+    sender = MongoTransport(client, replica_set.db_name, watch=False)
+    store.ensure_indexes()
+    sender.ensure_indexes()
+
+    async def waited() -> tuple[bool, float]:
+        watcher_client: Any = (
+            AsyncMongoClient(replica_set.url, **CLIENT_OPTIONS)
+            if driver == "pymongo-async"
+            else AsyncIOMotorClient(replica_set.url, **CLIENT_OPTIONS)
+        )
+        transport = AsyncMongoTransport(watcher_client, replica_set.db_name)
+        try:
+            await transport.wait_hint(5.0)  # the stream opens; opening wakes a waiter once
+            transport.wake_plan.due = False
+            poked = time.monotonic()
+            started = threading.Timer(
+                0.3, lambda: start_execution(store, sender, app, CHART["id"], execution_id="new")
+            )
+            started.start()
+            return await transport.wait_hint(IDLE_SECONDS), time.monotonic() - poked
+        finally:
+            await transport.close()
+            closed = watcher_client.close()
+            if closed is not None:
+                await closed
+
+    woke, after = asyncio.run(waited())
+    client.close()
+    assert woke, "the new execution woke the waiter"
+    assert after < IDLE_SECONDS, "woken by the change, not by the timeout"
