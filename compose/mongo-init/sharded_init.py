@@ -215,7 +215,8 @@ def router_steps(router_url_file: Path, cluster: Cluster, app_password: str, dea
     partitions_step(router_url_file, cluster, print)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, as the Helm Job, the compose one-shot and the Ansible role give it."""
     parser = argparse.ArgumentParser(prog="sharded_init", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--config", type=Path, required=True, help="the wanted sets, routers and partitions (JSON)"
@@ -242,12 +243,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--tls-ca-file", default="/tls/ca.crt", help="compose: the CA of the members' certificates"
     )
     parser.add_argument("--root-user", help="compose: the root user's name (HAREL_MONGO_ROOT_USER)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def cluster_from_arguments(args: argparse.Namespace) -> Cluster:
+    """The wanted cluster: the --config file's, with the CA clients name from preferTLS on (--tls-mode)."""
+    client_ca = args.tls_ca_file if args.tls_mode in CLIENT_TLS_MODES else None
+    return cluster_settings(json.loads(args.config.read_text(encoding="utf-8")), client_ca, args.root_user)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_arguments(argv)
     try:
-        client_ca = args.tls_ca_file if args.tls_mode in CLIENT_TLS_MODES else None
-        cluster = cluster_settings(
-            json.loads(args.config.read_text(encoding="utf-8")), client_ca, args.root_user
-        )
+        cluster = cluster_from_arguments(args)
         app_password = secret("HAREL_APP_PASSWORD")
         assert app_password is not None
         deadline = Deadline(args.timeout)
