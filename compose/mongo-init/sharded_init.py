@@ -202,8 +202,9 @@ def form_one(settings: Settings, root_password: str, previous: str | None, deadl
 
 def router_steps(router_url_file: Path, cluster: Cluster, app_password: str, deadline: Deadline) -> None:
     url = router_url_file.read_text(encoding="utf-8").strip()
+    client: MongoClient[dict[str, Any]]
     with MongoClient(url, serverSelectionTimeoutMS=3000, connectTimeoutMS=3000) as client:
-        admin = client.admin
+        admin: Database = client.admin
         deadline.until("reach the routers", lambda: require_ok(send(admin, {"ping": 1}), "ping"))
         deadline.until("add the shards", lambda: shards_step(admin, cluster, print))
         default_write_concern_step(admin, print)
