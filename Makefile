@@ -132,10 +132,14 @@ worker-lock: $(STAMP) ## regenerate compose/worker-requirements.txt, the worker 
 	$(BIN)/uv pip compile sdk/pyproject.toml --quiet --universal --python-version 3.11 --generate-hashes \
 		--exclude-newer $(WORKER_LOCK_DATE) --custom-compile-command "make worker-lock" --output-file $(WORKER_LOCK)
 
-lint: $(STAMP) ## ruff (lint + format check), mypy --strict on the SDK, ansible-lint, helm lint
+# mypy runs twice with the SDK's settings: on the SDK, and on the init scripts of every path (compose/mongo-init: the
+# worker image, the Helm Jobs, the sharded_init role), whose folder is their import path, as in the image.
+lint: $(STAMP) ## ruff (lint + format check), mypy --strict on the SDK and the init scripts, ansible-lint, helm lint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --config-file sdk/pyproject.toml
+	$(BIN)/mypy --config-file sdk/pyproject.toml compose/mongo-init/rs_init.py compose/mongo-init/replica_set_plan.py \
+		compose/mongo-init/sharded_init.py
 	cd playbooks && PATH="$(CURDIR)/$(BIN):$$PATH" ansible-lint --offline --profile production
 	$(BIN)/python -m tests.infra.helm_lint
 

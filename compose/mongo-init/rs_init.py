@@ -29,7 +29,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -76,9 +76,9 @@ class NotYet(Exception):
 
 
 class Database(Protocol):
-    """What this script needs of a pymongo Database: `command` with a document."""
+    """What this script needs of a pymongo Database: `command` with a command's name or document."""
 
-    def command(self, command: Mapping[str, Any]) -> Mapping[str, Any]: ...
+    def command(self, command: str | MutableMapping[str, Any]) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ def app_user_command(
 def send(database: Database, command: Mapping[str, Any]) -> dict[str, Any]:
     """The command's reply, an error reply included (pymongo raises it; here it is data to decide on)."""
     try:
-        return dict(database.command(command))
+        return dict(database.command(dict(command)))
     except OperationFailure as exc:
         return dict(exc.details or {"ok": 0, "code": exc.code, "errmsg": str(exc)})
 

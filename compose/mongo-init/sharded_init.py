@@ -202,8 +202,9 @@ def form_one(settings: Settings, root_password: str, previous: str | None, deadl
 
 def router_steps(router_url_file: Path, cluster: Cluster, app_password: str, deadline: Deadline) -> None:
     url = router_url_file.read_text(encoding="utf-8").strip()
+    client: MongoClient[dict[str, Any]]
     with MongoClient(url, serverSelectionTimeoutMS=3000, connectTimeoutMS=3000) as client:
-        admin = client.admin
+        admin: Database = client.admin
         deadline.until("reach the routers", lambda: require_ok(send(admin, {"ping": 1}), "ping"))
         deadline.until("add the shards", lambda: shards_step(admin, cluster, print))
         default_write_concern_step(admin, print)
@@ -215,7 +216,8 @@ def router_steps(router_url_file: Path, cluster: Cluster, app_password: str, dea
     partitions_step(router_url_file, cluster, print)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, as the Helm Job, the compose one-shot and the Ansible role give it."""
     parser = argparse.ArgumentParser(prog="sharded_init", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--config", type=Path, required=True, help="the wanted sets, routers and partitions (JSON)"
@@ -242,12 +244,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--tls-ca-file", default="/tls/ca.crt", help="compose: the CA of the members' certificates"
     )
     parser.add_argument("--root-user", help="compose: the root user's name (HAREL_MONGO_ROOT_USER)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def cluster_from_arguments(args: argparse.Namespace) -> Cluster:
+    """The wanted cluster: the --config file's, with the CA clients name from preferTLS on (--tls-mode)."""
+    client_ca = args.tls_ca_file if args.tls_mode in CLIENT_TLS_MODES else None
+    return cluster_settings(json.loads(args.config.read_text(encoding="utf-8")), client_ca, args.root_user)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_arguments(argv)
     try:
-        client_ca = args.tls_ca_file if args.tls_mode in CLIENT_TLS_MODES else None
-        cluster = cluster_settings(
-            json.loads(args.config.read_text(encoding="utf-8")), client_ca, args.root_user
-        )
+        cluster = cluster_from_arguments(args)
         app_password = secret("HAREL_APP_PASSWORD")
         assert app_password is not None
         deadline = Deadline(args.timeout)

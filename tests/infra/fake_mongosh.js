@@ -18,7 +18,8 @@ const [scriptPath, scenarioPath] = process.argv.slice(2);
 const scenario = JSON.parse(fs.readFileSync(scenarioPath, 'utf8'));
 
 // cluster: {
-//   members: {"<host:port>": {setName: string|null, arbiter: bool, unreachableFor: attempts}},
+//   members: {"<host:port>": {setName: string|null, arbiter: bool, unreachableFor: attempts, router: bool}},
+//                                     router: a mongos (hello says msg "isdbgrid", no set)
 //   root: {user, password},           the root user the members know
 //   users: {"<name>": {roles, mechanisms}},
 //   roles: {"<name>": {privileges, roles}},  user-defined roles in admin (optional)
@@ -68,6 +69,9 @@ function execute(connection, database, body) {
     case 'ping':
       return { ok: 1 };
     case 'hello': {
+      if (member.router) {
+        return { ok: 1, isWritablePrimary: true, msg: 'isdbgrid' };
+      }
       const primary = member.setName && target === primaryHost();
       const answer = { ok: 1, isWritablePrimary: Boolean(primary), secondary: Boolean(member.setName && !primary && !member.arbiter) };
       if (member.setName) {

@@ -229,6 +229,19 @@ def configurations() -> dict[str, dict[str, Any]]:
             "mongodb": {"topology": "sharded", "sharded": {"shards": 3, "partitions": 96}},
             "tls": {"mode": "requireTLS", "existingSecret": "harel-mongodb-tls", "reloader": True},
         },
+        # The exporter beside each router, scraped by a ServiceMonitor, with and without TLS.
+        "sharded, 2 shards, metrics": {
+            "mongodb": {"topology": "sharded"},
+            "mongodbExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
+            "prometheusRule": {"enabled": True},
+            "worker": {"metrics": {"from": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]}},
+        },
+        "sharded, 3 shards, TLS, metrics": {
+            "mongodb": {"topology": "sharded", "sharded": {"shards": 3}},
+            "tls": {"mode": "requireTLS", "existingSecret": "harel-mongodb-tls"},
+            "mongodbExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
+            "worker": {"metrics": {"from": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]}},
+        },
         "sharded, one-member sets, one router": {
             "mongodb": {
                 "topology": "sharded",

@@ -7,9 +7,11 @@ run changes nothing). ansible-lint's production profile covers these files with 
 
 from __future__ import annotations
 
+import getpass
 import json
 import re
 import secrets
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +35,7 @@ from tests.infra.test_ansible import (
     run_mongodb_config,
     system_standins,
 )
+from tests.wheelhouse import fill_wheelhouse, runtime_dependencies
 
 pytestmark = pytest.mark.infra
 
@@ -214,3 +217,145 @@ def test_the_sharded_init_role_runs_against_the_fake_cluster_and_a_rerun_changes
         meta = client["harel"]["harel_meta"].find_one({"_id": "partitions"})
     assert meta is not None
     assert meta["count"] == 256
+
+
+# --- site.yml's order on a sharded cluster: the router steps before any worker starts ------------------------------
+
+PREPARE_PLAY = (
+    "Sharded cluster - the first worker host's virtualenv for the router steps, its worker not started"
+)
+INIT_PLAY = "Sharded cluster - the shards, the app user and the partitions, through the routers"
+WORKERS_PLAY = "Workers - install harel and run it as a systemd service, a batch of hosts at a time"
+
+
+def listed_plays(ansible: Ansible, inventory: Path) -> list[tuple[str, list[str]]]:
+    """site.yml's plays as ansible-playbook --list-hosts lists them for `inventory`: (name, hosts), in run order."""
+    run = ansible.run(ANSIBLE_PLAYBOOK, "-i", inventory, "--list-hosts", "site.yml")
+    assert run.returncode == 0, run.output
+    plays: list[tuple[str, list[str]]] = []
+    lines = run.output.splitlines()
+    for index, line in enumerate(lines):
+        if found := re.match(r"\s*play #\d+ \([^)]*\): (.*?)\tTAGS", line):
+            hosts = []
+            for following in lines[index + 1 :]:
+                if "play #" in following:
+                    break
+                if following.startswith(" " * 6) and following.strip():
+                    hosts.append(following.strip())
+            plays.append((found.group(1), hosts))
+    return plays
+
+
+def test_on_a_sharded_inventory_site_yml_runs_the_router_steps_before_the_workers_play(
+    ansible: Ansible,
+) -> None:
+    plays = listed_plays(ansible, SHARDED_INVENTORY)
+    names = [name for name, _ in plays]
+    assert names.index(PREPARE_PLAY) < names.index(INIT_PLAY) < names.index(WORKERS_PLAY)
+    by_name = dict(plays)
+    # The first worker host alone is installed ahead of the init, and runs it; every worker in the Workers play.
+    assert by_name[PREPARE_PLAY] == by_name[INIT_PLAY] == ["worker1.harel.example"]
+    assert sorted(by_name[WORKERS_PLAY]) == ["worker1.harel.example", "worker2.harel.example"]
+    # The routers are up before either.
+    assert names.index(
+        "MongoDB routers - install, configure and start mongos, one router at a time"
+    ) < names.index(PREPARE_PLAY)
+
+
+def site_plays(directory: Path, *names: str) -> Path:
+    """site.yml's plays named `names`, unchanged, as a playbook of their own in `directory`."""
+    plays = yaml.safe_load((PLAYBOOKS / "site.yml").read_text(encoding="utf-8"))
+    chosen = [play for name in names for play in plays if play["name"] == name]
+    assert [play["name"] for play in chosen] == list(names)
+    path = directory / f"site-excerpt-{len(list(directory.glob('site-excerpt-*')))}.yml"
+    path.write_text(yaml.safe_dump(chosen, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_a_first_run_installs_the_first_worker_host_then_initialises_the_cluster_then_runs_the_workers_play(
+    ansible: Ansible, fake_cluster_process: Callable[..., FakeProcess], tmp_path: Path
+) -> None:
+    """site.yml's three plays as they run on a first run, on a fresh host (no virtualenv): the worker role installs
+    it without starting the worker, the router steps run from its new virtualenv (`harel partitions init` against the
+    fake cluster), and the Workers play then finds that host as the first play left it. The rerun installs nothing
+    ahead and changes nothing. (worker_manage_system false: no systemd here; the start itself is the role's.)"""
+    router = f"127.0.0.1:{fake_cluster_process('--shards', '2').port}"
+    url = f"mongodb://{router}/"
+    with MongoClient(url, serverSelectionTimeoutMS=10_000) as client:
+        listed = client.admin.command("listShards")["shards"]
+    shards = []
+    for shard in listed:
+        name, _, hosts = str(shard["host"]).partition("/")
+        shards.append({"replicaSetName": shard["_id"], "dataMembers": (hosts or name).split(",")})
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    fill_wheelhouse(wheelhouse, runtime_dependencies("harel"))
+    sdk = shutil.copytree(
+        PLAYBOOKS.parent / "sdk",
+        tmp_path / "sdk",
+        ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__"),
+    )
+    prefix = tmp_path / "worker-prefix"
+    venv_python = prefix / "opt" / "harel" / "venv" / "bin" / "python"
+    variables = {
+        "worker_prefix": str(prefix),
+        "worker_manage_system": False,
+        "worker_user": getpass.getuser(),
+        "worker_group": base.current_group(),
+        "worker_python": str(
+            Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        ),
+        "worker_controller_python": sys.executable,
+        "worker_wheel_build_isolation": False,
+        "worker_pip_extra_args": f"--no-index --find-links {wheelhouse}",
+        "worker_sdk_dir": str(sdk),
+        "worker_mongo_url": url + "harel",
+        # The router steps from the worker host's own virtualenv, as site.yml runs them.
+        "sharded_init_python": str(venv_python),
+        "sharded_init_router_url": url,
+        "sharded_init_app_password": secrets.token_hex(16),
+        "sharded_init_config_server": {"replicaSetName": "cfg", "dataMembers": ["cfg1:27019"]},
+        "sharded_init_shards": shards,
+        "sharded_init_routers": [router],
+        "sharded_init_partitions": 256,
+        "sharded_init_scripts_dir": str(PLAYBOOKS.parent / "compose" / "mongo-init"),
+    }
+    inventory = tmp_path / "inventory.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    # A router in mongodb_mongos makes it a sharded inventory; no play of the excerpt reaches it.
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {
+                        "workers": {"hosts": {"localhost": local}},
+                        "mongodb_mongos": {"hosts": {"mongos1": {}}},
+                    }
+                }
+            }
+        )
+    )
+    playbook = site_plays(tmp_path, PREPARE_PLAY, INIT_PLAY, WORKERS_PLAY)
+
+    first = ansible.playbook(playbook, inventory, variables)
+    assert first.returncode == 0, first.output
+    output = first.output
+    installed = output.index("TASK [worker : Install harel and its dependencies into the virtualenv]")
+    initialised = output.index("TASK [sharded_init : Run the router steps]")
+    workers_play = output.index(f"PLAY [{WORKERS_PLAY}]")
+    assert installed < initialised < workers_play
+    assert "partitions: " in output[initialised:workers_play]
+    # The Workers play found the first host installed and configured: nothing of its changed.
+    workers_recap = ansible.playbook(site_plays(tmp_path, WORKERS_PLAY), inventory, variables)
+    assert workers_recap.returncode == 0 and workers_recap.recap()["changed"] == 0, workers_recap.output
+    with MongoClient(url, serverSelectionTimeoutMS=10_000) as client:
+        meta = client["harel"]["harel_meta"].find_one({"_id": "partitions"})
+    assert meta is not None and meta["count"] == 256
+
+    second = ansible.playbook(playbook, inventory, variables)
+    assert second.returncode == 0, second.output
+    assert second.recap()["changed"] == 0, second.output
+    # The virtualenv exists: nothing is installed ahead of the init.
+    assert "TASK [worker : Install harel and its dependencies into the virtualenv]" in second.output
+    ahead = second.output[: second.output.index("TASK [sharded_init : Run the router steps]")]
+    assert "TASK [worker :" not in ahead

@@ -7,6 +7,7 @@ sharded cluster in tests/infra/test_sharded_init.py."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from harel_stack.cli import Dependencies
 from harel_stack.compose import DockerCompose
 from harel_stack.project import Project
-from harel_stack.settings import SECRET_VARIABLES, load_settings
+from harel_stack.settings import CLIENT_TLS_MODES, SECRET_VARIABLES, load_settings
 from tests.fake_mongod.fixtures import FakeDeployment
 from tests.fake_mongod.server import FakeMongod
 from tests.infra.compose_render import (
@@ -30,6 +31,7 @@ from tests.infra.compose_render import (
 )
 from tests.infra.test_compose_hardening import hardening_faults
 from tests.infra.tools import docker_compose, mongosh
+from tests.unit.mongo_init import load
 
 pytestmark = pytest.mark.infra
 
@@ -205,14 +207,18 @@ def test_a_member_healthcheck_passes_a_member_of_its_own_set_only(
         assert healthcheck(services, "sh2", shard.port, tmp_path) == 1
 
 
-def rendered_services(command: list[str], env: Path) -> dict[str, Any]:
+def rendered_command(command: list[str], env: Path) -> dict[str, Any]:
     """What Compose's own binary renders from one of harel-stack's command lines, its `--env-file` made `env`."""
     assert command[:2] == ["docker", "compose"]
     options = command[2 : command.index("config")]
     options[options.index("--env-file") + 1] = str(env)
     result = docker_compose([*options, "config", "--format", "json"], cwd=REPOSITORY_ROOT)
     assert result.returncode == 0, result.stderr
-    return dict(json.loads(result.stdout)["services"])
+    return dict(json.loads(result.stdout))
+
+
+def rendered_services(command: list[str], env: Path) -> dict[str, Any]:
+    return dict(rendered_command(command, env)["services"])
 
 
 def test_the_command_lines_harel_stack_runs_render_the_cluster_and_down_reaches_both_topologies(
@@ -240,3 +246,168 @@ def test_the_command_lines_harel_stack_runs_render_the_cluster_and_down_reaches_
     for runner in (compose, replica_set):
         down = rendered_services(runner.command("config", all_profiles=True), env)
         assert set(down) == set(every_replica_set_service) | set(up)
+
+
+# --- the cluster with the user's app (compose/app.yml) and with TLS (HAREL_TLS_MODE) -------------------------------
+
+sharded_init = load("sharded_init")
+# The TLS modes from which clients use TLS (harel_stack.settings.CLIENT_TLS_MODES), and those from which they do not.
+TLS_MODES = ["disabled", "allowTLS", "preferTLS", "requireTLS"]
+
+
+def harel_stack_renders(tmp_path: Path, **variables: str) -> tuple[list[Path], dict[str, Any]]:
+    """compose/.env with HAREL_SHARDED=1 and `variables`, the -f files harel-stack hands compose for it, and what
+    Compose's own binary renders from harel-stack's command line."""
+    certificates = tmp_path / "certificates"
+    certificates.mkdir(exist_ok=True)
+    variables = {"HAREL_TLS_DIR": str(certificates), **variables}
+    env = env_file(tmp_path, HAREL_SHARDED="1", **variables)
+    runner = Dependencies().compose(Project(REPOSITORY_ROOT), load_settings(env))
+    assert isinstance(runner, DockerCompose)
+    command = runner.command("config")
+    files = [Path(command[index + 1]) for index, option in enumerate(command) if option == "-f"]
+    return files, rendered_command(command, env)
+
+
+def the_app(tmp_path: Path) -> dict[str, str]:
+    folder = tmp_path / "shop"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text("ARG HAREL_WORKER_IMAGE\nFROM ${HAREL_WORKER_IMAGE} AS worker\n")
+    return {"HAREL_APP": "orders.app:app", "HAREL_APP_DIR": str(folder)}
+
+
+def validates(compose: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "rendered.json"
+    path.write_text(json.dumps(compose), encoding="utf-8")
+    result = subprocess.run(
+        [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def workers_url(services: dict[str, Any]) -> str:
+    """The URL sharded-init writes for the workers, from its rendered command line (its --config read from the file
+    compose mounts there), with the app user's password "pw"."""
+    init = services["sharded-init"]
+    arguments = list(init["command"])
+    config = argument(arguments, "--config")
+    [mount] = [volume for volume in init["volumes"] if volume["target"] == config]
+    arguments[arguments.index("--config") + 1] = mount["source"]
+    cluster = sharded_init.cluster_from_arguments(sharded_init.parse_arguments(arguments))
+    return str(cluster.router_url(cluster.app_user, "pw", cluster.database))
+
+
+def mounts(service: dict[str, Any]) -> dict[str, tuple[str, bool]]:
+    """Container path -> (volume, read-only) of a service's named volumes."""
+    return {
+        v["target"]: (v["source"], bool(v.get("read_only")))
+        for v in service.get("volumes", [])
+        if v["type"] == "volume"
+    }
+
+
+@pytest.mark.parametrize("mode", TLS_MODES)
+def test_with_tls_the_workers_reach_the_router_with_the_ca_the_tls_step_writes(
+    tmp_path: Path, mode: str
+) -> None:
+    files, compose = harel_stack_renders(tmp_path, HAREL_TLS_MODE=mode)
+    assert files == [COMPOSE_FILE, SHARDED_FILE]
+    validates(compose, tmp_path)
+    services = compose["services"]
+    assert set(services) == {"keyfile", "tls", "cfg1", "sh1", "sh2", "mongos", "sharded-init", "worker"}
+    assert services["tls"]["environment"]["HAREL_TLS_MODE"] == mode
+    for name in ("cfg1", "sh1", "sh2", "mongos"):
+        assert argument(services[name]["command"], "--config") == "/tls/mongod.conf", name
+        assert mounts(services[name])["/tls"] == ("tls", True), name
+    for name in ("cfg1", "sh1", "sh2"):
+        assert services[name]["depends_on"]["tls"]["condition"] == "service_completed_successfully", name
+    assert argument(services["sharded-init"]["command"], "--tls-mode") == mode
+
+    url = workers_url(services)
+    router = f"{services['mongos']['hostname']}:{argument(services['mongos']['command'], '--port')}"
+    tls = "&tls=true&tlsCAFile=/tls/ca.crt" if mode in CLIENT_TLS_MODES else ""
+    assert url == f"mongodb://harel:pw@{router}/harel?authSource=admin{tls}"
+    worker = services["worker"]
+    # The URL file sharded-init writes is the one the workers read, from the same volume; the CA the URL names is the
+    # one the `tls` one-shot writes into the `tls` volume.
+    url_file = argument(services["sharded-init"]["command"], "--url-file")
+    assert worker["environment"]["HAREL_MONGO_URL_FILE"] == url_file
+    assert mounts(worker)[str(Path(url_file).parent)] == ("app-url", True)
+    assert mounts(services["sharded-init"])[str(Path(url_file).parent)] == ("app-url", False)
+    assert mounts(worker)["/tls"] == ("tls", True)
+    assert mounts(services["tls"])[services["tls"]["environment"]["TLS_VOLUME"]] == ("tls", False)
+
+
+def test_the_users_app_runs_on_the_cluster_built_on_the_image_sharded_init_builds(tmp_path: Path) -> None:
+    files, compose = harel_stack_renders(tmp_path, HAREL_TLS_MODE="requireTLS", **the_app(tmp_path))
+    assert files == [COMPOSE_FILE, SHARDED_FILE, COMPOSE_DIR / "app.yml", COMPOSE_DIR / "sharded-app.yml"]
+    validates(compose, tmp_path)
+    services = compose["services"]
+    assert "mongo-init" not in services
+    worker, init = services["worker"], services["sharded-init"]
+    assert worker["image"] == "harel/app-worker:local"
+    assert worker["command"] == ["worker", "--app", "orders.app:app"]
+    # app.yml's context names mongo-init, which the cluster does not run; sharded-app.yml names sharded-init, whose
+    # image is the stack's worker image, built as the replica set's worker builds it.
+    assert worker["build"]["additional_contexts"] == {"harel-worker": "service:sharded-init"}
+    assert worker["build"]["args"] == {"HAREL_WORKER_IMAGE": "harel-worker"}
+    assert init["image"] == "harel/worker:local"
+    assert init["build"] == {
+        "context": str(REPOSITORY_ROOT),
+        "dockerfile": "compose/Dockerfile.worker",
+        "target": "worker",
+    }
+    # Everything but the image is the cluster's worker: after sharded-init, on the router's URL, with its CA.
+    assert worker["depends_on"] == {
+        "sharded-init": {"condition": "service_completed_successfully", "required": True}
+    }
+    (tmp_path / "plain").mkdir()
+    _, plain = harel_stack_renders(
+        tmp_path / "plain", HAREL_TLS_MODE="requireTLS", HAREL_TLS_DIR=str(tmp_path / "certificates")
+    )
+    changed = {"image", "build", "command"}
+    assert {k: v for k, v in worker.items() if k not in changed} == {
+        k: v for k, v in plain["services"]["worker"].items() if k not in changed
+    }
+    assert workers_url(services) == workers_url(plain["services"])
+    assert "tls=true&tlsCAFile=/tls/ca.crt" in workers_url(services)
+    assert {name: s for name, s in services.items() if name != "worker"} == {
+        name: s for name, s in plain["services"].items() if name != "worker"
+    }
+
+
+def test_the_app_file_alone_does_not_combine_with_the_cluster(tmp_path: Path) -> None:
+    """Why sharded-app.yml exists: without it compose refuses app.yml's context on the cluster."""
+    env = env_file(tmp_path, **the_app(tmp_path))
+    files = (COMPOSE_FILE, SHARDED_FILE, COMPOSE_DIR / "app.yml")
+    arguments = [option for path in files for option in ("-f", str(path))]
+    result = docker_compose(
+        [
+            *arguments,
+            "--env-file",
+            str(env),
+            "-p",
+            "harel",
+            "--profile",
+            SHARDED_PROFILE,
+            "config",
+            "--quiet",
+        ],
+        cwd=REPOSITORY_ROOT,
+    )
+    assert result.returncode != 0
+    assert 'unknown service "mongo-init"' in result.stderr
+
+
+def test_the_local_certificate_names_every_host_clients_reach_with_tls(services: dict[str, Any]) -> None:
+    """compose/tls/README.md's certificate: the members of either topology and the router (the workers check the
+    router's name; mongos and the members check each other's)."""
+    readme = (COMPOSE_DIR / "tls" / "README.md").read_text(encoding="utf-8")
+    [line] = [line for line in readme.splitlines() if "subjectAltName=" in line]
+    names = set(re.findall(r"DNS:([\w-]+)", line))
+    assert names >= {services[name]["hostname"] for name in ("cfg1", "sh1", "sh2", "mongos")}
+    assert names >= {"mongo1", "mongo2", "mongo3"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import helm_python
@@ -20,13 +21,16 @@ from tests.infra.test_helm import (
     NAMESPACE,
     Manifest,
     container,
+    env_of,
     only,
     render,
+    requires_node,
     schema_error,
     secret_data,
     upgrade,
     validated,
 )
+from tests.infra.test_helm_operations import ops_users_scenario, run_ops_users
 
 pytestmark = pytest.mark.infra
 
@@ -198,10 +202,6 @@ def test_the_root_user_is_bootstrapped_on_member_zero_of_every_set(chart: helm_p
             "/mongodb/arbiter/enabled",
         ),
         ({"mongodb": {"topology": "sharded"}, "backup": {"enabled": True}}, "/backup/enabled"),
-        (
-            {"mongodb": {"topology": "sharded"}, "mongodbExporter": {"enabled": True}},
-            "/mongodbExporter/enabled",
-        ),
         ({"mongodb": {"topology": "sharded", "sharded": {"shards": 0}}}, "/mongodb/sharded/shards"),
         (
             {"mongodb": {"topology": "sharded", "sharded": {"shardsvr": {"replicaCount": 2}}}},
@@ -267,3 +267,121 @@ def test_helm_test_runs_the_smoke_check_through_the_routers(chart: helm_python.C
     assert volumes["mongodb-url"]["secret"]["secretName"] == f"{FULLNAME}-mongodb-auth"
     url = secret_data(only(manifests, "Secret", f"{FULLNAME}-mongodb-auth"))["mongodb-url"]
     assert f"@{ROUTERS}/" in url
+
+
+# --- the exporter beside each router (mongodbExporter.enabled with topology sharded) ------------------------------
+
+METRICS_FROM = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+
+
+def with_exporter(shards: int, tls: bool) -> dict[str, Any]:
+    return sharded(
+        shards,
+        mongodbExporter={"enabled": True, "serviceMonitor": {"enabled": True}},
+        worker={"metrics": {"from": METRICS_FROM}},
+        **({"tls": TLS} if tls else {}),
+    )
+
+
+@pytest.mark.parametrize("shards", [2, 3])
+@pytest.mark.parametrize("tls", [False, True])
+def test_the_exporter_runs_beside_each_router_reading_its_own_mongos(
+    chart: helm_python.Chart, shards: int, tls: bool
+) -> None:
+    manifests = render(chart, with_exporter(shards, tls))
+    validated(chart, manifests)
+    mongos = only(manifests, "Deployment", f"{FULLNAME}-mongodb-mongos")
+    # No Deployment of its own: one exporter per router pod, so each router is an instance of its own.
+    assert not [m for m in manifests if m.kind == "Deployment" and m.name == f"{FULLNAME}-mongodb-exporter"]
+    exporter = container(mongos, "exporter")
+    tls_options = "?tls=true&tlsCAFile=/etc/harel/tls/ca.crt&tlsAllowInvalidHostnames=true" if tls else ""
+    assert exporter["args"] == [
+        f"--mongodb.uri=mongodb://127.0.0.1:27017/admin{tls_options}",
+        "--compatible-mode",
+        "--collector.diagnosticdata",
+        "--web.listen-address=:9216",
+    ]
+    env = env_of(exporter)
+    assert env["MONGODB_USER"]["value"] == "harel-monitor"
+    assert env["MONGODB_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": f"{FULLNAME}-mongodb-ops-auth",
+        "key": "monitor-password",
+    }
+    assert exporter["ports"] == [{"name": "http-metrics", "containerPort": 9216}]
+    # The exporter's password is the one secret in the pod's environment (test_checkov.py accepts it for this pod):
+    # none in the router's own.
+    assert not [e for e in container(mongos, "mongos").get("env", []) if "valueFrom" in e]
+    volumes = {v["name"]: v for v in mongos.doc["spec"]["template"]["spec"]["volumes"]}
+    if tls:
+        # The CA alone: the router's key stays in the mongos container's volume.
+        assert exporter["volumeMounts"] == [
+            {"name": "tls-ca", "mountPath": "/etc/harel/tls", "readOnly": True}
+        ]
+        assert volumes["tls-ca"]["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
+    else:
+        assert "volumeMounts" not in exporter and "tls-ca" not in volumes
+
+    # Prometheus reaches each router's exporter: the Service selects the routers' pods on the exporter's port, the
+    # ServiceMonitor scrapes each pod's /metrics as instance=<pod>, and a NetworkPolicy opens that port alone.
+    service = only(manifests, "Service", f"{FULLNAME}-mongodb-exporter")
+    assert service.doc["spec"]["selector"] == mongos.doc["spec"]["selector"]["matchLabels"]
+    assert service.doc["spec"]["ports"] == [
+        {"name": "http-metrics", "port": 9216, "targetPort": "http-metrics"}
+    ]
+    monitor = only(manifests, "ServiceMonitor", f"{FULLNAME}-mongodb-exporter")
+    [endpoint] = monitor.doc["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["path"]) == ("http-metrics", "/metrics")
+    assert endpoint["relabelings"] == [
+        {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_name"], "targetLabel": "instance"}
+    ]
+    assert monitor.doc["spec"]["selector"]["matchLabels"].items() <= service.doc["metadata"]["labels"].items()
+    policy = only(manifests, "NetworkPolicy", f"{FULLNAME}-mongodb-exporter")
+    assert policy.doc["spec"]["podSelector"]["matchLabels"] == mongos.doc["spec"]["selector"]["matchLabels"]
+    assert policy.doc["spec"]["ingress"] == [
+        {"from": METRICS_FROM, "ports": [{"protocol": "TCP", "port": 9216}]}
+    ]
+
+
+def test_without_the_exporter_the_routers_run_mongos_alone(chart: helm_python.Chart) -> None:
+    manifests = render(chart, sharded(3, tls=TLS))
+    mongos = only(manifests, "Deployment", f"{FULLNAME}-mongodb-mongos")
+    assert [c["name"] for c in mongos.doc["spec"]["template"]["spec"]["containers"]] == ["mongos"]
+    assert "tls-ca" not in {v["name"] for v in mongos.doc["spec"]["template"]["spec"]["volumes"]}
+    assert not [m for m in manifests if m.name == f"{FULLNAME}-mongodb-exporter"]
+
+
+@requires_node
+@pytest.mark.parametrize("tls", [False, True])
+def test_the_ops_users_job_makes_the_monitor_user_through_the_routers(
+    chart: helm_python.Chart, tmp_path: Path, tls: bool
+) -> None:
+    """ops-users.js, as the Job runs it, under the fake mongosh with a router at the mongos Service's address: it
+    connects without a replicaSet option (a router is in no set) and makes the monitor user there, the cluster's."""
+    files, config = ops_users_scenario(chart, with_exporter(2, tls))
+    assert config["hosts"] == [ROUTERS]
+    assert config["replicaSetName"] is None
+    assert config["monitor"] == {"username": "harel-monitor"} and config["backup"] is None
+    root, monitor = secrets.token_hex(16), secrets.token_hex(16)
+    cluster = {
+        "members": {ROUTERS: {"setName": None, "arbiter": False, "unreachableFor": 1, "router": True}},
+        "root": {"user": config["rootUsername"], "password": root},
+        "users": {},
+        "statusError": None,
+        "electionPolls": 0,
+        "localReplsetDocs": 0,
+        "defaultWriteConcern": {"w": "majority"},
+        "config": None,
+    }
+    env = {"HAREL_MONGO_ROOT_PASSWORD": root, "HAREL_MONITOR_PASSWORD": monitor}
+
+    run = run_ops_users(tmp_path, files, config, env, cluster)
+
+    assert run.ok, run.error
+    assert {connection["options"].get("replicaSet") for connection in run.connections} == {None}
+    assert {tuple(connection["hosts"]) for connection in run.connections} == {(ROUTERS,)}
+    assert ("tls" in run.connections[-1]["options"]) is tls
+    assert run.cluster["users"]["harel-monitor"]["roles"] == [
+        {"role": "clusterMonitor", "db": "admin"},
+        {"role": "read", "db": "local"},
+    ]
+    assert {call["host"] for call in run.calls} == {ROUTERS}

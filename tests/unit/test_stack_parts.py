@@ -208,9 +208,14 @@ def test_the_sharded_cluster_reads_its_file_and_profile_on_every_command_and_not
     assert sharded.command("down", all_profiles=True) == DockerCompose(project, 1).command(
         "down", all_profiles=True
     )
-    # The user's app follows the topology's files.
+    # The user's app follows the topology's files, and the cluster's own file for the app last (its image builds on
+    # sharded-init's: app.yml's names mongo-init, which the cluster does not run).
     with_app = DockerCompose(project, 1, app=True, sharded=True)
-    assert with_app.command("up")[2:8] == [*files, "-f", str(project.app_compose_file)]
+    assert with_app.command("up")[2:10] == [
+        *files, "-f", str(project.app_compose_file), "-f", str(project.sharded_app_compose_file),
+    ]  # fmt: skip
+    assert project.sharded_app_compose_file == REPOSITORY_ROOT / "compose" / "sharded-app.yml"
+    assert project.sharded_app_compose_file.is_file()
     # HAREL_SHARDED=1 is what harel-stack's own compose reads.
     secrets = {"HAREL_MONGO_ROOT_PASSWORD": "r", "HAREL_APP_PASSWORD": "a"}
     chosen = Dependencies().compose(project, StackSettings.model_validate({**secrets, "HAREL_SHARDED": "1"}))

@@ -10,6 +10,8 @@
 // environment variable HAREL_OPS_USERS:
 //   {hosts: ["host:port", ...], replicaSetName, rootUsername, database, tlsCAFile: path (TLS with that CA) or null
 //    or "" (no TLS), deadlineSeconds, monitor: {username}|null, backup: {username}|null}
+// replicaSetName null: `hosts` are a sharded cluster's routers (the chart's mongos Service), reached without a
+// replicaSet option; a router takes the users for the whole cluster (it keeps them on the config servers).
 // and passwords from files named by HAREL_MONGO_ROOT_PASSWORD_FILE, HAREL_MONITOR_PASSWORD_FILE and
 // HAREL_BACKUP_PASSWORD_FILE (mounted secrets), or else from the variables without _FILE; never from the
 // command line.
@@ -42,7 +44,10 @@ function log(message) {
 }
 
 function primaryUrl() {
-  let query = `replicaSet=${config.replicaSetName}&authSource=admin&serverSelectionTimeoutMS=5000&connectTimeoutMS=5000`;
+  let query = 'authSource=admin&serverSelectionTimeoutMS=5000&connectTimeoutMS=5000';
+  if (config.replicaSetName) {
+    query = `replicaSet=${config.replicaSetName}&${query}`;
+  }
   if (config.tlsCAFile) {
     query += `&tls=true&tlsCAFile=${encodeURIComponent(config.tlsCAFile)}`;
   }
@@ -50,12 +55,13 @@ function primaryUrl() {
   return `mongodb://${credentials}@${config.hosts.join(',')}/?${query}`;
 }
 
-// The primary, as soon as one is elected and reachable (the init step may still be running).
+// The primary (or a router), as soon as one is elected and reachable (the init step may still be running).
 function connectToPrimary() {
   for (;;) {
     try {
       const connection = new Mongo(primaryUrl());
       const hello = connection.getDB('admin').runCommand({ hello: 1 });
+      // A router answers isWritablePrimary true too (with msg "isdbgrid").
       if (hello.isWritablePrimary) {
         return connection;
       }

@@ -39,9 +39,11 @@ Day-2 operations of the chart's MongoDB: the exporter, the backups, and the two 
 Settings of ops-users.js (its HAREL_OPS_USERS), as JSON: which users to make, and how to reach the primary.
 */}}
 {{- define "harel-stack.ops.usersConfig" -}}
+{{- $sharded := include "harel-stack.mongodb.sharded" . }}
+{{- /* A sharded cluster's users are made through its routers (no replica set named): they are the cluster's. */}}
 {{- $config := dict
-  "hosts" (splitList "," (include "harel-stack.mongodb.dataHosts" .))
-  "replicaSetName" .Values.mongodb.replicaSetName
+  "hosts" (ternary (list (include "harel-stack.mongodb.routerHost" .)) (splitList "," (include "harel-stack.mongodb.dataHosts" .)) (not (empty $sharded)))
+  "replicaSetName" (ternary nil .Values.mongodb.replicaSetName (not (empty $sharded)))
   "rootUsername" .Values.mongodb.auth.rootUsername
   "database" .Values.mongodb.database
   "tlsCAFile" (ternary "/var/run/harel/tls-secret/ca.crt" nil (not (empty (include "harel-stack.tls.clients" .))))
@@ -66,6 +68,19 @@ member's own state), comma-separated as --mongodb.uri takes them.
 {{- $uris = append $uris (printf "mongodb://%s/admin%s" $host $query) }}
 {{- end }}
 {{- join "," $uris }}
+{{- end }}
+
+{{/*
+The exporter beside each router of topology sharded (a container of the mongos Deployment's pods): its one target is
+the router of its own pod, over the pod's loopback. With TLS the CA is checked but not the name: the certificate
+names the routers' Service, not 127.0.0.1, and a loopback connection leaves the pod's network namespace never.
+*/}}
+{{- define "harel-stack.exporter.routerUri" -}}
+{{- $query := "" }}
+{{- if include "harel-stack.tls.clients" . }}
+{{- $query = printf "?tls=true&tlsCAFile=%s/ca.crt&tlsAllowInvalidHostnames=true" (include "harel-stack.tls.caDir" .) }}
+{{- end }}
+{{- printf "mongodb://127.0.0.1:%d/admin%s" (int .Values.mongodb.service.port) $query }}
 {{- end }}
 
 {{/*

@@ -86,7 +86,8 @@ class DockerCompose:
         compose/sharded.yml) and the replica set it moves aside. `sharded` (HAREL_SHARDED) reads compose/sharded.yml
         after the compose file for every command, with its profile only: the members, the observability and backup
         services are the replica set's. With `app` (HAREL_APP set) compose/app.yml follows, for every command: the
-        workers are the user's app's."""
+        workers are the user's app's; with `sharded` too, compose/sharded-app.yml last, which builds the app's image
+        on sharded-init's (app.yml's names mongo-init, which the cluster does not run)."""
         if all_profiles:
             chosen = [THREE_MEMBERS_PROFILE, OBSERVABILITY_PROFILE, SMOKE_PROFILE, BACKUP_PROFILE]
             chosen += [SHARDED_PROFILE, REPLICA_SET_ONLY_PROFILE]
@@ -102,6 +103,8 @@ class DockerCompose:
             options += ["-f", str(self.project.sharded_compose_file)]
         if self.app:
             options += ["-f", str(self.project.app_compose_file)]
+            if self.sharded:
+                options += ["-f", str(self.project.sharded_app_compose_file)]
         options += ["--env-file", str(self.project.env_file), "-p", self.project.name]
         for profile in chosen:
             options += ["--profile", profile]

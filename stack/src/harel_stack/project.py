@@ -15,6 +15,8 @@ SHARDED_COMPOSE_FILE = Path("compose") / "sharded.yml"
 SHARDED_INIT_SETTINGS = Path("compose") / "mongo-init" / "sharded-compose.json"
 # Read after COMPOSE_FILE when compose/.env sets HAREL_APP: the workers run the user's app.
 APP_COMPOSE_FILE = Path("compose") / "app.yml"
+# Read after APP_COMPOSE_FILE when the sharded cluster runs the user's app: the app's image builds on sharded-init's.
+SHARDED_APP_COMPOSE_FILE = Path("compose") / "sharded-app.yml"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,10 @@ class Project:
     @property
     def app_compose_file(self) -> Path:
         return self.root / APP_COMPOSE_FILE
+
+    @property
+    def sharded_app_compose_file(self) -> Path:
+        return self.root / SHARDED_APP_COMPOSE_FILE
 
     @property
     def env_file(self) -> Path:
