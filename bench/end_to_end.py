@@ -5,8 +5,8 @@ consumer (concurrency 1), so N workers claim at most N executions at a time; eac
 heartbeat threads. On every backend and worker count, on a fresh database, in two phases:
 
 - under load, first: `runs` workflows, started so that `in_flight` runs' worth of events are waiting at
-  any time (a new run starts as the processed count shows one finished); both grow with the workers, so
-  each worker count has the same work per worker (`bench.sizes`); the clock runs from the first
+  any time (a new run starts as the processed count shows one finished), the same at every worker count
+  (`bench.sizes`); the clock runs from the first
   start until the workers have processed every event. Events per second = events ÷ that time. Timer
   lateness under load includes waiting behind the other runs in flight.
 - paced, then: `paced_runs` workflows start one every PACE_SECONDS, below what the workers can process, so

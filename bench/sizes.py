@@ -17,10 +17,10 @@ class Sizes:
     idle_due: int
     # benchmark 4: runs of the parallel chart per interpreter
     interpreter_runs: int
-    # benchmark 5: smoke runs under load and how many of them are in flight at a time, both per worker (each
-    # worker count gets the same work per worker), then runs started one at a time, and the worker counts
-    end_to_end_runs_per_worker: int
-    end_to_end_in_flight_per_worker: int
+    # benchmark 5: smoke runs under load and how many of them are in flight at a time, then runs started
+    # one at a time, and the worker counts
+    end_to_end_runs: int
+    end_to_end_in_flight: int
     end_to_end_paced_runs: int
     end_to_end_workers: tuple[int, ...]
     # benchmark 6: events taken at each context size
@@ -28,9 +28,10 @@ class Sizes:
 
 
 # mongomock (under both the embedded default and the fake replica set) has no indexes: a claim reads every
-# execution and copies each one that is due, so its cost grows with the backlog. Keeping 4 runs in flight per
-# worker bounds the backlog (enough to keep each single-consumer worker busy: each run forks regions of its
-# own) while 20 runs per worker give 280 events per worker to count.
+# execution and copies each one that is due, so its cost grows with the backlog. Keeping 8 runs in flight
+# bounds the backlog (enough to keep 8 single-consumer workers busy: each run forks regions of its own) while
+# 40 runs give 560 events to time. The same load at every worker count: with a load growing with the workers,
+# 8 workers' backlog slows the test double on a two-core machine until runs miss the smoke check's 10 s.
 FULL = Sizes(
     name="full",
     fork_regions=(10, 50, 200),
@@ -38,8 +39,8 @@ FULL = Sizes(
     idle_executions=100_000,
     idle_due=10,
     interpreter_runs=2_000,
-    end_to_end_runs_per_worker=20,
-    end_to_end_in_flight_per_worker=4,
+    end_to_end_runs=40,
+    end_to_end_in_flight=8,
     end_to_end_paced_runs=10,
     end_to_end_workers=(1, 2, 4, 8),
     context_events=30,
@@ -52,8 +53,8 @@ QUICK = Sizes(
     idle_executions=2_000,
     idle_due=10,
     interpreter_runs=30,
-    end_to_end_runs_per_worker=2,
-    end_to_end_in_flight_per_worker=2,
+    end_to_end_runs=3,
+    end_to_end_in_flight=3,
     end_to_end_paced_runs=2,
     end_to_end_workers=(1, 2),  # the plumbing at one and several workers; scaling is the full run's
     context_events=3,

@@ -101,8 +101,8 @@ def run(sizes: Sizes) -> Results:
                 lambda setup=setup, workers=workers: end_to_end.measure(
                     setup,
                     workers,
-                    sizes.end_to_end_runs_per_worker * workers,
-                    sizes.end_to_end_in_flight_per_worker * workers,
+                    sizes.end_to_end_runs,
+                    sizes.end_to_end_in_flight,
                     sizes.end_to_end_paced_runs,
                 ),
             )

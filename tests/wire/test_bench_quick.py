@@ -120,9 +120,8 @@ def test_end_to_end_processes_every_event_for_each_worker_count_and_backend(resu
     for flow in results.end_to_end:
         which = f"{flow.backend}, {flow.workers} workers"
         assert flow.failures == [], which
-        runs = QUICK.end_to_end_runs_per_worker * flow.workers  # the same work per worker at each count
-        assert flow.runs == runs, which
-        assert flow.in_flight == QUICK.end_to_end_in_flight_per_worker * flow.workers, which
+        runs = QUICK.end_to_end_runs
+        assert (flow.runs, flow.in_flight) == (runs, QUICK.end_to_end_in_flight), which
         assert flow.events == runs * smoke_workload.EVENTS_PER_RUN
         assert flow.tallies.processed == flow.events, which
         assert len(flow.load_lateness) == runs * smoke_workload.TIMERS_PER_RUN, which
