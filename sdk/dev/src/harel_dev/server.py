@@ -86,6 +86,8 @@ DEFAULT_RW_CONCERN: dict[str, Any] = {
     "defaultWriteConcernSource": "implicit",
 }
 _STOP_JOIN_SECONDS = 5.0
+# How soon the main thread notices SIGTERM or SIGINT (its handler only records the signal).
+SIGNAL_POLL_SECONDS = 0.05
 
 
 @dataclass
@@ -557,12 +559,15 @@ class Stoppable(Protocol):
 def serve_until_signalled(server: Stoppable, announce: Callable[[], None]) -> int:
     """Run a started server (or several, behind one `stop()`) until SIGTERM or SIGINT, after `announce()`;
     stop it cleanly. The exit code."""
-    stop = threading.Event()
+    # The handler takes no lock: it runs on the main thread between two bytecodes, possibly while that thread
+    # holds one (an Event's, inside its own wait), which the handler would then wait for forever.
+    received: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, lambda signalled, _frame: received.append(signalled))
     try:
         announce()
-        stop.wait()
+        while not received:
+            time.sleep(SIGNAL_POLL_SECONDS)
     finally:
         server.stop()
     return 0
