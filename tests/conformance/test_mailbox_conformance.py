@@ -16,7 +16,7 @@ import pytest
 
 from harel.errors import LeaseLost, StepTooLarge, StoreConflict, UnreadableExecution
 from harel.executions.fields import INBOX_LIMIT_BYTES, SEQ_STRIDE, due_from
-from harel.executions.records import StepRecord
+from harel.executions.records import Delivered, StepRecord
 from harel.model import TIMER_EVENT, Event, Execution
 from harel.servertime import ServerClock
 from harel.transport.base import Claim, Failure, SendOutcome
@@ -270,6 +270,78 @@ def test_a_lost_lease_cannot_extend_release_or_fail(harness: Harness) -> None:
     assert harness.raw("a") == before, "nothing written"
     commit(harness, holder)
     assert harness.raw("a")["processed"] == ["e1"]
+
+
+# --- the claim's commit and relay work left pending ------------------------------------------------
+
+
+def emitting(harness: Harness, taken: Claim, *emits: tuple[str, Event], **options: Any) -> Any:
+    """Commit `taken`'s first pending event as one step that emits `emits` (and spawns what `spawns` says)."""
+    head = taken.pending[0]
+    record = StepRecord(head.id, emits=list(emits), spawns=options.pop("spawns", ()), trace={})
+    return harness.store.commit_claim(
+        taken, taken.execution, [record], applied=[head], timers_changed=False, **options
+    )
+
+
+def test_a_commit_with_entries_of_its_own_takes_over_an_outbox_left_pending(harness: Harness) -> None:
+    """A claim that finds another worker's outbox entries pending, and commits entries of its own, takes the
+    relay work over: the commit returns those entries to deliver first, and holds the work for its own lease,
+    so no background relay takes it meanwhile; the other worker's acknowledgement of what it delivered
+    leaves that hold alone."""
+    started(harness, "a", event("e1"))
+    first = emitting(harness, claimed(harness), ("b", event("a-1")))
+    assert first.taken_over is None and first.held, "nothing was pending: its own work, held"
+    harness.transport.send("a", event("e2"))
+    second = claimed(harness)
+    assert [e.event.id for e in second.outbox_pending or ()] == ["a-1"], "the claim reads the entries"
+    parts = emitting(harness, second, ("b", event("a-2")))
+    assert parts.held and [e.event.id for e in parts.taken_over or ()] == ["a-1"]
+    assert [e.event.id for e in parts.outbox_entries()] == ["a-1", "a-2"], "the first's entry first"
+    assert near(harness.raw("a")["relay_at"], time.time() + LEASE)
+    bound = time.time() + 3600
+    assert harness.store.take_relay_work(LEASE, bound) is None, "held by the second committer"
+    [a_1] = [e.seq for e in parts.taken_over or ()]
+    harness.store.ack_delivered([Delivered("a", (a_1,), (), time.monotonic())], retry_in=0.0)
+    assert [e["seq"] for e in harness.raw("a")["outbox"]] == [a_1 + SEQ_STRIDE], "a-1 acknowledged"
+    assert near(harness.raw("a")["relay_at"], time.time() + LEASE), "the second's hold stays"
+    assert harness.store.take_relay_work(LEASE, bound) is None
+
+
+def test_a_commit_taking_relay_work_over_sends_again_only_what_goes_to_the_targets_of_its_own(
+    harness: Harness,
+) -> None:
+    """An event may not overtake an earlier one from the same execution to the same target: the entries
+    left pending to other targets are not sent again; they stay for their worker's acknowledgement, and
+    that acknowledgement leaves the committer's hold alone."""
+    started(harness, "a", event("e1"))
+    emitting(harness, claimed(harness), ("b", event("a-1")), ("c", event("a-2")))
+    harness.transport.send("a", event("e2"))
+    parts = emitting(harness, claimed(harness), ("c", event("a-3")))
+    assert parts.held and [e.event.id for e in parts.taken_over or ()] == ["a-2"]
+    assert [e.event.id for e in parts.outbox_entries()] == ["a-2", "a-3"]
+    first = [e["seq"] for e in harness.raw("a")["outbox"][:2]]
+    harness.store.ack_delivered([Delivered("a", tuple(first), (), time.monotonic())], retry_in=0.0)
+    assert near(harness.raw("a")["relay_at"], time.time() + LEASE), "the committer's hold stays"
+
+
+def test_a_commit_leaves_pending_spawns_to_their_holder_and_its_own_entries_due_at_once(
+    harness: Harness,
+) -> None:
+    """Spawns left pending are not taken over (a child created twice costs a read to tell a repeat): the
+    commit's own entries wait with them for a relay, due at once rather than when the other holder's time
+    ends; a commit with no entries of its own takes nothing over."""
+    started(harness, "a", event("e1"))
+    emitting(harness, claimed(harness), spawns=[("a/X@1", "fork.X", {})])
+    harness.transport.send("a", event("e2"))
+    harness.transport.send("a", event("e3"))
+    quiet = emitting(harness, claimed(harness))
+    assert quiet.taken_over is None and not quiet.held, "no entries of its own: nothing to take over"
+    parts = emitting(harness, claimed(harness), ("b", event("a-2")))
+    assert parts.taken_over is None and not parts.held
+    work = harness.store.take_relay_work(LEASE, time.time() + 3600)
+    assert work is not None and [s.child_id for s in work.spawns] == ["a/X@1"], "due now, for a relay"
+    assert [e.event.id for e in work.outbox] == ["a-2"]
 
 
 # --- failures and dead letters --------------------------------------------------------------------

@@ -638,4 +638,41 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_an_idle_relay_loop_backs_off_and_a_postponed_delivery_keeps_it_at_the_retry_pace",
         ),
     ),
+    Mutant(
+        "takeover-overtakes-the-pending-outbox",
+        "a commit that takes relay work over sends its own entries without the pending ones to the same targets",
+        (
+            Edit(
+                COMMITS,
+                "    return [entry for entry in pending if entry.target_id in targets]",
+                "    return []",
+            ),
+        ),
+        _on(
+            MAILBOX_CHECKS,
+            "test_a_commit_with_entries_of_its_own_takes_over_an_outbox_left_pending",
+            ids=MONGO,
+        )
+        + _on(
+            UNIT_WORKER,
+            "test_a_commit_made_while_another_worker_relays_takes_the_relay_over_and_delivers_at_once",
+        ),
+    ),
+    Mutant(
+        "acknowledgement-ends-a-takers-hold",
+        "acknowledging delivered work makes what is left due for a background relay, though a committer holds it",
+        (
+            Edit(
+                WRITES,
+                'retry_at = {"$max": ["$relay_at", now_plus(retry_in)]} if others_hold else now_plus(retry_in)',
+                "retry_at = now_plus(retry_in)",
+            ),
+        ),
+        _on(
+            MAILBOX_CHECKS,
+            "test_a_commit_with_entries_of_its_own_takes_over_an_outbox_left_pending",
+            "test_a_commit_taking_relay_work_over_sends_again_only_what_goes_to_the_targets_of_its_own",
+            ids=MONGO,
+        ),
+    ),
 )

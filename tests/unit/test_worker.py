@@ -915,11 +915,14 @@ def test_a_worker_that_has_not_read_the_servers_clock_yet_fails_no_sender(backen
     assert [e.target_id for e in backend.store.pending_outbox()] == ["nobody-at-all"]
 
 
-def test_a_commit_made_while_another_worker_relays_is_relayed_at_once(backend: Deployment) -> None:
-    """A second worker claims while the first still delivers its commit's event (so it leaves the relay to
-    it), and the first acknowledges (its relay loop's acknowledgement of what it delivered) before the second
-    commits: the second commit's event is due for the background relay at once, not after a lease's
-    length."""
+def test_a_commit_made_while_another_worker_relays_takes_the_relay_over_and_delivers_at_once(
+    backend: Deployment,
+) -> None:
+    """A second worker claims while the first still delivers its commit's event, and the first acknowledges
+    (its relay loop's acknowledgement of what it delivered) before the second commits: the second commit
+    takes the relay work over and delivers it at once, the first's event again (the receiver drops the
+    repeat by its id) and then its own, with no background relay; the first's acknowledgement leaves the
+    second's hold alone."""
     app = make_app()
     first, second = backend.worker(app), backend.worker(app)
     for execution_id in ("s", "t"):
@@ -929,13 +932,16 @@ def test_a_commit_made_while_another_worker_relays_is_relayed_at_once(backend: D
     store, transport = backend.store, backend.transport
     original_send, original_commit, original_ack = transport.send, store.commit_claim, store.ack_delivered
     rival = threading.Thread(target=second.process_one)
+    sent: list[tuple[str, str, str]] = []
 
     def send_while_the_second_claims(target: str, event: Event, **kwargs: Any) -> Any:
         if target == "t" and not second_committing.is_set():
             send(backend, "s", "tell-2", "tell", to="t")
             rival.start()
             assert second_committing.wait(5), "the second worker claimed and is about to commit"
-        return original_send(target, event, **kwargs)
+        outcome = original_send(target, event, **kwargs)
+        sent.append((threading.current_thread().name, event.id, outcome.value))
+        return outcome
 
     def commit(claim: Any, *args: Any, **kwargs: Any) -> Any:
         if threading.current_thread() is rival:
@@ -957,8 +963,11 @@ def test_a_commit_made_while_another_worker_relays_is_relayed_at_once(backend: D
     assert first.acknowledge_delivered() == 1, "delivered in full, acknowledged later"
     rival.join(5)
     assert not rival.is_alive() and second_committing.is_set() and first_acked.is_set()
-    assert [(e.target_id, e.event.name) for e in store.pending_outbox()] == [("t", "bump")]
-    assert first.relay_once() == 1, "due now, with the deployment's clock where it was"
+    by_second = [(event_id, outcome) for name, event_id, outcome in sent if name == rival.name]
+    assert [outcome for _, outcome in by_second] == ["duplicate", "queued"], "the first's again, then its own"
+    assert [(e.target_id, e.event.name) for e in store.pending_outbox()] == [("t", "bump")], "held"
+    assert first.relay_once() == 0, "held by the second, which delivered it: nothing for a background relay"
+    assert second.acknowledge_delivered() == 1
     assert store.pending_outbox() == []
     pump(first)
     assert store.load("t").context["n"] == 2

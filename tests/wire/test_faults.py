@@ -473,7 +473,7 @@ def test_relay_stopping_between_send_and_ack_resends_and_dedupe_absorbs_it(
     the committer's hold on the work ends, a relay run again (as a restarted worker's would) takes it,
     sends it a second time (refused as already processed) and acknowledges it. `bumped` took effect once."""
     seam = seams.open("relay")
-    worker = seam.worker(tally.app, lease_seconds=0.5)
+    worker = seam.worker(tally.app, lease_seconds=2.0)
     execution_id = start_tally(seam, tally, worker)
     sink = f"{execution_id}-sink"
     bump(seam, tally, execution_id, BUMP)
@@ -492,7 +492,7 @@ def test_relay_stopping_between_send_and_ack_resends_and_dedupe_absorbs_it(
     assert loaded(seam, sink).context["received"] == 1
     restarted = seams.open("relay-restarted").worker(tally.app)
     assert restarted.relay_once() == 0, "the committer's hold on the work has not ended"
-    wait_until(lambda: restarted.relay_once() == 1, 5.0, "the relay work to be taken over")
+    wait_until(lambda: restarted.relay_once() == 1, 10.0, "the relay work to be taken over")
     assert seam.store.pending_outbox() == []
     assert restarted.counters["redeliveries"] == 1
     assert not worker.process_one(), "nothing was queued a second time"

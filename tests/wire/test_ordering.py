@@ -180,7 +180,8 @@ def test_three_workers_deliver_each_event_and_create_each_child_once(
     replica_set: Deployment, admin: MongoClient[Any], worker_processes: WorkerProcesses
 ) -> None:
     """No fault: the committing worker relays its own entries, so repeated deliveries (sends refused as
-    duplicates, children found existing) stay under 1% of what was relayed, and no child is created twice."""
+    duplicates, children found existing) stay under 1% of what was relayed, those of a committer that took
+    another's relay work over aside (it sends that work again first), and no child is created twice."""
     running = [worker_processes.harel_worker(replica_set.url, http_port=free_port()) for _ in range(WORKERS)]
     for worker in running:
         worker.wait_registered(admin)
@@ -195,8 +196,9 @@ def test_three_workers_deliver_each_event_and_create_each_child_once(
 
     relayed = sum(metric(w, "harel_relayed_total") for w in running)
     repeated = sum(metric(w, "harel_redeliveries_total") for w in running)
+    taken_over = sum(metric(w, "harel_relay_takeovers_total") for w in running)
     assert relayed >= 20 * 3 * len(REGIONS)
-    assert repeated / relayed < 0.01, (repeated, relayed)
+    assert (repeated - taken_over) / relayed < 0.01, (repeated, taken_over, relayed)
     for root in roots:
         report = check(gather(store, root, 60))
         assert report.passed, report.failures

@@ -35,6 +35,12 @@ class Metrics:
             "and creations of a child that existed",
             registry=r,
         )
+        self.relay_takeovers = Counter(
+            "harel_relay_takeovers",
+            "Outbox entries another worker delivered and had not acknowledged, sent again by a committer that "
+            "took its relay work over (each a repeated delivery when the other had delivered it)",
+            registry=r,
+        )
         self.unknown_outcomes = Counter(
             "harel_unknown_commit_outcomes", "Commits whose reply was lost, resolved by reloading", registry=r
         )

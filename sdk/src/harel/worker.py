@@ -15,9 +15,11 @@ One claim, end to end (ARCHITECTURE.md):
    its start event in its mailbox), then the outbox events in seq order (one send each). Events from one
    execution to another therefore arrive in the order they were sent. Work delivered in full needs no
    acknowledgement of its own: this worker's next commit of the execution trims it, or the relay loop
-   acknowledges what is left of it, for every execution at once, in one bulk command. (A worker that dies
-   first leaves it held: the background relay delivers it again once the hold ran out, and the receivers
-   drop the repeats by event id and child id.)
+   acknowledges what is left of it, for every execution at once, in one bulk command. A worker whose
+   claim found another's outbox entries still there, and whose commit has entries of its own, takes the
+   relay work over and delivers those to the same targets again before its own (`claim_commit_parts`). (A worker that dies first leaves
+   its work held: the background relay delivers it again once the hold ran out, and the receivers drop
+   the repeats by event id and child id.)
 
 - A lost CAS or lease (`StoreConflict`, `LeaseLost`) changes nothing: the events stay for whoever holds
   the execution now. A commit whose reply was lost is resolved by reading the dedupe mark and the lease.
@@ -533,6 +535,8 @@ class Worker:
                 if self._delivered.get(parts.execution_id) is parts.trimmed:
                     del self._delivered[parts.execution_id]  # acknowledged by this commit
         if parts.relays and parts.held:
+            if parts.taken_over:
+                self.metrics.relay_takeovers.inc(len(parts.taken_over))
             work = RelayWork(parts.execution_id, parts.outbox_entries(), parts.spawn_entries())
             self._deliver(work, own=True)
 

@@ -242,7 +242,10 @@ class AsyncMongoStore(MongoCollections):
     async def ack_delivered(self, delivered: Sequence[Delivered], *, retry_in: float) -> None:
         """Acknowledge the relay work of several executions, each delivered in full, in one command."""
         if delivered:
-            acks = [writes.relay_ack_write(d.execution_id, d.outbox, d.spawns, retry_in) for d in delivered]
+            acks = [
+                writes.relay_ack_write(d.execution_id, d.outbox, d.spawns, retry_in, others_hold=True)
+                for d in delivered
+            ]
             requests = [self.partitions.keyed(ack).request() for ack in acks]
             await self._executions.bulk_write(requests, ordered=False)
 

@@ -55,16 +55,21 @@ class CommitParts:
     timers: dict[str, float] | None  # the whole stored `timers` when the steps changed them
     next_fire_at: float | None
     relay_grace: float = RELAY_GRACE_SECONDS  # how long the committer holds its relay work
-    held: bool = True  # whether the committer relays its entries itself (no one else's work was pending)
+    held: bool = True  # whether the committer relays its entries itself
     # the committer's own earlier relay work, delivered and not yet acknowledged: trimmed by this commit
     trimmed: Delivered | None = None
+    # outbox entries another worker left pending to the targets of the committer's own, which it delivers
+    # again before its own: it takes the relay work over (its hold replaces theirs); None: it takes nothing
+    # over
+    taken_over: tuple[OutboxEntry, ...] | None = None
 
     @property
     def relays(self) -> bool:
         return bool(self.outbox or self.spawns)
 
     def outbox_entries(self) -> list[OutboxEntry]:
-        return [parse_outbox_entry(self.execution_id, e) for e in self.outbox]
+        """What the committer relays: the entries it took over, then its own, in seq order."""
+        return [*(self.taken_over or ()), *(parse_outbox_entry(self.execution_id, e) for e in self.outbox)]
 
     def spawn_entries(self) -> list[SpawnEntry]:
         return [parse_spawn_entry(e) for e in self.spawns]
@@ -143,6 +148,7 @@ def commit_parts(
     relay_grace: float = RELAY_GRACE_SECONDS,
     held: bool = True,
     trimmed: Delivered | None = None,
+    taken_over: Sequence[OutboxEntry] | None = None,
 ) -> CommitParts:
     """`exe` after the steps of `records`, which started at version `expected`; it is stored at version
     `expected + len(records)` (one step: the seed's `+1`)."""
@@ -173,6 +179,7 @@ def commit_parts(
         relay_grace=relay_grace,
         held=held,
         trimmed=trimmed,
+        taken_over=None if taken_over is None else tuple(taken_over),
     )
 
 
@@ -186,24 +193,43 @@ def claim_commit_parts(
 ) -> CommitParts:
     """What a claim's commit writes: the steps from the claimed version; `next_fire_at` skips timers whose
     events still wait in the mailbox (fired already, not applied in this batch); the committer holds the
-    relay work for as long as its lease was, unless the claim found relay work already pending that is not
-    the committer's own `delivered` work (which this commit trims: the acknowledgement rides on it)."""
+    relay work for as long as its lease was. Relay work the claim found pending is the committer's own
+    `delivered` work (which this commit trims: the acknowledgement rides on it), or another worker's: when
+    this commit has entries of its own and that work is outbox entries only, the committer takes it over
+    and delivers again, before its own, those to the targets of its own (the receivers drop the repeats by
+    event id; an event may not overtake an earlier one to the same target), rather than leave its own
+    waiting for that worker's acknowledgement and a background relay. The rest stays for that worker's
+    acknowledgement, or a relay once the committer's hold ends. Pending spawns are left to their holder (a
+    child created twice costs a read to tell a repeat from a taken id)."""
     applied_ids = {p.id for p in applied}
     waiting = [p for p in claim.pending if p.id not in applied_ids]
     trimmed = delivered if delivered is not None and delivered.covers(claim) else None
-    held = claim.relay_idle or trimmed is not None
+    takes_over = (
+        any(record.emits or record.spawns for record in records)
+        and not claim.relay_idle
+        and trimmed is None
+        and not claim.relay_spawns
+        and claim.outbox_pending is not None
+    )
+    held = claim.relay_idle or trimmed is not None or takes_over
     return commit_parts(
         exe,
         records,
         expected=claim.execution.version,
         timers_changed=timers_changed,
         fired_timer_paths=fired_timer_paths(waiting, exe.timers),
-        # a claim that found relay work pending leaves delivery to whoever holds it, so it holds nothing:
-        # if that holder acknowledged meanwhile, this commit's entries are due for the background relay now
+        # a claim that found relay work pending and takes nothing over leaves delivery to whoever holds it,
+        # so it holds nothing: if that holder acknowledged meanwhile, its entries are due for a relay now
         relay_grace=claim.lease_until - claim.server_time if held else 0.0,
         held=held,
         trimmed=trimmed,
+        taken_over=_to_the_same_targets(claim.outbox_pending or (), records) if takes_over else None,
     )
+
+
+def _to_the_same_targets(pending: Sequence[OutboxEntry], records: Sequence[StepRecord]) -> list[OutboxEntry]:
+    targets = {target for record in records for target, _ in record.emits if target is not None}
+    return [entry for entry in pending if entry.target_id in targets]
 
 
 def _appended(field_name: str, entries: Sequence[Any], keep: int | None = None) -> dict[str, Any]:
@@ -228,8 +254,12 @@ def _relay_fields(parts: CommitParts) -> dict[str, Any]:
         fields["outbox"] = _appended("outbox", parts.outbox)
     if parts.spawns:
         fields["spawns"] = _appended("spawns", parts.spawns)
-    if parts.relays:
+    if parts.taken_over is not None:
+        fields["relay_at"] = now_plus(parts.relay_grace)
+    elif parts.relays and parts.held:
         fields["relay_at"] = {"$ifNull": ["$relay_at", now_plus(parts.relay_grace)]}
+    elif parts.relays:
+        fields["relay_at"] = NOW  # left to a relay: due now, not when the other holder's time ends
     return fields
 
 

@@ -40,12 +40,15 @@ Beyond the seed, for listings and relays:
     status, parent_id, created_at, updated_at                                           create, commit
                     promoted from `data`, so listings filter and sort on the server and
                     statistics count by status (`data` stays the whole truth).
-    relay_at        null, or when relay work on the outbox and spawns may be taken by   commit (when null),
-                    a background relay (server clock). The worker that commits entries  relays, pass park,
-                    relays them itself at once and holds them for its lease's length    operator
-                    (RELAY_GRACE_SECONDS for a commit outside a claim); a relay that
-                    takes the work holds it for its own lease, and clears the field
-                    once nothing is left. Indexed, so relays never scan.
+    relay_at        null, or when relay work on the outbox and spawns may be taken by   commit (when null,
+                    a background relay (server clock). The worker that commits entries  or taking over),
+                    relays them itself at once and holds them for its lease's length    relays, pass park,
+                    (RELAY_GRACE_SECONDS for a commit outside a claim); a commit that   operator
+                    takes over another's outbox replaces that hold with its own, one
+                    that leaves pending children to their holder makes its entries due
+                    now; a relay that takes the work holds it for its own lease, and
+                    clears the field once nothing is left. Indexed, so relays never
+                    scan.
     p               the partition, on a partitioned deployment only (P > 1, recorded   create (from the
                     in `harel_meta`): a fixed hash of the root execution id mod P, so   shard key of its
                     a root and its regions share it. With `_id` the shard key           upsert's filter)

@@ -51,8 +51,9 @@ class Claim:
     claim. `attempts` counts the failed attempts at the head event. `previous_owner` names the holder of an
     expired lease this claim took over. `relay_idle` is True when no relay work was pending on the
     execution, so the worker that commits may relay its own entries at once; `relay_outbox` and
-    `relay_spawns` are the seqs of what was pending. `state_bytes` is the size of the execution's state
-    (`data`) as the claim read it."""
+    `relay_spawns` are the seqs of what was pending, and `outbox_pending` the outbox entries themselves
+    (None when one of them cannot be read: the relay parks it). `state_bytes` is the size of the
+    execution's state (`data`) as the claim read it."""
 
     execution: Execution
     pending: tuple[Pending, ...]
@@ -65,6 +66,7 @@ class Claim:
     state_bytes: int
     relay_outbox: tuple[int, ...] = ()
     relay_spawns: tuple[int, ...] = ()
+    outbox_pending: tuple[OutboxEntry, ...] | None = ()
 
     @property
     def execution_id(self) -> str:

@@ -263,8 +263,8 @@ def parse_send_diagnosis(documents: Sequence[Mapping[str, Any]]) -> SendOutcome:
 
 
 def _seqs(entries: Any) -> tuple[int, ...]:
-    """The seqs of relay entries as a claim projects them (`outbox.seq`); none where not readable: the
-    relay reads the entries themselves, and parks what it cannot."""
+    """The seqs of relay entries as a claim projects them; none where not readable: the relay reads the
+    entries themselves, and parks what it cannot."""
     if not isinstance(entries, list):
         return ()
     return tuple(e["seq"] for e in entries if isinstance(e, Mapping) and isinstance(e.get("seq"), int))
@@ -301,7 +301,17 @@ def parse_claim(document: Mapping[str, Any], owner: str) -> Claim:
         state_bytes=len(document["data"].encode()),
         relay_outbox=_seqs(document.get("outbox")),
         relay_spawns=_seqs(document.get("spawns")),
+        outbox_pending=_outbox_pending(document),
     )
+
+
+def _outbox_pending(document: Mapping[str, Any]) -> tuple[OutboxEntry, ...] | None:
+    """The outbox entries a claim found, in seq order; None when one cannot be read (the relay parks it)."""
+    entries = document.get("outbox") or []
+    try:
+        return tuple(sorted((parse_outbox_entry(document["_id"], e) for e in entries), key=lambda e: e.seq))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def parse_lease_until(document: Mapping[str, Any] | None) -> float | None:

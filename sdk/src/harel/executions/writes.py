@@ -141,7 +141,7 @@ CLAIM_PROJECTION = (
     "attempts",
     "relay_at",
     "timers",
-    "outbox.seq",
+    "outbox",
     "spawns.seq",
 )
 
@@ -525,11 +525,19 @@ def relay_take_write(lease: float, bound: float) -> Write:
 
 
 def relay_ack_write(
-    execution_id: str, outbox_seqs: Sequence[int], spawn_seqs: Sequence[int], retry_in: float
+    execution_id: str,
+    outbox_seqs: Sequence[int],
+    spawn_seqs: Sequence[int],
+    retry_in: float,
+    *,
+    others_hold: bool = False,
 ) -> Write:
     """Remove what was delivered; what is left (a target that does not exist yet, a full mailbox) is due
-    again after `retry_in`, and `relay_at` is cleared once nothing is left."""
+    again after `retry_in`, and `relay_at` is cleared once nothing is left. `others_hold`: what is left is
+    not the acknowledging relay's (its own was delivered in full), so a later hold on it stays (a committer
+    that took the relay work over holds it)."""
     left = {"$add": [{"$size": array("outbox")}, {"$size": array("spawns")}]}
+    retry_at = {"$max": ["$relay_at", now_plus(retry_in)]} if others_hold else now_plus(retry_in)
     return Write(
         {"_id": execution_id},
         [
@@ -539,7 +547,7 @@ def relay_ack_write(
                     "spawns": without("spawns", "seq", spawn_seqs),
                 }
             },
-            {"$set": {"relay_at": {"$cond": [{"$gt": [left, 0]}, now_plus(retry_in), None]}}},
+            {"$set": {"relay_at": {"$cond": [{"$gt": [left, 0]}, retry_at, None]}}},
         ],
     )
 
