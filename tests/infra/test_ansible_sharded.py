@@ -14,6 +14,7 @@ import secrets
 import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,13 @@ from pymongo import MongoClient
 
 from tests.fake_mongod.fixtures import FakeProcess
 from tests.infra import test_ansible as base
+from tests.infra import test_ansible_operations as ops
 from tests.infra.test_ansible import (
     ANSIBLE,
     ANSIBLE_PLAYBOOK,
     BIN,
     PLAYBOOKS,
+    ROLES,
     Ansible,
     local_inventory,
     mongodb_variables,
@@ -359,3 +362,239 @@ def test_a_first_run_installs_the_first_worker_host_then_initialises_the_cluster
     assert "TASK [worker : Install harel and its dependencies into the virtualenv]" in second.output
     ahead = second.output[: second.output.index("TASK [sharded_init : Run the router steps]")]
     assert "TASK [worker :" not in ahead
+
+
+# --- the exporter on a sharded cluster: every member and router, its user made on each set ------------------------
+
+METRICS_PLAY = "MongoDB metrics - the Percona mongodb_exporter on every member and router, reading its own mongod or mongos"
+
+
+def test_on_a_sharded_inventory_the_exporter_runs_on_every_member_and_router_and_its_user_on_each_set(
+    ansible: Ansible,
+) -> None:
+    by_name = dict(listed_plays(ansible, SHARDED_INVENTORY))
+    assert sorted(by_name[METRICS_PLAY]) == sorted(
+        [f"cfg{n}.harel.example" for n in (1, 2, 3)]
+        + [f"shard{n}-{m}.harel.example" for n in (0, 1) for m in "abc"]
+        + ["mongos1.harel.example", "mongos2.harel.example"]
+    )
+    # Through the routers (a cluster user, kept on the config servers), then on each shard's own set.
+    assert debug(ansible, "shard1-c.harel.example", "mongodb_exporter_user_sets") == [
+        {"hosts_group": "mongodb_mongos", "replset_name": ""},
+        {"hosts_group": "mongodb_shard0", "replset_name": "shard0"},
+        {"hosts_group": "mongodb_shard1", "replset_name": "shard1"},
+    ]
+
+
+# Runs ops-users.js under Node.js against the fake mongosh, one simulated set (or router group) per file in
+# $FAKE_CLUSTERS, named by the first host the script is given.
+MONGOSH_PER_SET = ops.MONGOSH_STAND_IN.replace(
+    'state = pathlib.Path(os.environ["FAKE_CLUSTER"])',
+    'state = pathlib.Path(os.environ["FAKE_CLUSTERS"], '
+    'json.loads(os.environ["HAREL_OPS_USERS"])["hosts"][0].replace(":", "_") + ".json")',
+)
+# A small sharded inventory, every host this machine (connection local): two routers, a config server, two shards.
+SETS = {
+    "mongodb_mongos": ("", ["mongos1", "mongos2"]),
+    "mongodb_configsvr": ("cfg", ["cfg1"]),
+    "mongodb_shard0": ("shard0", ["shard0-a", "shard0-b"]),
+    "mongodb_shard1": ("shard1", ["shard1-a"]),
+}
+
+
+@dataclass(frozen=True)
+class ExporterRuns:
+    first: base.Run
+    second: base.Run
+    clusters: Path
+    calls: Path
+    units: Path
+    targets: Path
+    passwords: tuple[str, str]
+
+
+@pytest.fixture(scope="module")
+def exporter_runs(ansible: Ansible, tmp_path_factory: pytest.TempPathFactory) -> ExporterRuns:
+    """The exporter role's user step on every member and router of a sharded inventory, its unit rendered for each
+    host, and the monitoring role's targets, twice (the second run changes nothing)."""
+    directory = tmp_path_factory.mktemp("sharded-exporter")
+    tools, clusters, units, targets = (
+        directory / name for name in ("bin", "clusters", "units", "prometheus")
+    )
+    for folder in (tools, clusters, units):
+        folder.mkdir()
+    stand_in = tools / "mongosh"
+    stand_in.write_text(
+        f"#!{sys.executable}\nNODE = {ops.NODE!r}\nFAKE_MONGOSH = {str(ops.FAKE_MONGOSH)!r}\n{MONGOSH_PER_SET}"
+    )
+    stand_in.chmod(0o755)
+    root, monitor = secrets.token_hex(16), secrets.token_hex(16)
+    for group, (set_name, hosts) in SETS.items():
+        if group == "mongodb_configsvr":
+            continue  # reached through the routers
+        members = {
+            f"{host}:27017": {
+                "setName": set_name or None,
+                "arbiter": False,
+                "unreachableFor": 0,
+                "router": not set_name,
+            }
+            for host in hosts
+        }
+        state = {
+            "members": members,
+            "root": {"user": "root", "password": root},
+            "users": {},
+            "statusError": None,
+        }
+        state |= {"electionPolls": 0, "localReplsetDocs": 1, "defaultWriteConcern": None, "config": None}
+        (clusters / f"{hosts[0]}_27017.json").write_text(json.dumps(state))
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    router_vars = {"mongodb_cluster_role": "mongos"}
+    inventory = directory / "inventory.yml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {
+                        "mongodb": {
+                            "children": {
+                                group: {"hosts": dict.fromkeys(hosts, local)}
+                                for group, (_, hosts) in SETS.items()
+                                if group != "mongodb_mongos"
+                            }
+                        },
+                        "mongodb_mongos": {
+                            "hosts": dict.fromkeys(SETS["mongodb_mongos"][1], local | router_vars)
+                        },
+                        "monitoring": {"hosts": {"prometheus": local}},
+                    }
+                }
+            }
+        )
+    )
+    playbook = directory / "play.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "The exporter's user on each set, and its unit",
+                    "hosts": "mongodb:mongodb_mongos",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "The role's user step",
+                            "ansible.builtin.include_role": {
+                                "name": "mongodb_exporter",
+                                "tasks_from": "users",
+                                "public": True,
+                            },
+                        },
+                        {
+                            "name": "The role's unit",
+                            "ansible.builtin.template": {
+                                "src": str(
+                                    ROLES
+                                    / "mongodb_exporter"
+                                    / "templates"
+                                    / "harel-mongodb-exporter.service.j2"
+                                ),
+                                "dest": str(units / "{{ inventory_hostname }}.service"),
+                                "mode": "0600",
+                            },
+                        },
+                    ],
+                },
+                {"name": "Targets", "hosts": "monitoring", "gather_facts": False, "roles": ["monitoring"]},
+            ],
+            sort_keys=False,
+        )
+    )
+    variables = {
+        "mongodb_root_password": root,
+        "mongodb_exporter_password": monitor,
+        "mongodb_ops_users_wait_seconds": 30,
+        # inventories/sharded-example's list for this inventory (the test above reads the example's own).
+        "mongodb_exporter_user_sets": [
+            {"hosts_group": group, "replset_name": set_name}
+            for group, (set_name, _) in SETS.items()
+            if group != "mongodb_configsvr"
+        ],
+        "monitoring_rules_dir": str(targets / "rules"),
+        "monitoring_targets_dir": str(targets / "file_sd"),
+        "monitoring_dashboards_dir": "",
+        "monitoring_file_owner": getpass.getuser(),
+    }
+    calls = directory / "calls.jsonl"
+    environment = {
+        **ansible.environment,
+        "PATH": f"{tools}:{ansible.environment['PATH']}",
+        "FAKE_CLUSTERS": str(clusters),
+        "FAKE_CALLS": str(calls),
+    }
+    runner = Ansible(environment, ansible.scratch)
+    first = runner.playbook(playbook, inventory, variables)
+    second = runner.playbook(playbook, inventory, variables)
+    return ExporterRuns(first, second, clusters, calls, units, targets / "file_sd", (root, monitor))
+
+
+@pytest.mark.skipif(ops.NODE is None, reason="node (Node.js) runs ops-users.js against the fake mongosh")
+def test_the_monitor_user_is_made_once_through_the_routers_and_once_on_each_shard(
+    exporter_runs: ExporterRuns,
+) -> None:
+    first, second = exporter_runs.first, exporter_runs.second
+    assert first.returncode == 0, first.output
+    for secret in exporter_runs.passwords:
+        assert secret not in first.output
+    configs = [
+        json.loads(json.loads(line)["env"]["HAREL_OPS_USERS"])
+        for line in exporter_runs.calls.read_text().splitlines()
+    ]
+    first_run = configs[: len(configs) // 2]
+    # One script run per set, from the first host of its group; the rerun makes the same three.
+    assert [(c["hosts"], c["replicaSetName"]) for c in first_run] == [
+        (["mongos1:27017", "mongos2:27017"], ""),
+        (["shard0-a:27017", "shard0-b:27017"], "shard0"),
+        (["shard1-a:27017"], "shard1"),
+    ]
+    assert configs[len(configs) // 2 :] == first_run
+    assert all(c["monitor"] == {"username": "harel-monitor"} and c["backup"] is None for c in first_run)
+    for cluster in exporter_runs.clusters.iterdir():
+        users = json.loads(cluster.read_text())["users"]
+        assert {name: user["pwd"] for name, user in users.items()} == {
+            "harel-monitor": exporter_runs.passwords[1]
+        }
+    assert second.returncode == 0, second.output
+    for host in ("mongos1", "cfg1", "shard0-b", "prometheus"):
+        assert second.recap(host)["changed"] == 0, second.output
+
+
+def test_a_routers_exporter_follows_mongos_and_asks_no_replica_set_status(
+    exporter_runs: ExporterRuns,
+) -> None:
+    assert exporter_runs.first.returncode == 0, exporter_runs.first.output
+
+    def exec_start(host: str) -> tuple[str, list[str]]:
+        unit = (exporter_runs.units / f"{host}.service").read_text()
+        [after] = [line for line in unit.splitlines() if line.startswith("After=")]
+        [start] = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+        assert exporter_runs.passwords[1] not in unit
+        return after, start.split()
+
+    after, router = exec_start("mongos1")
+    assert after == "After=network-online.target harel-mongos.service"
+    assert "--mongodb.uri=mongodb://127.0.0.1:27017/admin" in router
+    assert "--compatible-mode" in router and "--collector.diagnosticdata" in router
+    assert "--collector.replicasetstatus" not in router
+    for member in ("cfg1", "shard0-a"):
+        after, command = exec_start(member)
+        assert after == "After=network-online.target mongod.service"
+        assert "--collector.replicasetstatus" in command
+
+
+def test_prometheus_targets_name_every_members_and_routers_exporter(exporter_runs: ExporterRuns) -> None:
+    assert exporter_runs.first.returncode == 0, exporter_runs.first.output
+    targets = json.loads((exporter_runs.targets / "harel-mongodb.json").read_text())
+    hosts = [host for _, members in SETS.values() for host in members]
+    assert sorted(t["labels"]["inventory_host"] for t in targets) == sorted(hosts)
+    assert sorted(address for t in targets for address in t["targets"]) == sorted(f"{h}:9216" for h in hosts)

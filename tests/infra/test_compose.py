@@ -343,8 +343,13 @@ def test_data_and_keyfile_live_in_named_volumes(compose: dict[str, Any], service
 # --- compose/.env.example ------------------------------------------------------------------------------------
 
 
+# The sharded cluster's files (compose/sharded.yml, its observability and its app's), read after the others.
+SHARDED_FILES = tuple(COMPOSE_DIR / name for name in ("sharded.yml", "sharded-observability.yml", "sharded-app.yml"))
+
+
 def _compose_text() -> str:
-    return "\n".join(path.read_text(encoding="utf-8") for path in (COMPOSE_FILE, OPERATIONS_FILE, APP_FILE))
+    files = (COMPOSE_FILE, OPERATIONS_FILE, APP_FILE, *SHARDED_FILES)
+    return "\n".join(path.read_text(encoding="utf-8") for path in files)
 
 
 def _tls_mode_files() -> dict[str, dict[str, str]]:
@@ -396,6 +401,8 @@ def test_env_example_defaults_match_the_compose_defaults() -> None:
         "HAREL_MONITOR_PASSWORD",
         "HAREL_APP_DIR",
         "HAREL_APP",
+        # The sharded cluster's exporter (compose/sharded-observability.yml), for the same reason.
+        "HAREL_MONITOR_PASSWORD",
     ]
     assert "HAREL_MONITOR_PASSWORD" in SECRET_VARIABLES
     for secret in (*SECRET_VARIABLES, "HAREL_MONGO_PREVIOUS_ROOT_PASSWORD"):

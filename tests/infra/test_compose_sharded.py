@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from harel_stack.cli import Dependencies
 from harel_stack.compose import DockerCompose
@@ -30,6 +32,9 @@ from tests.infra.compose_render import (
     secret_value,
 )
 from tests.infra.test_compose_hardening import hardening_faults
+from tests.infra.test_helm import requires_node
+from tests.infra.test_helm_operations import initiated_cluster, run_ops_users
+from tests.infra.test_observability import OPS_USERS
 from tests.infra.tools import docker_compose, mongosh
 from tests.unit.mongo_init import load
 
@@ -229,11 +234,15 @@ def test_the_command_lines_harel_stack_runs_render_the_cluster_and_down_reaches_
     assert isinstance(compose, DockerCompose)
 
     up = rendered_services(compose.command("config"), env)
-    assert set(up) == {"keyfile", "tls", "cfg1", "sh1", "sh2", "mongos", "sharded-init", "worker"}
+    assert set(up) == {"keyfile", "tls", "cfg1", "sh1", "sh2", "mongos", "sharded-init", "worker"} | set(
+        CLUSTER_OBSERVABILITY
+    )
     # The host reaches the router, on the loopback only, where it reached mongo1.
     published = [(name, port) for name, service in up.items() for port in service.get("ports", [])]
-    assert [(name, port["host_ip"], port["published"], port["target"]) for name, port in published] == [
-        ("mongos", "127.0.0.1", "27017", 27017)
+    assert sorted((name, port["host_ip"], port["published"], port["target"]) for name, port in published) == [
+        ("grafana", "127.0.0.1", "3000", 3000),
+        ("mongos", "127.0.0.1", "27017", 27017),
+        ("prometheus", "127.0.0.1", "9090", 9090),
     ]
 
     # `down`, whatever compose/.env says now, reaches every service of either topology: the replica set's with each of
@@ -411,3 +420,191 @@ def test_the_local_certificate_names_every_host_clients_reach_with_tls(services:
     names = set(re.findall(r"DNS:([\w-]+)", line))
     assert names >= {services[name]["hostname"] for name in ("cfg1", "sh1", "sh2", "mongos")}
     assert names >= {"mongo1", "mongo2", "mongo3"}
+
+
+# --- the observability profile on the cluster (compose/sharded-observability.yml) ----------------------------------
+
+# What the cluster runs in the observability profile: its own monitor users and exporter, observability.yml's
+# Prometheus and Grafana.
+CLUSTER_OBSERVABILITY = (
+    "cluster-ops-users",
+    "shard-ops-users-sh1",
+    "shard-ops-users-sh2",
+    "cluster-exporter",
+    "prometheus",
+    "grafana",
+)
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The cluster with HAREL_OBSERVABILITY=1, rendered from harel-stack's command line, without TLS and with
+    requireTLS."""
+    return {
+        mode: harel_stack_renders(
+            tmp_path_factory.mktemp(mode), HAREL_OBSERVABILITY="1", HAREL_TLS_MODE=mode
+        )[1]
+        for mode in ("disabled", "requireTLS")
+    }
+
+
+def exporter_uris(service: dict[str, Any]) -> list[str]:
+    [uris] = [a.removeprefix("--mongodb.uri=") for a in service["command"] if a.startswith("--mongodb.uri=")]
+    return uris.split(",")
+
+
+@pytest.mark.parametrize("mode", ["disabled", "requireTLS"])
+def test_with_observability_the_cluster_runs_its_own_exporter_in_place_of_the_replica_sets(
+    observed: dict[str, dict[str, Any]], mode: str, tmp_path: Path
+) -> None:
+    compose = observed[mode]
+    services = compose["services"]
+    validates(compose, tmp_path)
+    assert set(services) == {
+        "keyfile",
+        "tls",
+        "cfg1",
+        "sh1",
+        "sh2",
+        "mongos",
+        "sharded-init",
+        "worker",
+    } | set(CLUSTER_OBSERVABILITY)
+    assert {name: found for name, s in services.items() if (found := hardening_faults(s))} == {}
+    # Those given a secret write their root (compose copies it in); the exporter is read-only.
+    writable = {name for name, s in services.items() if not s.get("read_only")}
+    assert writable == {"cfg1", "sh1", "sh2", "sharded-init", "grafana"} | {
+        name for name in CLUSTER_OBSERVABILITY if "ops-users" in name
+    }
+    exporter = services["cluster-exporter"]
+    query = "?tls=true&tlsCAFile=/tls/ca.crt" if mode in CLIENT_TLS_MODES else ""
+    # One target per router, config server member and shard member: the hosts sharded-init's settings name.
+    members = [*SETTINGS["routers"], *SETTINGS["configServer"]["dataMembers"]]
+    members += [host for shard in SETTINGS["shards"] for host in shard["dataMembers"]]
+    assert exporter_uris(exporter) == [f"mongodb://{host}/admin{query}" for host in members]
+    assert {"--compatible-mode", "--collector.diagnosticdata", "--collector.replicasetstatus"} <= set(
+        exporter["command"]
+    )
+    assert exporter["environment"] == {
+        "MONGODB_USER": "harel-monitor",
+        "MONGODB_PASSWORD": secret_value("HAREL_MONITOR_PASSWORD"),
+    }
+    assert set(exporter["depends_on"]) == {name for name in CLUSTER_OBSERVABILITY if "ops-users" in name}
+
+
+@pytest.mark.parametrize("mode", ["disabled", "requireTLS"])
+def test_the_monitor_user_is_made_through_the_router_and_on_each_shard_from_files_only(
+    observed: dict[str, dict[str, Any]], mode: str
+) -> None:
+    services = observed[mode]["services"]
+    ca = "/tls/ca.crt" if mode in CLIENT_TLS_MODES else ""
+    targets = {}
+    for name in (n for n in CLUSTER_OBSERVABILITY if "ops-users" in n):
+        service = services[name]
+        environment = dict(service["environment"])
+        config = json.loads(environment.pop("HAREL_OPS_USERS"))
+        targets[name] = (config["hosts"], config["replicaSetName"])
+        assert config["monitor"] == {"username": "harel-monitor"}
+        assert config["backup"] is None
+        assert config["tlsCAFile"] == ca
+        # Passwords as files, owned by the user it runs as, read-only.
+        assert environment == {
+            "HOME": "/tmp",
+            "HAREL_MONGO_ROOT_PASSWORD_FILE": "/run/secrets/mongo_root_password",
+            "HAREL_MONITOR_PASSWORD_FILE": "/run/secrets/monitor_password",
+        }
+        assert service["user"] == "999:999"
+        assert {(s["source"], s["uid"], s["gid"], s["mode"]) for s in service["secrets"]} == {
+            ("mongo_root_password", "999", "999", "0400"),
+            ("monitor_password", "999", "999", "0400"),
+        }
+        assert service["depends_on"]["sharded-init"]["condition"] == "service_completed_successfully"
+    # The router (a cluster user, kept on the config servers) and each shard's own set (a shard-local user).
+    assert targets == {
+        "cluster-ops-users": (SETTINGS["routers"], None),
+        **{
+            f"shard-ops-users-{shard['replicaSetName']}": (shard["dataMembers"], shard["replicaSetName"])
+            for shard in SETTINGS["shards"]
+        },
+    }
+
+
+@requires_node
+def test_each_ops_users_one_shot_as_rendered_makes_the_monitor_user_on_its_target(
+    observed: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """ops-users.js under the fake mongosh, with the environment compose renders and its secrets as files: the
+    router's one-shot connects without a replica set (hello answers isdbgrid), a shard's with its set's name."""
+    rendered = observed["requireTLS"]
+    for name in (n for n in CLUSTER_OBSERVABILITY if "ops-users" in n):
+        service = rendered["services"][name]
+        environment = dict(service["environment"])
+        config = json.loads(environment.pop("HAREL_OPS_USERS"))
+        mounted = {
+            secret["target"]: secret_value(rendered["secrets"][secret["source"]]["environment"])
+            for secret in service["secrets"]
+        }
+        cluster = initiated_cluster(config, secret_value("HAREL_MONGO_ROOT_PASSWORD"))
+        router = config["replicaSetName"] is None
+        cluster["members"] = {
+            host: {
+                "setName": config["replicaSetName"],
+                "arbiter": False,
+                "unreachableFor": 0,
+                "router": router,
+            }
+            for host in config["hosts"]
+        }
+        run = run_ops_users(
+            tmp_path, {"ops-users.js": OPS_USERS.read_text()}, config, environment, cluster, mounted
+        )
+        assert run.ok, (name, run.error)
+        assert {user: u["pwd"] for user, u in run.cluster["users"].items()} == {
+            "harel-monitor": secret_value("HAREL_MONITOR_PASSWORD")
+        }, name
+        for connection in run.connections:
+            assert connection["hosts"] == config["hosts"]
+            assert connection["options"].get("replicaSet") == config["replicaSetName"]
+            assert connection["options"]["tlsCAFile"] == "/tls/ca.crt"
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed (Debian: prometheus)")
+def test_prometheus_asks_each_topologys_exporter_for_each_of_its_targets(
+    observed: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """compose/observability/prometheus.yml's mongodb job, relabelled by the real promtool (check
+    service-discovery) with each DNS name standing for the address it would resolve to: every URI of either exporter
+    is a target, sent to that exporter's /scrape?target=<host:port>, with instance=<host:port>."""
+    prometheus = yaml.safe_load(
+        (COMPOSE_DIR / "observability" / "prometheus.yml").read_text(encoding="utf-8")
+    )
+    [job] = [job for job in prometheus["scrape_configs"] if job["job_name"] == "mongodb"]
+    job["static_configs"] = [
+        {"targets": [f"10.0.{index}.{n}:{sd['port']}"], "labels": {"__meta_dns_name": name}}
+        for index, sd in enumerate(job.pop("dns_sd_configs"))
+        for n, name in enumerate(sd["names"])
+    ]
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump({"scrape_configs": [job]}), encoding="utf-8")
+    result = subprocess.run(
+        ["promtool", "check", "service-discovery", str(config), "mongodb"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    scraped = {
+        target["labels"]["__param_target"]: (target["labels"]["__address__"], target["labels"]["instance"])
+        for target in json.loads(result.stdout)
+    }
+    replica_set = render(env_file(tmp_path), "three-members", "observability")["services"]
+    expected = {}
+    for exporter, services in (
+        ("mongodb-exporter", replica_set),
+        ("cluster-exporter", observed["disabled"]["services"]),
+    ):
+        for uri in exporter_uris(services[exporter]):
+            host = uri.removeprefix("mongodb://").split("/")[0]
+            expected[host] = (f"{exporter}:9216", host)
+    assert scraped == expected

@@ -494,7 +494,7 @@ def test_up_sharded_wait_status_smoke_down(harness: Harness) -> None:
     assert harness.run("status") == 1
 
 
-def test_harel_sharded_in_the_env_file_chooses_the_cluster_and_observability_stays_the_replica_sets(
+def test_harel_sharded_in_the_env_file_chooses_the_cluster_with_its_observability_profile(
     harness: Harness,
 ) -> None:
     env_file = harness.root / "compose" / ".env"
@@ -507,8 +507,7 @@ def test_harel_sharded_in_the_env_file_chooses_the_cluster_and_observability_sta
     out = harness.out.getvalue()
     assert harness.composes[0].sharded is True
     assert "starting the stack: sharded cluster" in out
-    assert "HAREL_OBSERVABILITY=1 is the replica set's: not started with the sharded cluster" in out
-    assert "grafana:" not in out
+    assert "grafana: http://127.0.0.1:3000" in out
 
 
 @pytest.mark.parametrize(

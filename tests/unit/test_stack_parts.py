@@ -193,10 +193,14 @@ def test_the_sharded_cluster_reads_its_file_and_profile_on_every_command_and_not
     project = Project(REPOSITORY_ROOT)
     files = ["-f", str(project.compose_file), "-f", str(project.sharded_compose_file)]
     project_options = ["--env-file", str(project.env_file), "-p", "harel"]
-    # The members, the observability and the backup services are the replica set's: not the cluster's profiles.
-    sharded = DockerCompose(project, 3, observability=True, sharded=True)
+    # The members and the backup services are the replica set's: not the cluster's profiles. The observability
+    # profile is both topologies' (sharded.yml puts the cluster's exporter in the replica set's place).
+    sharded = DockerCompose(project, 3, sharded=True)
     assert sharded.command("up", "--detach", "--build") == [
         "docker", "compose", *files, *project_options, "--profile", "sharded", "up", "--detach", "--build",
+    ]  # fmt: skip
+    assert DockerCompose(project, 3, observability=True, sharded=True).command("up") == [
+        "docker", "compose", *files, *project_options, "--profile", "sharded", "--profile", "observability", "up",
     ]  # fmt: skip
     assert sharded.command("run", "--rm", "smoke") == [
         "docker", "compose", *files, *project_options, "--profile", "sharded", "run", "--rm", "smoke",

@@ -158,11 +158,6 @@ def command_up(stack: Stack, timeout: float, sharded: bool) -> int:
         )
         return BAD_INPUT
     stack.say(f"starting the stack: {topology}, {settings.workers} worker(s)")
-    if settings.sharded and settings.observability:
-        stack.say(
-            "HAREL_OBSERVABILITY=1 is the replica set's: not started with the sharded cluster "
-            '(docs/sharded-clusters.md, "Dashboards and alerts")'
-        )
     code = stack.compose(settings)("up", "--detach", "--build")
     if code != 0:
         stack.deps.err.write(
@@ -189,7 +184,7 @@ def command_up(stack: Stack, timeout: float, sharded: bool) -> int:
         probe.close()
     stack.say(f"ready in {took:.0f}s.")
     stack.say(f"host tools: {settings.app_url_shown}")
-    if settings.observability and not settings.sharded:
+    if settings.observability:
         stack.say(
             f"grafana: http://127.0.0.1:{settings.grafana_port} (admin, HAREL_GRAFANA_ADMIN_PASSWORD in compose/.env); "
             f"prometheus alerts: http://127.0.0.1:{settings.prometheus_port}/alerts"

@@ -17,8 +17,9 @@ SMOKE_PROFILE = "smoke"
 # one-shots, only when run.
 OBSERVABILITY_PROFILE = "observability"
 BACKUP_PROFILE = "backup"
-# compose/sharded.yml: cfg1, sh1, sh2, mongos and sharded-init (HAREL_SHARDED=1); it moves the replica set's mongo1 and
-# mongo-init to a profile nothing starts but `down`, which reaches every service of either topology.
+# compose/sharded.yml: cfg1, sh1, sh2, mongos and sharded-init (HAREL_SHARDED=1); it moves the replica set's mongo1,
+# mongo-init, mongo-ops-users and mongodb-exporter to a profile nothing starts but `down`, which reaches every service
+# of either topology.
 SHARDED_PROFILE = "sharded"
 REPLICA_SET_ONLY_PROFILE = "replica-set-only"
 
@@ -84,17 +85,19 @@ class DockerCompose:
         """The full command line. `all_profiles` (for `down`) also reaches the services of earlier runs with other
         settings: members of a 3-member set, the observability services, the one-shots, the sharded cluster (with
         compose/sharded.yml) and the replica set it moves aside. `sharded` (HAREL_SHARDED) reads compose/sharded.yml
-        after the compose file for every command, with its profile only: the members, the observability and backup
-        services are the replica set's. With `app` (HAREL_APP set) compose/app.yml follows, for every command: the
+        after the compose file for every command, with its profile and, with `observability`, the observability
+        profile (sharded.yml puts the cluster's monitor users and exporter in the replica set's place); the members
+        and the backup services are the replica set's. With `app` (HAREL_APP set) compose/app.yml follows, for every command: the
         workers are the user's app's; with `sharded` too, compose/sharded-app.yml last, which builds the app's image
         on sharded-init's (app.yml's names mongo-init, which the cluster does not run)."""
         if all_profiles:
             chosen = [THREE_MEMBERS_PROFILE, OBSERVABILITY_PROFILE, SMOKE_PROFILE, BACKUP_PROFILE]
             chosen += [SHARDED_PROFILE, REPLICA_SET_ONLY_PROFILE]
-        elif self.sharded:
-            chosen = [SHARDED_PROFILE]
         else:
-            chosen = [THREE_MEMBERS_PROFILE] if self.members == 3 else []
+            if self.sharded:
+                chosen = [SHARDED_PROFILE]
+            else:
+                chosen = [THREE_MEMBERS_PROFILE] if self.members == 3 else []
             if self.observability:
                 chosen.append(OBSERVABILITY_PROFILE)
         chosen += [profile for profile in profiles if profile not in chosen]
