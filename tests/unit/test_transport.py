@@ -188,13 +188,20 @@ def test_the_watch_reads_its_stream_only_while_a_consumer_waits() -> None:
     wakeups = ThreadWakeups(collection, True, WakePlan(time.time))
     assert wakeups.wait(5.0), "woken as the stream opened"
     wakeups.clear()  # as a claim does
-    assert not wakeups.wait(0.1), "nothing was reported"
+
+    def waiting_until_read(reads: int) -> None:
+        """Consumers wait, one short wait after another, until the stream was read `reads` times."""
+        deadline = time.monotonic() + 10.0
+        while collection.stream.reads < reads and time.monotonic() < deadline:
+            assert not wakeups.wait(0.05), "nothing was reported"
+
+    waiting_until_read(3)
     read_while_waiting = collection.stream.reads
-    assert read_while_waiting > 2, "a waiting consumer's stream is read one getMore after another"
+    assert read_while_waiting >= 3, "a waiting consumer's stream is read one getMore after another"
     time.sleep(0.3)  # no consumer waits: about 30 reads of this stream's pace if it were read anyway
     assert collection.stream.reads <= read_while_waiting + 1, "at most the read under way when the wait ended"
-    assert not wakeups.wait(0.1)
-    assert collection.stream.reads > read_while_waiting + 1, "read again once a consumer waits"
+    waiting_until_read(read_while_waiting + 2)
+    assert collection.stream.reads >= read_while_waiting + 2, "read again once a consumer waits"
     wakeups.stop()
 
 
@@ -228,19 +235,25 @@ def test_the_async_watch_reads_its_stream_only_while_a_consumer_waits() -> None:
     async def scenario() -> tuple[int, int, int]:
         assert await wakeups.wait(5.0), "woken as the stream opened"
         wakeups.clear()  # as a claim does
-        assert not await wakeups.wait(0.1)
-        waiting = collection.stream.reads
+
+        async def waiting_until_read(reads: int) -> int:
+            """Consumers wait, one short wait after another, until the stream was read `reads` times."""
+            deadline = time.monotonic() + 10.0
+            while collection.stream.reads < reads and time.monotonic() < deadline:
+                assert not await wakeups.wait(0.05), "nothing was reported"
+            return int(collection.stream.reads)
+
+        waiting = await waiting_until_read(3)
         await asyncio.sleep(0.3)
         idle = collection.stream.reads
-        assert not await wakeups.wait(0.1)
-        again = collection.stream.reads
+        again = await waiting_until_read(idle + 2)
         await wakeups.stop()
         return waiting, idle, again
 
     waiting, idle, again = asyncio.run(scenario())
-    assert waiting > 2, "a waiting consumer's stream is read one getMore after another"
+    assert waiting >= 3, "a waiting consumer's stream is read one getMore after another"
     assert idle <= waiting + 1, "no consumer waited: at most the read under way when the wait ended"
-    assert again > idle + 1, "read again once a consumer waits"
+    assert again >= idle + 2, "read again once a consumer waits"
 
 
 def test_a_lease_extension_reported_as_a_dotted_field_plans_no_wake_up() -> None:
