@@ -41,6 +41,20 @@ class Dev:
         return self.out.read_text()
 
 
+def banner_printed(printed: str, *, json_document: bool) -> bool:
+    """Whether `printed` holds the whole banner: its last line (`commands ...`), or with --json the whole
+    document."""
+    if json_document:
+        try:
+            json.loads(printed)
+        except ValueError:
+            return False
+        return True
+    return any(
+        line.startswith("commands ") for line in printed.splitlines(keepends=True) if line.endswith("\n")
+    )
+
+
 class DevProcesses:
     def __init__(self) -> None:
         self.started: list[Dev] = []
@@ -55,11 +69,14 @@ class DevProcesses:
         dev = Dev(process, folder, out, err)
         self.started.append(dev)
 
-        def serving() -> bool:
+        def announced() -> bool:
             assert process.poll() is None, f"harel dev exited:\n{err.read_text()}"
-            return devstate.find(folder) is not None and bool(out.read_text())
+            return banner_printed(out.read_text(), json_document="--json" in arguments)
 
-        wait_until(serving, READY_TIMEOUT, "harel dev to serve", poll=0.1)
+        # The banner is printed a line at a time, after the state file is written: wait for all of it, then
+        # hold harel dev to its word that commands find the store once it is printed.
+        wait_until(announced, READY_TIMEOUT, "harel dev to print its banner", poll=0.1)
+        assert devstate.find(folder) is not None, "the banner is printed, the state file is not written"
         return dev
 
     def kill_all(self) -> None:

@@ -8,6 +8,7 @@ HAREL_TEST_MONGO_URL was set for the smoke tests of the wire tier.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,7 +31,7 @@ from harel.smoke import REGIONS, check, gather
 from harel.store.mongo import MongoStore
 from harel.transport.mongo import MongoTransport
 from tests.fake_mongod.fail_command import fail_command
-from tests.fake_mongod.fixtures import Deployment, FakeProcess
+from tests.fake_mongod.fixtures import CLIENT_OPTIONS, Deployment, FakeProcess
 from tests.wire import shutdown_app
 from tests.wire.processes import WorkerProcesses, wait_until, with_app_name
 
@@ -290,3 +291,44 @@ def test_sigterm_while_the_worker_waits_for_its_deployment_stops_it_at_once_and_
     said = [json.loads(line)["msg"] for line in rest.splitlines() if line.startswith("{")]
     assert "signal received while starting; stopping" in said
     assert "Traceback" not in rest
+
+
+# The burst below: SIGTERM after SIGTERM, as fast as this process can send them, for this long from the moment
+# the worker waits for a signal. A drain of 3 s takes far less than the bound; a worker whose signal handler
+# waits on a lock its own interrupted main thread holds never ends, so the bound only has to be finite.
+SIGTERM_BURST_SECONDS = 1.0
+BURST_EXIT_TIMEOUT = 120.0
+
+
+def test_a_burst_of_sigterms_while_the_worker_waits_drains_it_once_and_it_exits(
+    fake_rs_process: FakeProcess, worker_processes: WorkerProcesses
+) -> None:
+    """SIGTERM upon SIGTERM reaches the worker while its main thread waits for one: a signal that lands in the
+    middle of that wait, or of the drain the first one started, must not stop the process from exiting.
+    It drains once (one line saying so), exits 0, without a traceback."""
+    worker = worker_processes.harel_worker(fake_rs_process.url, "--drain-seconds", "3")
+    with MongoClient(fake_rs_process.url, **CLIENT_OPTIONS) as client:
+        worker.wait_registered(client)  # started: its main thread is in (or about to enter) its wait
+
+    sent = 0
+    ends = time.monotonic() + SIGTERM_BURST_SECONDS
+    while time.monotonic() < ends and worker.running():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGTERM)
+            sent += 1
+    try:
+        code = worker.process.wait(timeout=BURST_EXIT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        raise AssertionError(
+            f"the worker did not exit within {BURST_EXIT_TIMEOUT:.0f}s of {sent} SIGTERMs; its log ends:\n"
+            + "\n".join(worker.log().splitlines()[-40:])
+        ) from None
+
+    log = worker.log()
+    messages = [json.loads(line)["msg"] for line in log.splitlines() if line.startswith("{")]
+    assert code == 0, log
+    assert sent > 1, "the burst was one signal: nothing was tested"
+    assert messages.count("signal received, draining") == 1, log
+    assert "worker stopped" in messages, log
+    assert "Traceback" not in log, log

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,31 +71,46 @@ class StoppedStarting(BaseException):
     """SIGTERM or SIGINT before the worker started: connecting and checking are given up. A BaseException,
     as KeyboardInterrupt is, so that no `except Exception` in the driver's connecting swallows it."""
 
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+# How soon the main thread notices SIGTERM or SIGINT once its worker runs (the handler only records it).
+SIGNAL_POLL_SECONDS = 0.05
+
 
 @dataclass
 class Stop:
     """What SIGTERM and SIGINT do: while the process is starting (connecting, checking), interrupt it; once
-    its worker runs, set `requested` for a graceful drain."""
+    its worker runs, record the signal for `wait`, which returns for a graceful drain.
 
-    requested: threading.Event = field(default_factory=threading.Event)
+    The handler takes no lock and writes nothing: it runs on the main thread between two bytecodes, possibly
+    in the middle of what it would call (inside an Event's wait, holding the lock that setting the Event
+    takes: it would wait for it forever; inside a log line). It appends to a list, which the main thread
+    polls, and the main thread logs."""
+
+    received: list[int] = field(default_factory=list)
     starting: bool = True
+
+    def on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if self.starting:
+            raise StoppedStarting(signal.Signals(signum).name)
+        self.received.append(signum)
+
+    def wait(self) -> None:
+        """Until SIGTERM or SIGINT (at once when one came already), then say that the drain begins."""
+        while not self.received:
+            time.sleep(SIGNAL_POLL_SECONDS)
+        log.info("signal received, draining", extra={"signal": signal.Signals(self.received[0]).name})
 
 
 def stop_on_signals(*, starting: bool) -> Stop:
     """Install the handlers of SIGTERM and SIGINT (instead of being killed) and return what they do;
     `starting` when a signal should interrupt what runs until `Stop.starting` is cleared."""
     stop = Stop(starting=starting)
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        if stop.starting:
-            log.info("signal received while starting; stopping", extra={"signal": name})
-            raise StoppedStarting(name)
-        log.info("signal received, draining", extra={"signal": name})
-        stop.requested.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, stop.on_signal)
+    signal.signal(signal.SIGINT, stop.on_signal)
     return stop
 
 
@@ -144,7 +160,8 @@ def serve(
                 listeners=[CommandCounter(metrics)],
                 zones=zones,
             )
-        except StoppedStarting:
+        except StoppedStarting as stopped:
+            log.info("signal received while starting; stopping", extra={"signal": stopped.signal_name})
             return 0
         stop.starting = False
         if backend.report is not None:
@@ -167,7 +184,7 @@ def serve(
             config.heartbeat_seconds,
             partitions=backend.partitions,
         )
-        stop.requested.wait()
+        stop.wait()
         worker.stop()
     finally:
         # /metrics reads the deployment: the endpoints stop before the client closes

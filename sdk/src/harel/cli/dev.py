@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from threading import Event
 from typing import TYPE_CHECKING
 
 import click
@@ -34,7 +33,7 @@ from harel.cli.output import Output, pairs
 from harel.cli.settings import URL_FILE_VARIABLE, URL_VARIABLE
 from harel.devdist import requires_harel_dev
 from harel.metrics import Metrics
-from harel.serve import start_worker, stop_on_signals
+from harel.serve import Stop, start_worker, stop_on_signals
 from harel.worker import WorkerConfig
 
 if TYPE_CHECKING:
@@ -87,7 +86,7 @@ def dev(
     try:
         server = LocalServer(port=port, data=data).start()
         try:
-            serve_app(out, server, app, config, state, stop.requested)
+            serve_app(out, server, app, config, state, stop)
         finally:
             server.stop()
     finally:
@@ -99,10 +98,10 @@ def dev(
 
 
 def serve_app(
-    out: Output, server: LocalServer, app: App, config: WorkerConfig, state: DevState, stop: Event
+    out: Output, server: LocalServer, app: App, config: WorkerConfig, state: DevState, stop: Stop
 ) -> None:
-    """A worker on the server until `stop`; the state file says where the store is once the worker runs
-    (so a command that finds it finds the App's charts published too)."""
+    """A worker on the server until SIGTERM or SIGINT (`stop`); the state file says where the store is once
+    the worker runs (so a command that finds it finds the App's charts published too)."""
     backend = open_backend(server.url)
     try:
         worker = start_worker(backend, app, config, Metrics())
