@@ -150,7 +150,7 @@ def sharded(tmp_path: Path, cluster: Cluster) -> Backups:
         "HAREL_BACKUP_HEARTBEAT_SECONDS": "1",
         "HAREL_BACKUP_PAUSE_TIMEOUT": "20",
     }
-    return Backups(tmp_path, env)
+    return Backups(tmp_path, env, timeout=240.0)
 
 
 def observed(backups: Backups) -> list[dict[str, Any]]:
@@ -307,12 +307,12 @@ def test_a_run_stopped_while_it_waits_resumes_what_it_stopped(sharded: Backups, 
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while cluster.flagged() != ["old"] or cluster.balancer() != "off":
             assert time.monotonic() < deadline, "the run did not pause the workers"
             time.sleep(0.1)
         process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=30)
+        _, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
