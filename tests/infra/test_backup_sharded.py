@@ -175,7 +175,7 @@ def test_a_sharded_run_dumps_through_the_routers_quiesced_then_resumes_and_recor
 
     assert completed.returncode == 0, completed.stderr
     [dump] = sharded.tool_calls("mongodump")
-    assert "--oplog" not in dump["argv"] and "--gzip" in dump["argv"]
+    assert "--oplog" not in dump["argv"] and {"--gzip", "--db=harel"} <= set(dump["argv"])
     routers = sharded.env["HAREL_BACKUP_ROUTERS"]
     assert dump["config"] == (
         f"uri: 'mongodb://harel-backup@{routers}/?authSource=admin'\npassword: '{sharded.env['HAREL_BACKUP_PASSWORD']}'\n"
@@ -264,7 +264,13 @@ def test_a_sharded_restore_keeps_the_workers_paused_and_says_what_comes_next(
     assert completed.returncode == 0, completed.stderr
     [restore] = sharded.tool_calls("mongorestore")
     assert "--oplogReplay" not in restore["argv"]
-    assert {f"--archive={archive}", "--gzip", "--drop", "--nsExclude=harel.workers"} <= set(restore["argv"])
+    assert {
+        f"--archive={archive}",
+        "--gzip",
+        "--drop",
+        "--nsInclude=harel.*",
+        "--nsExclude=harel.workers",
+    } <= set(restore["argv"])
     assert restore["config"].startswith(
         f"uri: 'mongodb://root@{sharded.env['HAREL_BACKUP_ROUTERS']}/?authSource=admin'"
     )

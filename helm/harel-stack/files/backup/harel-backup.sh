@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # harel-stack backups: `mongodump --archive --gzip --oplog` of the whole replica set, retention by count, and the
-# run's outcome recorded in <database>.backups. A sharded cluster (HAREL_BACKUP_ROUTERS set) is dumped through its
-# routers without --oplog, quiesced: balancer stopped and every harel worker paused (pause-workers.js) until each
+# run's outcome recorded in <database>.backups. A sharded cluster's app database (HAREL_BACKUP_ROUTERS set) is dumped
+# through its routers without --oplog, quiesced: balancer stopped and every harel worker paused (pause-workers.js) until each
 # live worker acknowledged, then both resumed whatever happened. One script for every deployment mode:
 #   Helm     CronJob: `dump` (mongo image), then `upload-s3` (aws-cli image, S3 target only), then `record`
 #   compose  `harel-stack backup`: `run` (dump, then record) in the mongo image
@@ -112,7 +112,7 @@ sharded() {
 # What the tools are given to connect to: the members and the set's name, or the routers.
 where() {
   if sharded; then
-    printf '%s' "${HAREL_BACKUP_ROUTERS}/?authSource=admin"
+    printf '%s' "${HAREL_BACKUP_ROUTERS:-}/?authSource=admin"
   else
     printf '%s' "${HAREL_BACKUP_HOSTS}/?replicaSet=${HAREL_BACKUP_REPLICA_SET}&authSource=admin"
   fi
@@ -150,8 +150,9 @@ dump() {
   tool_config "${HAREL_BACKUP_USER}" "${password}" >"${config}"
   local consistent=(--oplog)
   if sharded; then
-    # No oplog spans a cluster: the dump is consistent because nothing writes while it runs.
-    consistent=()
+    # No oplog spans a cluster: the dump is consistent because nothing writes while it runs. The app database
+    # only: the cluster's users and its sharding (config) are not a router's to dump and restore.
+    consistent=(--db="${HAREL_BACKUP_DATABASE}")
     if ! quiesce; then
       fail_run "${quiesce_error}"
       if ! resume_quiesced; then
@@ -161,7 +162,7 @@ dump() {
       rm -f -- "${config}" "${messages}"
       return 0
     fi
-    log "dumping ${HAREL_BACKUP_ROUTERS} (sharded cluster, quiesced) to ${HAREL_RUN_ARCHIVE}"
+    log "dumping ${HAREL_BACKUP_ROUTERS:-} (sharded cluster, quiesced) to ${HAREL_RUN_ARCHIVE}"
   else
     log "dumping ${HAREL_BACKUP_HOSTS} (replica set ${HAREL_BACKUP_REPLICA_SET}) with its oplog to ${HAREL_RUN_ARCHIVE}"
   fi
@@ -219,7 +220,7 @@ pause_workers() {
     password_file="${quiesce_password_file}"
   fi
   HAREL_PAUSE_ACTION="$1" HAREL_BALANCER_WAS="${balancer_was}" HAREL_PAUSE_CREATED="${pause_created}" \
-    HAREL_BACKUP_ROUTERS="${HAREL_BACKUP_ROUTERS}" HAREL_BACKUP_USER="${HAREL_BACKUP_USER}" \
+    HAREL_BACKUP_ROUTERS="${HAREL_BACKUP_ROUTERS:-}" HAREL_BACKUP_USER="${HAREL_BACKUP_USER}" \
     HAREL_BACKUP_DATABASE="${HAREL_BACKUP_DATABASE}" HAREL_BACKUP_JOB="${HAREL_BACKUP_JOB:-}" \
     HAREL_BACKUP_TLS_CA="${HAREL_BACKUP_TLS_CA:-}" HAREL_BACKUP_PASSWORD_FILE="${password_file}" \
     mongosh --nodb --quiet --norc "${here}/pause-workers.js"
@@ -417,7 +418,7 @@ restore() {
   log "restored ${archive}"
 }
 
-# A sharded cluster's restore, through the routers: the workers paused first (and left paused: the archive's
+# A sharded cluster's restore of the app database, through the routers: the workers paused first (and left paused: the archive's
 # harel_meta holds the pause of its dump too), the balancer stopped meanwhile and started again after. No
 # --oplogReplay (a sharded dump has none); the workers' own documents are kept (--nsExclude), so the flags of the
 # pause that keeps the live workers stopped survive. The restored executions collection is not sharded yet:
@@ -436,10 +437,10 @@ restore_sharded() {
     exit 1
   fi
   pause_created=kept # the workers stay paused until `harel resume`; only the balancer is started again
-  log "restoring ${archive} into ${HAREL_BACKUP_ROUTERS} (sharded cluster), workers paused"
+  log "restoring ${archive} into ${HAREL_BACKUP_ROUTERS:-} (sharded cluster), workers paused"
   local restored=0
   mongorestore --config="${config}" --archive="${archive}" --gzip --drop \
-    --nsExclude="${HAREL_BACKUP_DATABASE}.workers" || restored=$?
+    --nsInclude="${HAREL_BACKUP_DATABASE}.*" --nsExclude="${HAREL_BACKUP_DATABASE}.workers" || restored=$?
   rm -f -- "${config}"
   # --drop replaced harel_meta with the archive's: the pause stands again whatever the archive held
   pause_workers hold >/dev/null || log "could not request the pause again after the restore: run \`harel pause\`"
