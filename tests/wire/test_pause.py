@@ -74,6 +74,10 @@ def test_pause_wait_then_resume_with_a_worker_process(
         status = json.loads(out)
         assert status["complete"] and [w["pid"] for w in status["acknowledged"]] == [worker.pid]
 
+        code, out, err = harel(url, "pause", "--status")
+        assert code == 0, err
+        assert out.startswith("pause requested at ") and "(wire test)" in out and "since " in out
+
         code, out, err = harel(url, "resume")
         assert code == 0, err
         assert out.startswith("resumed: the pause requested at ") and "(wire test)" in out
@@ -81,6 +85,9 @@ def test_pause_wait_then_resume_with_a_worker_process(
         assert client.harel.harel_meta.find_one({"_id": "pause"}) is None
         code, out, _ = harel(url, "resume")
         assert code == 0 and out == "no pause stood; the workers run\n"
+        code, out, _ = harel(url, "pause", "--status")
+        assert code == 0 and out == "no pause stands\n"
+        assert client.harel.harel_meta.find_one({"_id": "pause"}) is None, "--status requests nothing"
     assert worker.terminate() == 0
 
 

@@ -46,6 +46,17 @@ def _show(out: Output, status: PauseStatus) -> None:
         out.show(Text(f"all {len(status.workers)} live worker(s) paused"))
 
 
+def _status_only(out: Output, status: PauseStatus) -> int:
+    if out.json:
+        out.document(status.document())
+    elif status.request is None:
+        out.show(Text("no pause stands"))
+    else:
+        out.show(Text(f"pause requested at {_when(status.request.requested_at)} ({status.request.reason})"))
+        _show(out, status)
+    return Exit.OK
+
+
 def _refuse_embedded(connection: Connection) -> None:
     if connection.embedded:
         raise InvalidArgument(
@@ -65,6 +76,12 @@ def _refuse_embedded(connection: Connection) -> None:
     help="why, recorded with the pause (a pause that stands keeps its own)",
 )
 @click.option(
+    "--status",
+    "only_status",
+    is_flag=True,
+    help="request nothing: show whether a pause stands and which live workers acknowledged it",
+)
+@click.option(
     "--wait",
     is_flag=True,
     help="wait until every live worker has acknowledged; exit 6 if one has not by --timeout",
@@ -80,15 +97,27 @@ def _refuse_embedded(connection: Connection) -> None:
 @database_option
 @connection_options
 @json_option
-def pause(reason: str, wait: bool, timeout: float, database: str, connection: Connection, out: Output) -> int:
+def pause(
+    reason: str,
+    only_status: bool,
+    wait: bool,
+    timeout: float,
+    database: str,
+    connection: Connection,
+    out: Output,
+) -> int:
     """Ask every worker to pause: each stops claiming once it hears of it (its next heartbeat, every
     5 s), lets the steps in flight commit and relay, stops its background relay and acknowledges. A worker
     that starts meanwhile starts paused. Prints the live workers, which acknowledged and which not yet.
-    `harel resume` lifts the pause."""
+    `harel resume` lifts the pause; --status only looks."""
     _refuse_embedded(connection)
+    if only_status and wait:
+        raise click.UsageError("--status requests nothing to wait for: give one of --status and --wait")
     client = connect(connection.url, deadline=connection.deadline)
     try:
         pauses = MongoPauses(client, database, heartbeat_seconds=WorkerConfig.heartbeat_seconds)
+        if only_status:
+            return _status_only(out, pauses.status())
         request = pauses.request(reason)
         if not out.json:
             out.note(
