@@ -307,7 +307,7 @@ def test_a_run_stopped_while_it_waits_resumes_what_it_stopped(sharded: Backups, 
     cluster.worker("old", obeys=False)
     process = subprocess.Popen(
         ["bash", str(SCRIPT), "run"],
-        env={**sharded.env, "HAREL_BACKUP_PAUSE_TIMEOUT": "120"},
+        env={**sharded.env, "HAREL_BACKUP_PAUSE_TIMEOUT": "300"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -317,8 +317,10 @@ def test_a_run_stopped_while_it_waits_resumes_what_it_stopped(sharded: Backups, 
         while cluster.flagged() != ["old"] or cluster.balancer() != "off":
             assert time.monotonic() < deadline, "the run did not pause the workers"
             time.sleep(0.1)
+        time.sleep(3)  # the pause is written: the waiter (a mongosh of its own) runs by now
         process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=120)
+        # well before the pause's timeout: a waiter left running would hold the run (and its pipes) that long
+        _, stderr = process.communicate(timeout=90)
     finally:
         if process.poll() is None:
             process.kill()

@@ -209,8 +209,13 @@ waiter=
 quiesce_error=
 resume_error=
 
-# mongosh running pause-workers.js for action $1, with the password in a file (the mounted one, or a private copy).
+# mongosh running pause-workers.js for action $1, with the password in a file (the mounted one, or a private copy);
+# `exec` as $2: in place of the (background) subshell that called it, so that its pid is mongosh's own.
 pause_workers() {
+  local launch=()
+  if [[ "${2:-}" == exec ]]; then
+    launch=(exec)
+  fi
   local password_file="${HAREL_BACKUP_PASSWORD_FILE:-}"
   if [[ -z "${password_file}" ]]; then
     if [[ -z "${quiesce_password_file}" ]]; then
@@ -219,7 +224,7 @@ pause_workers() {
     fi
     password_file="${quiesce_password_file}"
   fi
-  HAREL_PAUSE_ACTION="$1" HAREL_BALANCER_WAS="${balancer_was}" HAREL_PAUSE_CREATED="${pause_created}" \
+  "${launch[@]}" env HAREL_PAUSE_ACTION="$1" HAREL_BALANCER_WAS="${balancer_was}" HAREL_PAUSE_CREATED="${pause_created}" \
     HAREL_BACKUP_ROUTERS="${HAREL_BACKUP_ROUTERS:-}" HAREL_BACKUP_USER="${HAREL_BACKUP_USER}" \
     HAREL_BACKUP_DATABASE="${HAREL_BACKUP_DATABASE}" HAREL_BACKUP_JOB="${HAREL_BACKUP_JOB:-}" \
     HAREL_BACKUP_TLS_CA="${HAREL_BACKUP_TLS_CA:-}" HAREL_BACKUP_PASSWORD_FILE="${password_file}" \
@@ -256,7 +261,7 @@ quiesce() {
   fi
   log "balancer was ${balancer_was}; pause ${pause_created}; waiting for every live worker (${HAREL_BACKUP_PAUSE_TIMEOUT:-120}s at most)"
   local waited=0
-  pause_workers wait >&2 2>"${messages}" &
+  pause_workers wait exec >&2 2>"${messages}" &
   waiter=$!
   wait "${waiter}" || waited=$?
   waiter=
