@@ -297,6 +297,11 @@ OFFSITE: dict[str, dict[str, str]] = {
     },
 }
 
+SHARDED_BACKUP: dict[str, object] = {
+    "mongodb_backup_routers": ["mongos-1.harel.example:27017", "mongos-2.harel.example:27017"],
+    "mongodb_backup_pause_timeout": 300,
+}
+
 
 # Module-scoped: one render for every test that reads the files.
 @pytest.fixture(scope="module")
@@ -345,6 +350,18 @@ def rendered_units(ansible: Ansible, tmp_path_factory: pytest.TempPathFactory) -
                 }
                 for offsite in OFFSITE
                 for name in ("harel-backup.service", "harel-backup.env")
+            ]
+            + [
+                # The backup of a sharded cluster, through its routers.
+                {
+                    "name": "render harel-backup.env of a sharded cluster",
+                    "ansible.builtin.template": {
+                        "src": str(ROLES / "mongodb_backup" / "templates" / "harel-backup.env.j2"),
+                        "dest": str(out / "harel-backup-sharded.env"),
+                        "mode": "0600",
+                    },
+                    "vars": SHARDED_BACKUP,
+                }
             ],
         }
     ]
@@ -490,3 +507,19 @@ def test_units_pass_systemd_analyze_verify(
     ]
     assert verified.returncode == 0 or not problems, verified.stdout + verified.stderr
     assert problems == []
+
+
+def test_a_sharded_backup_environment_names_the_routers_instead_of_the_set(
+    rendered_units: dict[str, Path],
+) -> None:
+    settings = dict(
+        line.split("=", 1)
+        for line in rendered_units["harel-backup-sharded.env"].read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert settings["HAREL_BACKUP_ROUTERS"] == "mongos-1.harel.example:27017,mongos-2.harel.example:27017"
+    assert settings["HAREL_BACKUP_PAUSE_TIMEOUT"] == "300"
+    assert set(settings) == SCRIPT_VARIABLES - {"HAREL_BACKUP_HOSTS", "HAREL_BACKUP_REPLICA_SET"} | {
+        "HAREL_BACKUP_ROUTERS",
+        "HAREL_BACKUP_PAUSE_TIMEOUT",
+    }

@@ -91,6 +91,8 @@ class Backups:
 
     tmp: Path
     env: dict[str, str]
+    # a run's bound: the real mongosh (the sharded mode's) starts slowly on a busy machine
+    timeout: float = 60.0
 
     @property
     def directory(self) -> Path:
@@ -102,7 +104,7 @@ class Backups:
             env={**self.env, **overrides},
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=self.timeout,
             check=False,
         )
 

@@ -201,7 +201,6 @@ def test_the_root_user_is_bootstrapped_on_member_zero_of_every_set(chart: helm_p
             {"mongodb": {"topology": "sharded", "members": 4, "arbiter": {"enabled": True}}},
             "/mongodb/arbiter/enabled",
         ),
-        ({"mongodb": {"topology": "sharded"}, "backup": {"enabled": True}}, "/backup/enabled"),
         ({"mongodb": {"topology": "sharded", "sharded": {"shards": 0}}}, "/mongodb/sharded/shards"),
         (
             {"mongodb": {"topology": "sharded", "sharded": {"shardsvr": {"replicaCount": 2}}}},
@@ -385,3 +384,74 @@ def test_the_ops_users_job_makes_the_monitor_user_through_the_routers(
         {"role": "read", "db": "local"},
     ]
     assert {call["host"] for call in run.calls} == {ROUTERS}
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_backups_of_a_sharded_cluster_dump_through_the_routers_quiesced(
+    chart: helm_python.Chart, tls: bool
+) -> None:
+    values = sharded(2, backup={"enabled": True, "pauseTimeoutSeconds": 300})
+    if tls:
+        values["tls"] = TLS
+    manifests = render(chart, values)
+    files = only(manifests, "ConfigMap", f"{FULLNAME}-mongodb-ops").doc["data"]
+    settings = dict(line.split("=", 1) for line in files["backup.env"].splitlines())
+    assert settings["HAREL_BACKUP_ROUTERS"] == f'"{ROUTERS}"'
+    assert settings["HAREL_BACKUP_PAUSE_TIMEOUT"] == "300"
+    assert "HAREL_BACKUP_HOSTS" not in settings and "HAREL_BACKUP_REPLICA_SET" not in settings
+    assert (settings["HAREL_BACKUP_TLS_CA"] != '""') is tls
+    assert files["pause-workers.js"] == (CHART_DIR / "files" / "backup" / "pause-workers.js").read_text()
+    cronjob = only(manifests, "CronJob", f"{FULLNAME}-backup")
+    [scripts] = [
+        volume
+        for volume in cronjob.doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
+        if volume["name"] == "backup-scripts"
+    ]
+    assert {"harel-backup.sh", "record-backup.js", "pause-workers.js", "backup.env"} == {
+        item["path"] for item in scripts["configMap"]["items"]
+    }
+    replica_set = render(chart, {"backup": {"enabled": True}})
+    kept = only(replica_set, "ConfigMap", f"{FULLNAME}-mongodb-ops").doc["data"]
+    assert "pause-workers.js" not in kept and "HAREL_BACKUP_ROUTERS" not in kept["backup.env"]
+
+
+@requires_node
+def test_the_ops_users_job_gives_a_sharded_backup_user_the_pause_and_the_balancer(
+    chart: helm_python.Chart, tmp_path: Path
+) -> None:
+    files, config = ops_users_scenario(chart, sharded(2, backup={"enabled": True}))
+    assert config["replicaSetName"] is None and config["backup"] == {"username": "harel-backup"}
+    root, backup = secrets.token_hex(16), secrets.token_hex(16)
+    cluster = {
+        "members": {ROUTERS: {"setName": None, "arbiter": False, "unreachableFor": 1, "router": True}},
+        "root": {"user": config["rootUsername"], "password": root},
+        "users": {},
+        "statusError": None,
+        "electionPolls": 0,
+        "localReplsetDocs": 0,
+        "defaultWriteConcern": {"w": "majority"},
+        "config": None,
+    }
+    env = {"HAREL_MONGO_ROOT_PASSWORD": root, "HAREL_BACKUP_PASSWORD": backup}
+
+    run = run_ops_users(tmp_path, files, config, env, cluster)
+
+    assert run.ok, run.error
+    assert run.cluster["users"]["harel-backup"]["roles"] == [
+        {"role": "backup", "db": "admin"},
+        {"role": "harelBackupStatus", "db": "admin"},
+        {"role": "harelBackupPause", "db": "admin"},
+        {"role": "clusterManager", "db": "admin"},
+    ]
+    [pause_role] = [
+        call["body"]
+        for call in run.calls
+        if call["command"] == "createRole" and call["body"]["createRole"] == "harelBackupPause"
+    ]
+    assert pause_role["privileges"] == [
+        {
+            "resource": {"db": "harel", "collection": "harel_meta"},
+            "actions": ["find", "insert", "update", "remove"],
+        },
+        {"resource": {"db": "harel", "collection": "workers"}, "actions": ["find", "update"]},
+    ]

@@ -109,6 +109,8 @@ def test_the_commands_that_exist_are_kept() -> None:
         "dead",
         "chart",
         "partitions",
+        "pause",
+        "resume",
     }
     dead = harel.commands["dead"]
     assert isinstance(dead, click.Group) and set(dead.commands) == {"list", "retry", "drop"}

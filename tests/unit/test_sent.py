@@ -16,6 +16,7 @@ from pymongo import monitoring
 
 from harel.app import App
 from harel.client import start_execution
+from harel.heartbeat import Beat
 from harel.metrics import Metrics
 from harel.sent import CONSUMER, HEARTBEAT, IDLE, OTHER, RELAY, CommandCounter, sending
 from harel.store.mongo import MongoStore
@@ -108,8 +109,13 @@ class Commanding:
 
 
 class Beats:
-    def beat(self, worker_id: str, info: dict[str, Any], counters: dict[str, int]) -> float | None:
-        return None
+    def beat(
+        self, worker_id: str, info: dict[str, Any], counters: dict[str, int], *, paused: bool = False
+    ) -> Beat:
+        return Beat(None)
+
+    def join_pause(self, worker_id: str) -> bool:
+        return False
 
     def remove(self, worker_id: str) -> None:
         pass

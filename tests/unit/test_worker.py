@@ -828,7 +828,7 @@ def test_a_heartbeat_is_on_the_servers_clock_and_expires() -> None:
     client = EmbeddedClient(server)
     beats = MongoHeartbeats(client)
     beats.ensure_indexes()
-    assert beats.beat("w-1", {"charts": ["loop@1"]}, {"processed": 3}) == server.now
+    assert beats.beat("w-1", {"charts": ["loop@1"]}, {"processed": 3}).server_time == server.now
     stored = client["harel"]["workers"].find_one({"_id": "w-1"})
     assert stored["beat_at"] == server.now and stored["charts"] == ["loop@1"]
     ttl = client["harel"]["workers"].index_information()["last_beat_ttl"]

@@ -2,7 +2,10 @@
 //   monitor  clusterMonitor on admin + read on local: what the Percona mongodb_exporter reads
 //            (serverStatus, replSetGetStatus, getDiagnosticData, the oplog's first and last entry)
 //   backup   backup on admin (mongodump, the oplog included) + harelBackupStatus: insert, update and
-//            find on <database>.backups only, where each backup run records its outcome
+//            find on <database>.backups only, where each backup run records its outcome; on a sharded cluster
+//            also harelBackupPause (find, insert, update, remove on <database>.harel_meta, find and update on
+//            <database>.workers: the workers' pause) and clusterManager (the balancer stopped and started),
+//            what the quiesce of its dump needs (pause-workers.js)
 // Idempotent: every run ends with exactly these roles and the given passwords, so it runs after every
 // install and upgrade (and after a restore, which brings back the users of the backup's time).
 //
@@ -20,6 +23,7 @@ const fs = require('fs');
 
 const RETRY_PAUSE_MS = 3000;
 const STATUS_ROLE = 'harelBackupStatus';
+const PAUSE_ROLE = 'harelBackupPause';
 
 function requiredEnv(name) {
   const value = process.env[name];
@@ -98,6 +102,17 @@ function ensureStatusRole(admin) {
   log(`${verb === 'createRole' ? 'created' : 'updated'} role ${STATUS_ROLE}: find, insert, update on ${config.database}.backups`);
 }
 
+function ensurePauseRole(admin) {
+  const privileges = [
+    { resource: { db: config.database, collection: 'harel_meta' }, actions: ['find', 'insert', 'update', 'remove'] },
+    { resource: { db: config.database, collection: 'workers' }, actions: ['find', 'update'] },
+  ];
+  const found = run(admin, { rolesInfo: { role: PAUSE_ROLE, db: 'admin' } });
+  const verb = found.roles.length === 0 ? 'createRole' : 'updateRole';
+  run(admin, { [verb]: PAUSE_ROLE, privileges: privileges, roles: [], writeConcern: majority });
+  log(`${verb === 'createRole' ? 'created' : 'updated'} role ${PAUSE_ROLE}: the workers' pause in ${config.database}`);
+}
+
 function ensureUser(admin, username, password, roles) {
   const found = run(admin, { usersInfo: { user: username, db: 'admin' } });
   const verb = found.users.length === 0 ? 'createUser' : 'updateUser';
@@ -117,10 +132,16 @@ if (config.monitor) {
 }
 if (config.backup) {
   ensureStatusRole(admin);
-  ensureUser(admin, config.backup.username, secret('HAREL_BACKUP_PASSWORD'), [
+  const roles = [
     { role: 'backup', db: 'admin' },
     { role: STATUS_ROLE, db: 'admin' },
-  ]);
+  ];
+  if (!config.replicaSetName) {
+    // a sharded cluster's dump is quiesced: the workers paused, the balancer stopped (pause-workers.js)
+    ensurePauseRole(admin);
+    roles.push({ role: PAUSE_ROLE, db: 'admin' }, { role: 'clusterManager', db: 'admin' });
+  }
+  ensureUser(admin, config.backup.username, secret('HAREL_BACKUP_PASSWORD'), roles);
 }
 primary.close();
 log('done');

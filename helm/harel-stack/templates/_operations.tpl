@@ -98,8 +98,13 @@ The backup job's target, as recorded in its status document.
 Settings of harel-backup.sh, as the KEY=value lines it sources (no secret among them).
 */}}
 {{- define "harel-stack.backup.settings" -}}
+{{- if include "harel-stack.mongodb.sharded" . -}}
+HAREL_BACKUP_ROUTERS={{ include "harel-stack.mongodb.routerHost" . | quote }}
+HAREL_BACKUP_PAUSE_TIMEOUT={{ .Values.backup.pauseTimeoutSeconds }}
+{{- else -}}
 HAREL_BACKUP_HOSTS={{ include "harel-stack.mongodb.dataHosts" . | quote }}
 HAREL_BACKUP_REPLICA_SET={{ .Values.mongodb.replicaSetName | quote }}
+{{- end }}
 HAREL_BACKUP_USER={{ .Values.backup.username | quote }}
 HAREL_BACKUP_DATABASE={{ .Values.mongodb.database | quote }}
 HAREL_BACKUP_DIR=/backups

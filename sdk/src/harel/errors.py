@@ -612,6 +612,21 @@ class WaitTimedOut(HarelError):
         super().__init__(f"{what} after {timeout:g}s; it goes on without this wait")
 
 
+class PauseNotAcknowledged(WaitTimedOut):
+    """`harel pause --wait` gave up: live workers (`waiting`, their ids) did not acknowledge the pause within
+    `timeout` seconds. The pause stands: they stop once they hear of it, and `harel resume` lifts it."""
+
+    def __init__(self, waiting: list[str], timeout: float) -> None:
+        HarelError.__init__(
+            self,
+            f"{len(waiting)} live worker(s) did not acknowledge the pause within {timeout:g}s: "
+            f"{', '.join(waiting)}; the pause stands (`harel resume` lifts it)",
+        )
+        self.what = "the pause's acknowledgements"
+        self.timeout = timeout
+        self.waiting = waiting
+
+
 class NotParked(HarelError):
     """`harel dead retry|drop` of an execution that has no dead letter."""
 

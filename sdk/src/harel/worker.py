@@ -44,6 +44,10 @@ One claim, end to end (ARCHITECTURE.md):
   so a deployment that stops answering (a partition that drops packets) costs about that long, not the
   client's 30 s reply bound; a command the deadline cut short fails like any network error (a commit's
   outcome is then read back).
+- A pause (`harel pause`, `harel.pausing`) reaches the worker through its heartbeat: it stops claiming, lets the
+  steps in flight commit and relay what they committed, acknowledges what it delivered, stops its background
+  relay, and says it has paused in its next beat (sent at once). A worker that starts while a pause stands
+  claims nothing until it is resumed; until its first beat has looked, it claims nothing either.
 - `async def` actions and guards run on the process's event loop (`harel.eventloop`), which a worker holds
   from `start` to `stop`; each call is bounded by `async_timeout_seconds`, and one that times out fails the
   attempt like an action that raises.
@@ -91,7 +95,7 @@ from harel.executions.commits import (
 from harel.executions.fields import SAFE_COMMIT_BYTES, chart_key
 from harel.executions.records import Claim, Delivered, Failure, Pending, RelayWork, SendOutcome, StepRecord
 from harel.fanout import oversized_forks
-from harel.heartbeat import Heartbeats
+from harel.heartbeat import Beat, Heartbeats
 from harel.metrics import Metrics
 from harel.model import FAIL_EVENT, TIMER_EVENT, Event, Execution, OutboxEntry
 from harel.sent import CONSUMER, HEARTBEAT, IDLE, RELAY, sending
@@ -244,6 +248,14 @@ class Worker:
         self._last_loop = time.monotonic()
         self._degraded: str | None = None  # the deployment's last failure, until it answers again
         self._holds_loop = False
+        # The pause (`harel.pausing`), as this worker last heard of it; guarded by `_gate`, which consumers and
+        # the relay wait on while it stands. Without heartbeats no pause can reach the worker.
+        self._gate = threading.Condition()
+        self._pause_known = heartbeats is None  # the start has looked for a pause standing
+        self._pause_requested = False
+        self._parked = 0  # consumers waiting at the pause
+        self._relay_parked = False
+        self._beat_soon = threading.Event()  # the heartbeat loop beats now: this worker has just paused
 
     # --- one claim ---------------------------------------------------------------------------------
 
@@ -750,12 +762,15 @@ class Worker:
         quietly whenever it returns, so the caller may close the client after this, and only after."""
         drain = self.config.drain_seconds if drain_seconds is None else drain_seconds
         self._stopping.set()
+        self._wake_gate()
         self.transport.wake()
         _join(self._consumers, time.monotonic() + drain)
         with self._lock:
             unfinished = [held.claim for held in self._inflight.values()]
         self._halt.set()
         self._postponed.set()  # the relay loop's wait ends
+        self._beat_soon.set()  # and the heartbeat loop's
+        self._wake_gate()
         # Releasing the claims and removing the heartbeat are commands too: bounded like the threads, so an
         # unreachable deployment cannot hold the stop past drain + stop_seconds.
         leaving = threading.Thread(target=self._leave, args=(unfinished,), name="harel-leaving", daemon=True)
@@ -798,6 +813,10 @@ class Worker:
                 except DeploymentError as exc:
                     log.warning("could not remove the heartbeat; it expires", extra={"error": str(exc)})
 
+    def _wake_gate(self) -> None:
+        with self._gate:
+            self._gate.notify_all()
+
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
@@ -827,6 +846,9 @@ class Worker:
         idle = 0.01
         while not self._stopping.is_set():
             self._last_loop = time.monotonic()
+            if self._hold_at_pause():
+                idle = 0.01
+                continue
             pause = idle
             with sending(CONSUMER) as current:
                 try:
@@ -850,11 +872,112 @@ class Worker:
                 self.transport.wait_hint(pause)
             idle = min(self.config.idle_poll_max, idle * 2)
 
+    # --- the pause -------------------------------------------------------------------------------
+
+    @property
+    def pause_requested(self) -> bool:
+        """A pause stands as this worker last heard (or its start has not looked yet)."""
+        with self._gate:
+            return self._standing()
+
+    @property
+    def paused(self) -> bool:
+        """A pause stands and this worker has stopped for it: every consumer waits, the steps that were in
+        flight committed and relayed, the relay acknowledged what it delivered and waits too."""
+        with self._gate:
+            return self._stopped_for_pause()
+
+    def _standing(self) -> bool:
+        return self._pause_requested or not self._pause_known
+
+    def _stopped_for_pause(self) -> bool:
+        return (
+            self._pause_requested
+            and self._pause_known
+            and self._relay_parked
+            and self._parked == len(self._consumers)
+        )
+
+    def _hold_at_pause(self) -> bool:
+        """While a pause stands, wait here (counted as parked) until it is lifted or the worker stops. True
+        when it waited: the caller looks at its loop's condition again."""
+        with self._gate:
+            if not self._standing():
+                return False
+            self._parked += 1
+            self._gate.notify_all()
+            try:
+                while self._standing() and not self._stopping.is_set():
+                    self._last_loop = time.monotonic()
+                    self._gate.wait(1.0)
+            finally:
+                self._parked -= 1
+        return True
+
+    def _relay_at_pause(self, retry: float) -> None:
+        """The relay's part of a pause: once every consumer waits (their last commits relayed), acknowledge
+        what this worker delivered, then wait until the pause is lifted or the worker halts."""
+        with self._gate:
+            while self._standing() and not self._halt.is_set() and self._parked < len(self._consumers):
+                self._gate.wait(1.0)
+            if not self._standing() or self._halt.is_set():
+                return
+        with sending(RELAY):
+            try:
+                self.acknowledge_delivered()
+            except DeploymentError as exc:
+                if not self._halt.is_set():
+                    log.warning(
+                        "acknowledging before the pause failed, will retry", extra={"error": str(exc)}
+                    )
+                    self._halt.wait(retry)
+                return
+            except Exception:
+                log.exception("acknowledging before the pause failed; will retry")
+                self._halt.wait(retry)
+                return
+        with self._gate:
+            if not self._standing() or self._halt.is_set():
+                return
+            self._relay_parked = True
+            self._gate.notify_all()
+            paused = self._pause_requested
+        if paused:
+            log.info("paused: no claim, no relay until resumed", extra={"worker_id": self.id})
+            self._beat_soon.set()  # say so now, not a heartbeat later
+        with self._gate:
+            try:
+                while self._standing() and not self._halt.is_set():
+                    self._gate.wait(1.0)
+            finally:
+                self._relay_parked = False
+
+    def _heard_pause(self, standing: bool) -> None:
+        """What the deployment said of the pause (a beat, or the start's look at `harel_meta`)."""
+        with self._gate:
+            was, known = self._pause_requested, self._pause_known
+            self._pause_requested, self._pause_known = standing, True
+            self._gate.notify_all()
+        if standing and not was:
+            log.info(
+                "pause requested: claiming nothing more; the steps in flight finish",
+                extra={"worker_id": self.id},
+            )
+            self.transport.wake()  # idle consumers come to the pause now, not at the end of their wait
+        elif was and not standing:
+            log.info("resumed", extra={"worker_id": self.id})
+        elif not known and not standing:
+            log.debug("no pause stands", extra={"worker_id": self.id})
+
     def _relay_loop(self) -> None:
         longest = min(self.config.relay_poll_max, self.config.lease_seconds / 3)
         first = min(RELAY_RETRY_SECONDS, longest)
         pause = first
         while not self._halt.is_set():
+            if self.pause_requested:
+                self._relay_at_pause(first)
+                pause = first
+                continue
             moved = 0
             postponed = self._postponed.is_set()
             self._postponed.clear()
@@ -910,15 +1033,37 @@ class Worker:
             with sending(HEARTBEAT):
                 try:
                     with self._bounded():
-                        server_time = self.heartbeats.beat(self.id, info, dict(self.counters))
+                        beat = self.heartbeats.beat(self.id, info, dict(self.counters), paused=self.paused)
                 except DeploymentError as exc:
                     if self._halt.is_set():
                         return  # stopping: the client may be closed; `stop` removes the heartbeat
                     log.warning("heartbeat failed", extra={"error": str(exc)})
                 else:
-                    if server_time is not None:  # the deployment's time, for the estimate's next anchor
-                        self.clock.observe(server_time)
-            self._halt.wait(self.config.heartbeat_seconds)
+                    if beat.server_time is not None:  # the deployment's time, for the estimate's next anchor
+                        self.clock.observe(beat.server_time)
+                    self._look_for_pause(beat)
+            self._beat_soon.wait(self.config.heartbeat_seconds)
+            self._beat_soon.clear()
+
+    def _look_for_pause(self, beat: Beat) -> None:
+        """The pause as the beat returned it; at the start (once the beat stored this worker's document, so a
+        pause written later flags it) also whether one stands in `harel_meta`."""
+        assert self.heartbeats is not None
+        with self._gate:
+            known = self._pause_known
+        if known or beat.pause_requested:
+            self._heard_pause(beat.pause_requested)
+            return
+        try:
+            with self._bounded():
+                standing = self.heartbeats.join_pause(self.id)
+        except DeploymentError as exc:
+            if not self._halt.is_set():
+                log.warning("could not look for a pause; claiming nothing yet", extra={"error": str(exc)})
+            return
+        if standing:
+            log.info("a pause stands: starting paused", extra={"worker_id": self.id})
+        self._heard_pause(standing)
 
     def _count(self, name: str) -> None:
         with self._lock:

@@ -5,7 +5,9 @@
 // HAREL_BACKUP_PASSWORD_FILE names: it never reaches a command line or an environment variable.
 
 const env = process.env;
-for (const name of ['HAREL_BACKUP_HOSTS', 'HAREL_BACKUP_REPLICA_SET', 'HAREL_BACKUP_USER', 'HAREL_BACKUP_PASSWORD_FILE',
+// A sharded cluster is reached through its routers (HAREL_BACKUP_ROUTERS), a replica set through its members.
+const where = env.HAREL_BACKUP_ROUTERS ? ['HAREL_BACKUP_ROUTERS'] : ['HAREL_BACKUP_HOSTS', 'HAREL_BACKUP_REPLICA_SET'];
+for (const name of [...where, 'HAREL_BACKUP_USER', 'HAREL_BACKUP_PASSWORD_FILE',
   'HAREL_BACKUP_DATABASE', 'HAREL_BACKUP_JOB', 'HAREL_BACKUP_TARGET', 'HAREL_RUN_ID', 'HAREL_RUN_OUTCOME']) {
   if (!env[name]) {
     throw new Error(`${name} must be set`);
@@ -25,14 +27,18 @@ const run = {
 };
 const succeeded = run.outcome === 'succeeded';
 
-let query = `replicaSet=${env.HAREL_BACKUP_REPLICA_SET}&authSource=admin&serverSelectionTimeoutMS=30000`;
+let query = 'authSource=admin&serverSelectionTimeoutMS=30000';
+if (!env.HAREL_BACKUP_ROUTERS) {
+  query = `replicaSet=${env.HAREL_BACKUP_REPLICA_SET}&${query}`;
+}
 if (env.HAREL_BACKUP_TLS_CA) {
   query += `&tls=true&tlsCAFile=${encodeURIComponent(env.HAREL_BACKUP_TLS_CA)}`;
 }
 // The password comes from a file (harel-backup.sh hands its own file, or a private copy, to this script).
 const password = require('fs').readFileSync(env.HAREL_BACKUP_PASSWORD_FILE, 'utf8').trim();
 const credentials = `${encodeURIComponent(env.HAREL_BACKUP_USER)}:${encodeURIComponent(password)}`;
-const connection = new Mongo(`mongodb://${credentials}@${env.HAREL_BACKUP_HOSTS}/?${query}`);
+const hosts = env.HAREL_BACKUP_ROUTERS || env.HAREL_BACKUP_HOSTS;
+const connection = new Mongo(`mongodb://${credentials}@${hosts}/?${query}`);
 
 const update = { $set: { last_attempt: run, updated_at: Date.now() / 1000 } };
 if (succeeded) {

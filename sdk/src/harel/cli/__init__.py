@@ -7,6 +7,8 @@ dead.py         dead list | retry | drop
 worker.py       worker
 dev.py          dev (devstate.py: where it says its store is)
 deployment.py   check
+partitions.py   partitions init | show
+pause.py        pause, resume
 demo.py         smoke, demo
 options.py      options several commands share; settings.py where the deployment is; output.py printing;
 views.py        how executions, mailboxes, traces and an event's fate are shown

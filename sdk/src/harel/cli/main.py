@@ -16,7 +16,7 @@ from bson.errors import InvalidDocument
 from click.shell_completion import get_completion_class
 
 from harel import __version__
-from harel.cli import charts, dead, demo, deployment, dev, executions, observe, partitions, worker
+from harel.cli import charts, dead, demo, deployment, dev, executions, observe, partitions, pause, worker
 from harel.cli.exits import MEANING, Exit, exit_code_for
 from harel.cli.logsetup import FORMAT_VARIABLE, LEVEL_VARIABLE, configure
 from harel.cli.options import Invocation, dev_option, pass_connection_to_root, url_option
@@ -96,7 +96,7 @@ def harel(ctx: click.Context, url: str | None, dev: bool) -> None:
     configure(called.command)
 
 
-for _module in (worker, dev, executions, observe, dead, charts, demo, deployment, partitions):
+for _module in (worker, dev, executions, observe, dead, charts, demo, deployment, partitions, pause):
     for _command in _module.COMMANDS:
         harel.add_command(_command)
 
