@@ -505,19 +505,24 @@ def test_the_monitor_user_is_made_through_the_router_and_on_each_shard_from_file
         config = json.loads(environment.pop("HAREL_OPS_USERS"))
         targets[name] = (config["hosts"], config["replicaSetName"])
         assert config["monitor"] == {"username": "harel-monitor"}
-        assert config["backup"] is None
         assert config["tlsCAFile"] == ca
         # Passwords as files, owned by the user it runs as, read-only.
-        assert environment == {
+        files = {
             "HOME": "/tmp",
             "HAREL_MONGO_ROOT_PASSWORD_FILE": "/run/secrets/mongo_root_password",
             "HAREL_MONITOR_PASSWORD_FILE": "/run/secrets/monitor_password",
         }
+        owned = {("mongo_root_password", "999", "999", "0400"), ("monitor_password", "999", "999", "0400")}
+        # The router's one-shot makes the backup user too (the backup profile's); a shard's, the monitor user only.
+        if name == "cluster-ops-users":
+            assert config["backup"] == {"username": "harel-backup"}
+            files["HAREL_BACKUP_PASSWORD_FILE"] = "/run/secrets/backup_password"
+            owned.add(("backup_password", "999", "999", "0400"))
+        else:
+            assert config["backup"] is None
+        assert environment == files
         assert service["user"] == "999:999"
-        assert {(s["source"], s["uid"], s["gid"], s["mode"]) for s in service["secrets"]} == {
-            ("mongo_root_password", "999", "999", "0400"),
-            ("monitor_password", "999", "999", "0400"),
-        }
+        assert {(s["source"], s["uid"], s["gid"], s["mode"]) for s in service["secrets"]} == owned
         assert service["depends_on"]["sharded-init"]["condition"] == "service_completed_successfully"
     # The router (a cluster user, kept on the config servers) and each shard's own set (a shard-local user).
     assert targets == {
@@ -559,9 +564,17 @@ def test_each_ops_users_one_shot_as_rendered_makes_the_monitor_user_on_its_targe
             tmp_path, {"ops-users.js": OPS_USERS.read_text()}, config, environment, cluster, mounted
         )
         assert run.ok, (name, run.error)
-        assert {user: u["pwd"] for user, u in run.cluster["users"].items()} == {
-            "harel-monitor": secret_value("HAREL_MONITOR_PASSWORD")
-        }, name
+        made = {"harel-monitor": secret_value("HAREL_MONITOR_PASSWORD")}
+        if router:
+            made["harel-backup"] = secret_value("HAREL_BACKUP_PASSWORD")
+            # Through the router, the cluster's backup user: the replica set's roles, the pause and the balancer.
+            assert run.cluster["users"]["harel-backup"]["roles"] == [
+                {"role": "backup", "db": "admin"},
+                {"role": "harelBackupStatus", "db": "admin"},
+                {"role": "harelBackupPause", "db": "admin"},
+                {"role": "clusterManager", "db": "admin"},
+            ]
+        assert {user: u["pwd"] for user, u in run.cluster["users"].items()} == made, name
         for connection in run.connections:
             assert connection["hosts"] == config["hosts"]
             assert connection["options"].get("replicaSet") == config["replicaSetName"]
@@ -608,3 +621,127 @@ def test_prometheus_asks_each_topologys_exporter_for_each_of_its_targets(
             host = uri.removeprefix("mongodb://").split("/")[0]
             expected[host] = (f"{exporter}:9216", host)
     assert scraped == expected
+
+
+# --- the backup profile on the cluster (observability.yml's backup and restore, given the router by sharded.yml) ---
+
+# What `harel-stack backup` runs on the cluster besides the cluster itself: the one-shot that makes the backup user
+# through the router, and the backup and restore one-shots.
+CLUSTER_BACKUP = ("cluster-ops-users", "backup", "restore")
+BACKUP_SCRIPTS = REPOSITORY_ROOT / "helm" / "harel-stack" / "files" / "backup"
+
+
+@pytest.fixture(scope="module")
+def backed_up(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The cluster as `harel-stack backup` and `restore` run it (HAREL_SHARDED=1, the backup profile added to
+    harel-stack's command line), without TLS and with requireTLS."""
+    rendered = {}
+    for mode in ("disabled", "requireTLS"):
+        directory = tmp_path_factory.mktemp(f"backup-{mode}")
+        certificates = directory / "certificates"
+        certificates.mkdir()
+        env = env_file(directory, HAREL_SHARDED="1", HAREL_TLS_MODE=mode, HAREL_TLS_DIR=str(certificates))
+        runner = Dependencies().compose(Project(REPOSITORY_ROOT), load_settings(env))
+        assert isinstance(runner, DockerCompose)
+        rendered[mode] = rendered_command(runner.command("config", profiles=["backup"]), env)
+    return rendered
+
+
+@pytest.mark.parametrize("mode", ["disabled", "requireTLS"])
+def test_with_the_backup_profile_the_cluster_runs_the_backup_one_shots_hardened(
+    backed_up: dict[str, dict[str, Any]], mode: str, tmp_path: Path
+) -> None:
+    compose = backed_up[mode]
+    services = compose["services"]
+    validates(compose, tmp_path)
+    # Not the observability profile: the shards' monitor users, the exporter, Prometheus and Grafana stay out, and
+    # the replica set's mongo-ops-users too.
+    assert set(services) == {
+        "keyfile",
+        "tls",
+        "cfg1",
+        "sh1",
+        "sh2",
+        "mongos",
+        "sharded-init",
+        "worker",
+    } | set(CLUSTER_BACKUP)
+    assert {name: found for name, s in services.items() if (found := hardening_faults(s))} == {}
+    writable = {name for name, s in services.items() if not s.get("read_only")}
+    assert writable == {"cfg1", "sh1", "sh2", "sharded-init", *CLUSTER_BACKUP}
+    # As whoever runs harel-stack (.env.example's defaults here), as on the replica set.
+    assert services["backup"]["user"] == services["restore"]["user"] == "1000:1000"
+    assert services["backup"]["depends_on"] == {
+        "cluster-ops-users": {"condition": "service_completed_successfully", "required": True}
+    }
+    assert services["cluster-ops-users"]["depends_on"]["sharded-init"]["condition"] == (
+        "service_completed_successfully"
+    )
+    for name in ("backup", "restore"):
+        service = services[name]
+        assert service["entrypoint"] == ["/bin/bash", "/harel/backup/harel-backup.sh"], name
+        [scripts] = [v for v in service["volumes"] if v["target"] == "/harel/backup"]
+        assert (scripts["source"], scripts.get("read_only")) == (str(BACKUP_SCRIPTS), True), name
+        assert mounts(service)["/tls"] == ("tls", True), name
+    # The script's sharded mode needs pause-workers.js beside it.
+    assert (BACKUP_SCRIPTS / "pause-workers.js").is_file()
+    assert services["backup"]["command"] == ["run"]
+    assert services["restore"]["command"] == ["restore", "/restore/archive.gz"]
+    [archives] = [v for v in services["backup"]["volumes"] if v["target"] == "/backups"]
+    assert archives["type"] == "bind" and not archives.get("read_only")
+
+
+@pytest.mark.parametrize("mode", ["disabled", "requireTLS"])
+def test_the_backup_one_shots_reach_the_router_with_their_passwords_as_files(
+    backed_up: dict[str, dict[str, Any]], mode: str
+) -> None:
+    services = backed_up[mode]["services"]
+    ca = "/tls/ca.crt" if mode in CLIENT_TLS_MODES else ""
+    # harel-backup.sh's sharded mode: the routers sharded-init's settings name, no replica set's hosts or name.
+    where = {
+        "HAREL_BACKUP_ROUTERS": ",".join(SETTINGS["routers"]),
+        "HAREL_BACKUP_HOSTS": "",
+        "HAREL_BACKUP_REPLICA_SET": "",
+        "HAREL_BACKUP_DATABASE": "harel",
+        "HAREL_BACKUP_DIR": "/backups",
+        "HAREL_BACKUP_TLS_CA": ca,
+        "HAREL_BACKUP_PAUSE_TIMEOUT": "120",
+        "HOME": "/tmp",
+    }
+    assert services["backup"]["environment"] == {
+        **where,
+        "HAREL_BACKUP_USER": "harel-backup",
+        "HAREL_BACKUP_PASSWORD_FILE": "/run/secrets/backup_password",
+        "HAREL_BACKUP_KEEP": "7",
+        "HAREL_BACKUP_JOB": "compose/harel",
+        "HAREL_BACKUP_TARGET": "dir:./backups",
+    }
+    assert services["restore"]["environment"] == {
+        **where,
+        "HAREL_RESTORE_USER": "root",
+        "HAREL_RESTORE_PASSWORD_FILE": "/run/secrets/mongo_root_password",
+    }
+    owners = {
+        name: {(s["source"], s["target"], s["uid"], s["gid"], s["mode"]) for s in services[name]["secrets"]}
+        for name in CLUSTER_BACKUP
+    }
+    assert owners == {
+        "cluster-ops-users": {
+            ("mongo_root_password", "/run/secrets/mongo_root_password", "999", "999", "0400"),
+            ("monitor_password", "/run/secrets/monitor_password", "999", "999", "0400"),
+            ("backup_password", "/run/secrets/backup_password", "999", "999", "0400"),
+        },
+        "backup": {("backup_password", "/run/secrets/backup_password", "1000", "1000", "0400")},
+        "restore": {("mongo_root_password", "/run/secrets/mongo_root_password", "1000", "1000", "0400")},
+    }
+    # The user the backup one-shot connects as is the one cluster-ops-users makes through the router, with the
+    # password from the same secret.
+    config = json.loads(services["cluster-ops-users"]["environment"]["HAREL_OPS_USERS"])
+    assert config["hosts"] == SETTINGS["routers"] and config["replicaSetName"] is None
+    assert config["backup"] == {"username": services["backup"]["environment"]["HAREL_BACKUP_USER"]}
+    assert backed_up[mode]["secrets"]["backup_password"]["environment"] == "HAREL_BACKUP_PASSWORD"
+    passwords = {secret_value(variable) for variable in SECRET_VARIABLES}
+    for name in CLUSTER_BACKUP:
+        environment = services[name]["environment"]
+        assert not passwords & {str(v) for v in environment.values()}, name
+        assert not any(p in " ".join(services[name].get("command") or []) for p in passwords), name
