@@ -15,19 +15,26 @@ from harel_stack.archive import inspect
 from harel_stack.errors import ArchiveError
 from harel_stack.settings import SECRET_VARIABLES, parse_env
 from tests.dump_archive import Namespace, crc64, read_archive, write_archive
-from tests.unit.test_stack_cli import Harness, harness  # noqa: F401 (the fixture)
+from tests.unit.test_stack_cli import FakeClusterProbe, Harness, harness  # noqa: F401 (the fixture)
 
 
-def archive_bytes(*, oplog: bool = True, documents: int = 3) -> bytes:
+def archive_bytes(
+    *, oplog: bool = True, documents: int = 3, admin: bool = True, database: str = "harel"
+) -> bytes:
+    """A replica set's archive (every database, the oplog); `oplog=False, admin=False`: the sharded cluster's (the
+    app database only, through the router)."""
     namespaces = [
         Namespace(
-            "harel",
+            database,
             "executions",
             {"indexes": [{"v": 2, "key": {"_id": 1}, "name": "_id_"}]},
             [bson.encode({"_id": f"exe-{n}", "version": n}) for n in range(documents)],
         ),
-        Namespace("admin", "system.version", {}, [bson.encode({"_id": "featureCompatibilityVersion"})]),
     ]
+    if admin:
+        namespaces.append(
+            Namespace("admin", "system.version", {}, [bson.encode({"_id": "featureCompatibilityVersion"})])
+        )
     if oplog:
         namespaces.append(Namespace("", "oplog", {}))
     buffer = io.BytesIO()
@@ -215,3 +222,127 @@ def test_users_that_cannot_be_reset_after_a_restore_keep_the_workers_stopped(
     assert harness.run("restore", str(archive), "--yes") == 1
     assert "restored, but mongo-init failed" in harness.err.getvalue()
     assert ("start", "worker") not in [call[0] for call in harness.composes[-1].calls]
+
+
+# --- the sharded cluster (compose/sharded.yml's backup and restore: harel-backup.sh through the router) -----------
+
+
+def cluster_archive() -> bytes:
+    return archive_bytes(oplog=False, admin=False)
+
+
+def up_sharded(harness: Harness) -> None:  # noqa: F811
+    harness.probe = FakeClusterProbe(harness.clock)
+    assert harness.run("up", "--sharded") == 0
+
+
+def test_backup_of_a_cluster_up_sharded_started_runs_the_one_shot_with_the_clusters_files(
+    harness: Harness,  # noqa: F811
+) -> None:
+    up_sharded(harness)
+    assert harness.run("backup") == 0
+    runner = harness.composes[-1]
+    # The containers say it is the cluster (compose/.env does not): compose/sharded.yml and its profile, whose
+    # backup one-shot reaches the router.
+    assert runner.sharded is True
+    assert runner.calls == [(("run", "--rm", "backup"), False)]
+    assert runner.profiles == [("backup",)]
+    backups = harness.root / "compose" / "backups"
+    assert stat.S_IMODE(backups.stat().st_mode) == 0o700
+    out = harness.out.getvalue()
+    assert (
+        f"backing up the sharded cluster's harel database through the router into {backups} (keeping 7)"
+        in out
+    )
+    assert "the workers paused for the dump" in out
+
+
+def test_backup_with_nothing_running_follows_harel_sharded(harness: Harness) -> None:  # noqa: F811
+    up_sharded(harness)
+    assert harness.run("down") == 0
+    env_file = harness.root / "compose" / ".env"
+    env_file.write_text(env_file.read_text(encoding="utf-8") + "HAREL_SHARDED=1\n", encoding="utf-8")
+    assert harness.run("backup") == 0
+    assert harness.composes[-1].sharded is True
+    assert "backing up the sharded cluster's" in harness.out.getvalue()
+
+
+def test_a_failed_backup_of_the_cluster_exits_1_saying_where_it_is_recorded(
+    harness: Harness,  # noqa: F811
+) -> None:
+    up_sharded(harness)
+    harness.compose_codes["backup"] = 1
+    assert harness.run("backup") == 1
+    assert "the backup failed (exit 1)" in harness.err.getvalue()
+    assert "recorded in harel.backups" in harness.err.getvalue()
+
+
+def test_restore_into_the_cluster_leaves_the_workers_running_and_paused_and_says_what_is_next(
+    harness: Harness,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    archive = write(tmp_path, "harel-20250106T093000Z.archive.gz", cluster_archive())
+    up_sharded(harness)
+    assert harness.run("restore", str(archive), "--yes") == 0
+    runner = harness.composes[-1]
+    assert runner.sharded is True
+    mount = f"{archive.resolve()}:/restore/archive.gz:ro"
+    # No stop and start of the workers: the script pauses them and leaves them paused. No users reset: the archive
+    # holds the harel database only.
+    assert runner.calls == [(("run", "--rm", "--no-deps", "--volume", mount, "restore"), False)]
+    assert runner.profiles == [("backup",)]
+    out = harness.out.getvalue()
+    assert (
+        "harel-20250106T093000Z.archive.gz: mongodump harel-tests of MongoDB 8.0.4: 1 collection(s) in harel, no oplog"
+        in out
+    )
+    assert "restored harel-20250106T093000Z.archive.gz; the workers stay paused" in out
+    compose = (
+        "docker compose -f compose/docker-compose.yml -f compose/sharded.yml --env-file compose/.env -p harel "
+        "--profile sharded"
+    )
+    partitions, resume = out.index("`harel partitions init`"), out.index("`harel resume`")
+    assert partitions < resume
+    assert f"  {compose} run --rm --no-deps sharded-init\n" in out
+    assert f"  {compose} exec worker harel resume\n" in out
+
+
+def test_restore_into_the_cluster_refuses_a_replica_sets_archive_and_one_without_harel(
+    harness: Harness,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    up_sharded(harness)
+    calls_before = len(harness.compose_calls)
+    replica_set = write(tmp_path, "rs.archive.gz", archive_bytes())
+    assert harness.run("restore", str(replica_set), "--yes") == 2
+    assert "it holds an oplog: a replica set's backup" in harness.err.getvalue()
+    assert harness.err.getvalue().endswith("nothing was changed\n")
+    other = write(tmp_path, "other.archive.gz", archive_bytes(oplog=False, admin=False, database="shop"))
+    assert harness.run("restore", str(other), "--yes") == 2
+    assert "it holds no harel database" in harness.err.getvalue()
+    # Without --yes: what it would replace, nothing run.
+    archive = write(tmp_path, "harel.archive.gz", cluster_archive())
+    assert harness.run("restore", str(archive)) == 2
+    assert "replaces the harel database's collections" in harness.err.getvalue()
+    assert len(harness.compose_calls) == calls_before
+
+
+def test_the_replica_set_refuses_the_clusters_archive(harness: Harness, tmp_path: Path) -> None:  # noqa: F811
+    assert harness.run("up") == 0
+    archive = write(tmp_path, "harel.archive.gz", cluster_archive())
+    assert harness.run("restore", str(archive), "--yes") == 2
+    assert "holds no oplog" in harness.err.getvalue()
+
+
+def test_a_failed_restore_into_the_cluster_says_the_script_tells_whether_the_workers_stay_paused(
+    harness: Harness,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    archive = write(tmp_path, "harel.archive.gz", cluster_archive())
+    up_sharded(harness)
+    harness.compose_codes["restore"] = 1
+    assert harness.run("restore", str(archive), "--yes") == 1
+    assert [call[0][0] for call in harness.composes[-1].calls] == ["run"]
+    assert "the restore failed (exit 1)" in harness.err.getvalue()
+    assert "whether the workers stay paused" in harness.err.getvalue()
+    assert "restored" not in harness.out.getvalue()

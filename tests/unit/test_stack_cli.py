@@ -576,27 +576,3 @@ def test_up_starts_one_topology_at_a_time(harness: Harness) -> None:
     ]
     # Again in the same topology: compose brings it up to date.
     assert harness.run("up", "--sharded") == 0
-
-
-def test_backup_and_restore_are_the_replica_sets_and_refuse_the_cluster(
-    harness: Harness, tmp_path: Path
-) -> None:
-    harness.probe = FakeClusterProbe(harness.clock)
-    assert harness.run("up", "--sharded") == 0
-    calls = len(harness.compose_calls)
-    for argv, command in (
-        (["backup"], "backup"),
-        (["restore", str(tmp_path / "any.archive.gz"), "--yes"], "restore"),
-    ):
-        assert harness.run(*argv) == 2
-        assert harness.err.getvalue() == (
-            f"`make {command}` is the replica set's, not the sharded cluster's: back the cluster up through the "
-            'router as docs/sharded-clusters.md, "Backups", says\n'
-        )
-    assert len(harness.compose_calls) == calls, "nothing run"
-    # Nothing running, HAREL_SHARDED=1: the same.
-    assert harness.run("down") == 0
-    env_file = harness.root / "compose" / ".env"
-    env_file.write_text(env_file.read_text(encoding="utf-8") + "HAREL_SHARDED=1\n", encoding="utf-8")
-    assert harness.run("backup") == 2
-    assert harness.err.getvalue().startswith("`make backup` is the replica set's, not the sharded cluster's")

@@ -1,10 +1,12 @@
 """What a backup archive holds, read from its prelude before `harel-stack restore` touches anything.
 
-The archive is `mongodump --archive --gzip --oplog` output, in the format the MongoDB Database Tools define
-(mongo-tools, common/archive/spec.md): a magic number, a header document, one metadata document per collection
-and a terminator, then the collections' documents in segments. The prelude alone says whether the file is such
-an archive, which databases and collections it restores, and whether it carries the oplog that
-`mongorestore --oplogReplay` replays; mongorestore checks each collection's CRC as it restores.
+The archive is `mongodump --archive --gzip --oplog` output (the replica set's), or the sharded cluster's
+`mongodump --archive --gzip --db harel` through the router with the workers paused (no oplog: the pause is its
+consistency point), in the format the MongoDB Database Tools define (mongo-tools, common/archive/spec.md): a magic
+number, a header document, one metadata document per collection and a terminator, then the collections' documents
+in segments. The prelude alone says whether the file is such an archive, which databases and collections it
+restores, and whether it carries the oplog that `mongorestore --oplogReplay` replays; mongorestore checks each
+collection's CRC as it restores.
 """
 
 from __future__ import annotations
@@ -112,8 +114,9 @@ def open_archive(path: Path) -> BinaryIO:
     return gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw  # type: ignore[return-value]
 
 
-def inspect(path: Path) -> Prelude:
-    """The prelude of the archive at `path`, or ArchiveError saying why it cannot be restored with --oplogReplay."""
+def inspect(path: Path, sharded: bool = False, database: str = "harel") -> Prelude:
+    """The prelude of the archive at `path`, or ArchiveError saying why it cannot be restored: with --oplogReplay
+    into the replica set; or, `sharded`, into the sharded cluster through its router (`database` only, no oplog)."""
     if not path.is_file():
         raise ArchiveError("no such file", path=str(path))
     try:
@@ -123,9 +126,29 @@ def inspect(path: Path) -> Prelude:
         raise ArchiveError(error.reason, path=str(path)) from None
     except (OSError, EOFError) as error:
         raise ArchiveError(f"it cannot be read as a mongodump archive ({error})", path=str(path)) from None
+    if sharded:
+        return _restorable_through_the_router(prelude, path, database)
     if not prelude.has_oplog:
         raise ArchiveError(
             "it holds no oplog (not made with --oplog), so it has no consistency point to replay to",
             path=str(path),
+        )
+    return prelude
+
+
+def _restorable_through_the_router(prelude: Prelude, path: Path, database: str) -> Prelude:
+    """The sharded cluster's restore replays no oplog (mongorestore refuses --oplogReplay with the namespace filter
+    a restore of one database through a router needs): an archive with one is a live dump, consistent only once
+    replayed, so it is refused, as is one without `database`."""
+    if prelude.has_oplog:
+        raise ArchiveError(
+            "it holds an oplog: a replica set's backup, consistent only with the oplog replayed, which a restore "
+            "through the router cannot do; move a replica set's data as docs/sharded-clusters.md, "
+            '"Moving an install to a sharded cluster", says',
+            path=str(path),
+        )
+    if database not in prelude.databases():
+        raise ArchiveError(
+            f"it holds no {database} database, the one the cluster's restore restores", path=str(path)
         )
     return prelude

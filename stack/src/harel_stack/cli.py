@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -79,11 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     down.add_argument("--volumes", action="store_true", help="also delete the data volumes and the keyfile")
     commands.add_parser(
         "backup",
-        help="mongodump the replica set with its oplog into HAREL_BACKUPS_DIR (keeps HAREL_BACKUP_KEEP archives)",
+        help="mongodump the replica set with its oplog (the sharded cluster: its harel database through the router, "
+        "the workers paused) into HAREL_BACKUPS_DIR (keeps HAREL_BACKUP_KEEP archives)",
     )
     restore = commands.add_parser(
         "restore",
-        help="stop the workers, restore FILE with its oplog replayed (every collection dropped first), start them",
+        help="stop the workers, restore FILE with its oplog replayed (every collection dropped first), start them; "
+        "the sharded cluster: pause the workers, restore FILE's harel database through the router, leave them paused",
     )
     restore.add_argument("file", type=Path, metavar="FILE", help="an archive `harel-stack backup` wrote")
     restore.add_argument(
@@ -226,27 +229,24 @@ def command_down(stack: Stack, volumes: bool) -> int:
     return stack.compose(stack.settings())("down", *(["--volumes"] if volumes else []), all_profiles=True)
 
 
-def replica_set_only(stack: Stack, command: str) -> bool:
-    """False, with the line saying why, for the sharded cluster (running, or chosen by HAREL_SHARDED when nothing
-    runs): backup and restore are the replica set's (compose/observability.yml's services name mongo1..3)."""
-    if not stack.running_settings().sharded:
-        return True
-    stack.deps.err.write(
-        f"`make {command}` is the replica set's, not the sharded cluster's: back the cluster up through the router "
-        'as docs/sharded-clusters.md, "Backups", says\n'
-    )
-    return False
-
-
 def command_backup(stack: Stack) -> int:
-    if not replica_set_only(stack, "backup"):
-        return BAD_INPUT
     ensure_secrets(stack)
-    settings = stack.settings()
+    # The topology of the containers there are (HAREL_SHARDED's when none): a stack `up --sharded` started is backed
+    # up as the cluster. compose/sharded.yml gives the backup one-shot the router in place of mongo1..3.
+    settings = stack.running_settings()
     directory = settings.backups_path(stack.project)
     # Made here, owned by the caller: compose would create a missing bind-mount source as root.
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    stack.say(f"backing up the replica set with its oplog into {directory} (keeping {settings.backup_keep})")
+    if settings.sharded:
+        stack.say(
+            f"backing up the sharded cluster's harel database through the router into {directory} (keeping "
+            f"{settings.backup_keep}): the balancer stopped and the workers paused for the dump, both started again "
+            "after it"
+        )
+    else:
+        stack.say(
+            f"backing up the replica set with its oplog into {directory} (keeping {settings.backup_keep})"
+        )
     # As the caller (compose/observability.yml's HAREL_BACKUPS_UID/GID, which harel-stack sets): the archives are theirs.
     code = stack.compose(settings)("run", "--rm", "backup", profiles=[BACKUP_PROFILE])
     if code != 0:
@@ -259,18 +259,19 @@ def command_backup(stack: Stack) -> int:
 
 
 def command_restore(stack: Stack, file: Path, confirmed: bool) -> int:
-    if not replica_set_only(stack, "restore"):
-        return BAD_INPUT
+    settings = stack.running_settings()
     archive = file.resolve()
-    prelude = inspect(archive)
+    prelude = inspect(archive, sharded=settings.sharded)
     stack.say(f"{archive.name}: {prelude.describe()}")
     if not confirmed:
+        replaced = "the harel database's collections" if settings.sharded else "every collection it holds"
         stack.deps.err.write(
-            f"restoring {archive.name} replaces every collection it holds with its content as of the end of that "
+            f"restoring {archive.name} replaces {replaced} with its content as of the end of that "
             "backup; anything written since is lost. Run again with --yes to restore.\n"
         )
         return BAD_INPUT
-    settings = stack.settings()
+    if settings.sharded:
+        return restore_cluster(stack, settings, archive)
     compose = stack.compose(settings)
     stack.say("stopping the workers (each drains its in-flight events) ...")
     if compose("stop", "worker") != 0:
@@ -297,6 +298,44 @@ def command_restore(stack: Stack, file: Path, confirmed: bool) -> int:
         return FAILED
     stack.say(f"restored {archive.name}; workers started. Check with: make status, make smoke")
     return 0
+
+
+def restore_cluster(stack: Stack, settings: StackSettings, archive: Path) -> int:
+    """The sharded cluster's restore (harel-backup.sh's sharded mode, through the router): the workers are paused, not
+    stopped, and stay paused; the archive holds the harel database only, so the users are untouched. What is left
+    to the operator, as the script says: `harel partitions init` (sharded-init runs it), then `harel resume`."""
+    stack.say(
+        "restoring through the router (mongorestore --drop of the harel database; the balancer stopped and the "
+        "workers paused first, and they stay paused) ..."
+    )
+    mount = f"{archive}:/restore/archive.gz:ro"
+    code = stack.compose(settings)(
+        "run", "--rm", "--no-deps", "--volume", mount, "restore", profiles=[BACKUP_PROFILE]
+    )
+    if code != 0:
+        stack.deps.err.write(
+            f"the restore failed (exit {code}): its last lines above say why and whether the workers stay paused "
+            "(a restore that did not start resumed them). Fix the cause and restore again\n"
+        )
+        return FAILED
+    shown = shown_compose(stack.project, settings)
+    stack.say(
+        f"restored {archive.name}; the workers stay paused. Next, `harel partitions init` shards the executions "
+        f"again and sets their zones (sharded-init runs it):\n  {shown} run --rm --no-deps sharded-init\n"
+        f"then `harel resume` lets the workers go on:\n  {shown} exec worker harel resume\n"
+        "Check with: make status, make smoke"
+    )
+    return 0
+
+
+def shown_compose(project: Project, settings: StackSettings) -> str:
+    """The `docker compose` command line harel-stack runs for `settings` (its project options), for the operator to
+    type from the repository's root."""
+    command = DockerCompose(
+        project, settings.members, settings.observability, app=bool(settings.app), sharded=settings.sharded
+    ).command()
+    root = f"{project.root}/"
+    return " ".join(shlex.quote(part.removeprefix(root)) for part in command)
 
 
 def main(argv: Sequence[str] | None = None, deps: Dependencies | None = None) -> int:

@@ -86,8 +86,8 @@ class DockerCompose:
         settings: members of a 3-member set, the observability services, the one-shots, the sharded cluster (with
         compose/sharded.yml) and the replica set it moves aside. `sharded` (HAREL_SHARDED) reads compose/sharded.yml
         after the compose file for every command, with its profile and, with `observability`, the observability
-        profile (sharded.yml puts the cluster's monitor users and exporter in the replica set's place); the members
-        and the backup services are the replica set's. With `app` (HAREL_APP set) compose/app.yml follows, for every command: the
+        profile (sharded.yml puts the cluster's monitor users and exporter in the replica set's place, and gives the
+        backup services the router in place of the members). With `app` (HAREL_APP set) compose/app.yml follows, for every command: the
         workers are the user's app's; with `sharded` too, compose/sharded-app.yml last, which builds the app's image
         on sharded-init's (app.yml's names mongo-init, which the cluster does not run)."""
         if all_profiles:
