@@ -492,6 +492,9 @@ CANNOT_RUN: dict[str, str] = {
     "docker compose -f compose/docker-compose.yml -f compose/sharded.yml --env-file compose/.env -p harel --profile "
     "sharded up -d --wait mongos": DOCKER + SHARDED_CHECKED,
     "make up SHARDED=1": DOCKER + " (test_stack_cli.py runs `harel-stack up --sharded` on a fake engine)",
+    "make backup": DOCKER
+    + " (test_stack_backup.py runs `harel-stack backup` and `restore` on the cluster against a fake engine, and"
+    " test_compose_sharded.py renders their one-shots)",
     "harel partitions init --partitions 256 --database harel": SHARDED
     + " (test_partitions_cli.py runs it through the fake cluster's routers)",
     "helm install harel-sharded ./helm/harel-stack -n harel --set mongodb.topology=sharded --set "
