@@ -2,7 +2,8 @@
 with the real mongosh (tests/tools) running pause-workers.js and record-backup.js through the fake cluster's
 routers (tests/fake_mongod), and stand-ins for mongodump and mongorestore that also write down what the cluster
 looked like when they ran. The workers are stand-ins too, beating as `harel.heartbeat` does: one that pauses when
-its beat returns the request, one of a version that never acknowledges.
+its beat returns the request, one of a version that never acknowledges. The compose stack's backup and restore
+one-shots (compose/sharded.yml) run here too, with the environment Compose's own binary renders for them.
 
 What is not run here: the real mongodump and mongorestore, a real mongos (its balancer, `balancerStop` waiting
 for a round), and authentication: the fake cluster has none, so the mongosh used here drops the credentials
@@ -29,9 +30,15 @@ from pymongo import MongoClient
 from harel.backups import BACKUPS_COLLECTION, Outcome, parse_statuses
 from harel.heartbeat import MongoHeartbeats
 from harel.pausing import MongoPauses
+from harel_stack.cli import Dependencies
+from harel_stack.compose import DockerCompose
+from harel_stack.project import Project
+from harel_stack.settings import load_settings
 from tests.fake_mongod.deployment import ClusterDeployment
 from tests.fake_mongod.fixtures import CLIENT_OPTIONS
+from tests.infra.compose_render import REPOSITORY_ROOT, env_file
 from tests.infra.test_backup_script import FAKE_MONGODUMP, SCRIPT, Backups, stand_in
+from tests.infra.test_compose_sharded import rendered_command
 from tests.tools.mongosh import MONGOSH
 
 pytestmark = pytest.mark.infra
@@ -330,3 +337,75 @@ def test_a_run_stopped_while_it_waits_resumes_what_it_stopped(sharded: Backups, 
     assert cluster.flagged() == []
     time.sleep(1.5)
     assert cluster.flagged() == [], "the waiter was stopped too: nothing flags the workers again"
+
+
+# --- the compose stack's one-shots (compose/sharded.yml's backup and restore) ---------------------------------------
+
+
+def compose_environment(service: str, tmp_path: Path) -> dict[str, str]:
+    """The environment Compose's own binary renders for the sharded stack's `service` (`harel-stack backup`'s command
+    line, the backup profile added), as the container gets it."""
+    tmp_path.mkdir()
+    env = env_file(tmp_path, HAREL_SHARDED="1")
+    runner = Dependencies().compose(Project(REPOSITORY_ROOT), load_settings(env))
+    assert isinstance(runner, DockerCompose)
+    rendered = rendered_command(runner.command("config", profiles=["backup"]), env)
+    return {key: str(value) for key, value in rendered["services"][service]["environment"].items()}
+
+
+@requires_mongosh
+def test_the_compose_one_shots_environment_runs_the_sharded_mode_and_its_restore(
+    sharded: Backups, cluster: Cluster
+) -> None:
+    """What compose gives the container, with only what differs here put in: the fake cluster's router for mongos,
+    and the host's paths for the container's (the password files compose mounts, /backups, HOME)."""
+    cluster.worker("w-1")
+    secrets = sharded.tmp / "secrets"
+    secrets.mkdir()
+    (secrets / "backup_password").write_text(sharded.env["HAREL_BACKUP_PASSWORD"] + "\n")
+    (secrets / "mongo_root_password").write_text("r00t-password\n")
+    routers = sharded.env["HAREL_BACKUP_ROUTERS"]
+    tools = {
+        key: sharded.env[key]
+        for key in sharded.env
+        if key.startswith("FAKE_") or key in ("PATH", "PYTHONPATH")
+    }
+
+    def container(service: str) -> dict[str, str]:
+        rendered = compose_environment(service, sharded.tmp / service)
+        assert rendered.pop("HAREL_BACKUP_ROUTERS") == "mongos:27017"
+        assert rendered.pop("HAREL_BACKUP_DIR") == "/backups"
+        assert rendered.pop("HOME") == "/tmp"
+        for key, value in list(rendered.items()):
+            if key.endswith("_PASSWORD_FILE"):
+                rendered[key] = str(secrets / Path(value).relative_to("/run/secrets"))
+        return {
+            **tools,
+            **rendered,
+            "TMPDIR": str(sharded.tmp),
+            "HOME": str(sharded.tmp),
+            "HAREL_BACKUP_ROUTERS": routers,
+            "HAREL_BACKUP_DIR": str(sharded.directory),
+        }
+
+    backup = Backups(sharded.tmp, container("backup"), timeout=240.0)
+    completed = backup.run("run")
+    assert completed.returncode == 0, completed.stderr
+    [dump] = backup.tool_calls("mongodump")
+    assert "--oplog" not in dump["argv"] and "--db=harel" in dump["argv"]
+    assert dump["config"].startswith(f"uri: 'mongodb://harel-backup@{routers}/?authSource=admin'")
+    assert [(seen["balancer"], seen["paused"]) for seen in observed(backup)] == [("off", ["w-1"])]
+    assert MongoPauses(cluster.client).status().request is None, "the workers were resumed"
+    status = last_run(cluster)
+    assert status.last_attempt.outcome is Outcome.SUCCEEDED
+    assert status.last_attempt.archive == backup.archives()[0]
+
+    restore = Backups(sharded.tmp, container("restore"), timeout=240.0)
+    archive = sharded.directory / backup.archives()[0]
+    completed = restore.run("restore", str(archive))
+    assert completed.returncode == 0, completed.stderr
+    [restored] = restore.tool_calls("mongorestore")
+    assert "--oplogReplay" not in restored["argv"] and "--nsInclude=harel.*" in restored["argv"]
+    assert restored["config"].startswith(f"uri: 'mongodb://root@{routers}/?authSource=admin'")
+    assert MongoPauses(cluster.client).status().request is not None, "the workers stay paused"
+    assert "harel partitions init" in completed.stderr and "harel resume" in completed.stderr
