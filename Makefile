@@ -96,10 +96,10 @@ logs: $(STACK_STAMP) ## follow the logs of the local stack (SERVICE=worker for o
 smoke: $(STACK_STAMP) ## run the fork/join + durable-timer smoke workflow against the local stack
 	@$(HAREL_STACK) smoke
 
-backup: $(STACK_STAMP) ## back up the local stack (mongodump with its oplog) into compose/backups
+backup: $(STACK_STAMP) ## back up the local stack (mongodump with its oplog; sharded: through the router, workers paused) into compose/backups
 	@$(HAREL_STACK) backup
 
-restore: $(STACK_STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to confirm): workers paused, oplog replayed
+restore: $(STACK_STAMP) ## restore FILE=compose/backups/<archive> (YES=1 to confirm): workers paused, oplog replayed (sharded: left paused)
 	@$(HAREL_STACK) restore "$(FILE)" $(if $(YES),--yes,)
 
 demo: $(SDK_STAMP) ## no services needed: workers + the smoke workflow in one process on mongomock:// (installs the SDK and sdk/dev only)
