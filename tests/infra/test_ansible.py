@@ -106,12 +106,46 @@ class Run:
         raise AssertionError(f"no PLAY RECAP line for {host} in:\n{self.output}")
 
 
+class MitogenMissingError(RuntimeError):
+    """ansible_mitogen (the `mitogen` package of tests/requirements.txt) is not importable."""
+
+
+def mitogen_strategy() -> dict[str, str]:
+    """The environment that runs ansible-playbook under Mitogen for Ansible's linear strategy.
+
+    Stock Ansible packs each task's module into a zip, starts a new Python on the host and compiles the module
+    there: about a quarter of a CPU-second per task on this machine, whatever the task does. Mitogen keeps one
+    Python per host for the whole run and caches the imported modules, so the same roles run in less than half
+    the time (tests/README.md has the measurements). The plays and their results are the same, with one
+    difference: Mitogen runs `sudo` for `become: true` even when Ansible already runs as the become user, where
+    stock Ansible runs the task as it is. What users run is stock ansible-core, so site.yml's own plays on their
+    first run and rerun (test_ansible_sharded.py's test_a_first_run_...) stay on stock Ansible (`Ansible.stock`).
+    """
+    spec = importlib.util.find_spec("ansible_mitogen")
+    if spec is None or spec.origin is None:
+        raise MitogenMissingError(
+            "ansible_mitogen is not installed: `make venv` installs tests/requirements.txt"
+        )
+    return {
+        "ANSIBLE_STRATEGY_PLUGINS": str(Path(spec.origin).parent / "plugins" / "strategy"),
+        "ANSIBLE_STRATEGY": "mitogen_linear",
+    }
+
+
+MITOGEN_SETTINGS = ("ANSIBLE_STRATEGY_PLUGINS", "ANSIBLE_STRATEGY")
+
+
 @dataclass(frozen=True)
 class Ansible:
     """Runs Ansible's commands with everything Ansible and pip write kept under one temporary directory."""
 
     environment: Mapping[str, str]
     scratch: Path
+
+    def stock(self) -> Ansible:
+        """The same, on stock Ansible's strategy instead of Mitogen's: what users run."""
+        environment = {key: value for key, value in self.environment.items() if key not in MITOGEN_SETTINGS}
+        return Ansible(environment, self.scratch)
 
     def run(self, command: Path, *arguments: str | Path, cwd: Path = PLAYBOOKS, timeout: float = 240) -> Run:
         completed = subprocess.run(
@@ -160,6 +194,8 @@ def ansible(tmp_path_factory: pytest.TempPathFactory) -> Ansible:
         "PIP_CONFIG_FILE": os.devnull,
         "PIP_NO_INDEX": "1",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        # Mitogen's strategy: the roles' runs take less than half the time (see mitogen_strategy).
+        **mitogen_strategy(),
     }
     return Ansible(environment, scratch)
 
