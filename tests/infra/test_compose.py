@@ -344,7 +344,9 @@ def test_data_and_keyfile_live_in_named_volumes(compose: dict[str, Any], service
 
 
 # The sharded cluster's files (compose/sharded.yml, its observability and its app's), read after the others.
-SHARDED_FILES = tuple(COMPOSE_DIR / name for name in ("sharded.yml", "sharded-observability.yml", "sharded-app.yml"))
+SHARDED_FILES = tuple(
+    COMPOSE_DIR / name for name in ("sharded.yml", "sharded-observability.yml", "sharded-app.yml")
+)
 
 
 def _compose_text() -> str:
