@@ -44,6 +44,9 @@ SHARDED_FILE = COMPOSE_DIR / "sharded.yml"
 SHARDED_PROFILE = "sharded"
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
 SETTINGS = json.loads((COMPOSE_DIR / "mongo-init" / "sharded-compose.json").read_text(encoding="utf-8"))
+# What the sharded profile runs: the keyfile and TLS steps, the config server, the two shards, the router, its init
+# and the workers.
+CLUSTER_SERVICES = {"keyfile", "tls", "cfg1", "sh1", "sh2", "mongos", "sharded-init", "worker"}
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +67,7 @@ def argument(command: list[str], flag: str) -> str:
 def test_the_profile_runs_one_config_server_two_shards_a_router_and_the_workers(
     services: dict[str, Any],
 ) -> None:
-    assert set(services) == {"keyfile", "tls", "cfg1", "sh1", "sh2", "mongos", "sharded-init", "worker"}
+    assert set(services) == CLUSTER_SERVICES
 
 
 def test_the_rendered_stack_validates_against_the_compose_specification(
@@ -234,9 +237,7 @@ def test_the_command_lines_harel_stack_runs_render_the_cluster_and_down_reaches_
     assert isinstance(compose, DockerCompose)
 
     up = rendered_services(compose.command("config"), env)
-    assert set(up) == {"keyfile", "tls", "cfg1", "sh1", "sh2", "mongos", "sharded-init", "worker"} | set(
-        CLUSTER_OBSERVABILITY
-    )
+    assert set(up) == CLUSTER_SERVICES | set(CLUSTER_OBSERVABILITY)
     # The host reaches the router, on the loopback only, where it reached mongo1.
     published = [(name, port) for name, service in up.items() for port in service.get("ports", [])]
     assert sorted((name, port["host_ip"], port["published"], port["target"]) for name, port in published) == [
@@ -327,7 +328,7 @@ def test_with_tls_the_workers_reach_the_router_with_the_ca_the_tls_step_writes(
     assert files == [COMPOSE_FILE, SHARDED_FILE]
     validates(compose, tmp_path)
     services = compose["services"]
-    assert set(services) == {"keyfile", "tls", "cfg1", "sh1", "sh2", "mongos", "sharded-init", "worker"}
+    assert set(services) == CLUSTER_SERVICES
     assert services["tls"]["environment"]["HAREL_TLS_MODE"] == mode
     for name in ("cfg1", "sh1", "sh2", "mongos"):
         assert argument(services[name]["command"], "--config") == "/tls/mongod.conf", name
@@ -460,16 +461,7 @@ def test_with_observability_the_cluster_runs_its_own_exporter_in_place_of_the_re
     compose = observed[mode]
     services = compose["services"]
     validates(compose, tmp_path)
-    assert set(services) == {
-        "keyfile",
-        "tls",
-        "cfg1",
-        "sh1",
-        "sh2",
-        "mongos",
-        "sharded-init",
-        "worker",
-    } | set(CLUSTER_OBSERVABILITY)
+    assert set(services) == CLUSTER_SERVICES | set(CLUSTER_OBSERVABILITY)
     assert {name: found for name, s in services.items() if (found := hardening_faults(s))} == {}
     # Those given a secret write their root (compose copies it in); the exporter is read-only.
     writable = {name for name, s in services.items() if not s.get("read_only")}
@@ -656,16 +648,7 @@ def test_with_the_backup_profile_the_cluster_runs_the_backup_one_shots_hardened(
     validates(compose, tmp_path)
     # Not the observability profile: the shards' monitor users, the exporter, Prometheus and Grafana stay out, and
     # the replica set's mongo-ops-users too.
-    assert set(services) == {
-        "keyfile",
-        "tls",
-        "cfg1",
-        "sh1",
-        "sh2",
-        "mongos",
-        "sharded-init",
-        "worker",
-    } | set(CLUSTER_BACKUP)
+    assert set(services) == CLUSTER_SERVICES | set(CLUSTER_BACKUP)
     assert {name: found for name, s in services.items() if (found := hardening_faults(s))} == {}
     writable = {name for name, s in services.items() if not s.get("read_only")}
     assert writable == {"cfg1", "sh1", "sh2", "sharded-init", *CLUSTER_BACKUP}
