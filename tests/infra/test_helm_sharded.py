@@ -349,6 +349,21 @@ def test_without_the_exporter_the_routers_run_mongos_alone(chart: helm_python.Ch
     assert not [m for m in manifests if m.name == f"{FULLNAME}-mongodb-exporter"]
 
 
+def router_cluster(root_user: str, root_password: str) -> dict[str, Any]:
+    """The fake mongosh's deployment behind the chart's ops-users Job on a sharded release: the routers alone,
+    with the root user and no other yet."""
+    return {
+        "members": {ROUTERS: {"setName": None, "arbiter": False, "unreachableFor": 1, "router": True}},
+        "root": {"user": root_user, "password": root_password},
+        "users": {},
+        "statusError": None,
+        "electionPolls": 0,
+        "localReplsetDocs": 0,
+        "defaultWriteConcern": {"w": "majority"},
+        "config": None,
+    }
+
+
 @requires_node
 @pytest.mark.parametrize("tls", [False, True])
 def test_the_ops_users_job_makes_the_monitor_user_through_the_routers(
@@ -361,16 +376,7 @@ def test_the_ops_users_job_makes_the_monitor_user_through_the_routers(
     assert config["replicaSetName"] is None
     assert config["monitor"] == {"username": "harel-monitor"} and config["backup"] is None
     root, monitor = secrets.token_hex(16), secrets.token_hex(16)
-    cluster = {
-        "members": {ROUTERS: {"setName": None, "arbiter": False, "unreachableFor": 1, "router": True}},
-        "root": {"user": config["rootUsername"], "password": root},
-        "users": {},
-        "statusError": None,
-        "electionPolls": 0,
-        "localReplsetDocs": 0,
-        "defaultWriteConcern": {"w": "majority"},
-        "config": None,
-    }
+    cluster = router_cluster(config["rootUsername"], root)
     env = {"HAREL_MONGO_ROOT_PASSWORD": root, "HAREL_MONITOR_PASSWORD": monitor}
 
     run = run_ops_users(tmp_path, files, config, env, cluster)
@@ -422,16 +428,7 @@ def test_the_ops_users_job_gives_a_sharded_backup_user_the_pause_and_the_balance
     files, config = ops_users_scenario(chart, sharded(2, backup={"enabled": True}))
     assert config["replicaSetName"] is None and config["backup"] == {"username": "harel-backup"}
     root, backup = secrets.token_hex(16), secrets.token_hex(16)
-    cluster = {
-        "members": {ROUTERS: {"setName": None, "arbiter": False, "unreachableFor": 1, "router": True}},
-        "root": {"user": config["rootUsername"], "password": root},
-        "users": {},
-        "statusError": None,
-        "electionPolls": 0,
-        "localReplsetDocs": 0,
-        "defaultWriteConcern": {"w": "majority"},
-        "config": None,
-    }
+    cluster = router_cluster(config["rootUsername"], root)
     env = {"HAREL_MONGO_ROOT_PASSWORD": root, "HAREL_BACKUP_PASSWORD": backup}
 
     run = run_ops_users(tmp_path, files, config, env, cluster)
