@@ -185,9 +185,7 @@ def parse_relay_work(document: Mapping[str, Any]) -> RelayWork:
     entry is relayed then: the others would overtake it)."""
     execution_id = document["_id"]
     with reading(document, "outbox"):
-        outbox = sorted(
-            (parse_outbox_entry(execution_id, e) for e in document.get("outbox") or ()), key=lambda e: e.seq
-        )
+        outbox = _outbox_in_seq_order(document)
     with reading(document, "spawns"):
         spawns = sorted((parse_spawn_entry(e) for e in document.get("spawns") or ()), key=lambda s: s.seq)
     return RelayWork(execution_id, outbox, spawns)
@@ -305,11 +303,15 @@ def parse_claim(document: Mapping[str, Any], owner: str) -> Claim:
     )
 
 
+def _outbox_in_seq_order(document: Mapping[str, Any]) -> list[OutboxEntry]:
+    entries = document.get("outbox") or ()
+    return sorted((parse_outbox_entry(document["_id"], e) for e in entries), key=lambda e: e.seq)
+
+
 def _outbox_pending(document: Mapping[str, Any]) -> tuple[OutboxEntry, ...] | None:
     """The outbox entries a claim found, in seq order; None when one cannot be read (the relay parks it)."""
-    entries = document.get("outbox") or []
     try:
-        return tuple(sorted((parse_outbox_entry(document["_id"], e) for e in entries), key=lambda e: e.seq))
+        return tuple(_outbox_in_seq_order(document))
     except (KeyError, TypeError, ValueError):
         return None
 
