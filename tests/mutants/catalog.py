@@ -465,8 +465,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 REPLIES,
-                '(parse_outbox_entry(execution_id, e) for e in document.get("outbox") or ()), key=lambda e: e.seq',
-                '(parse_outbox_entry(execution_id, e) for e in document.get("outbox") or ()), key=lambda e: -e.seq',
+                'sorted((parse_outbox_entry(document["_id"], e) for e in entries), key=lambda e: e.seq)',
+                'sorted((parse_outbox_entry(document["_id"], e) for e in entries), key=lambda e: -e.seq)',
             ),
         ),
         _on(
